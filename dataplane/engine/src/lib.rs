@@ -1,0 +1,1 @@
+//! The xroce dataplane daemon `xroced` (not written yet).

@@ -1,0 +1,1 @@
+//! The InfiniBand transport as a deterministic, sans-IO state machine (not written yet).

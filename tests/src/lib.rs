@@ -1,0 +1,1 @@
+//! Shared helpers for xroce's end-to-end tests.

@@ -1,0 +1,33 @@
+//! `cargo xtask`: the project's automation. Every command a user or CI needs is here.
+//!
+//! - `cargo xtask test`: install what the tests need, then run the whole suite.
+//! - `cargo xtask demo`: the first command a newcomer runs.
+
+mod deps;
+mod test;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(name = "cargo xtask", about = "xroce project automation")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Install the Debian packages the tests need, then run the whole test suite.
+    Test(test::Args),
+    /// Install the Debian packages the build and the tests need, and nothing else.
+    Deps,
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Test(args) => test::run(&args),
+        Command::Deps => deps::ensure(deps::ALL),
+    }
+}
