@@ -1,6 +1,125 @@
-//! RoCEv2 wire format: Ethernet, IPv4/IPv6, UDP and the InfiniBand transport headers as
-//! typed views over byte slices, the opcode table, the ICRC and PSN arithmetic.
+//! RoCEv2 on the wire: Ethernet (with one optional 802.1Q tag), IPv4/IPv6, UDP and every
+//! InfiniBand transport header RoCEv2 carries, as typed views over byte slices; the opcode
+//! table; the ICRC; PSN arithmetic; GIDs, path MTUs and the UDP source port rule.
 //!
-//! This crate never performs I/O, never allocates on the packet path and contains no
-//! `unsafe` code.
+//! This crate is the dataplane's dictionary of bytes. It never performs I/O, never allocates
+//! (it is `no_std` and has no `alloc`), contains no `unsafe` code and never panics on any
+//! input: malformed bytes come back as a [`ParseError`] that names what was wrong, and a
+//! buffer that is too small for an emit comes back as an [`EmitError`].
+//!
+//! # Layers
+//!
+//! The crate follows smoltcp's `wire` module: one file per header, each with a `…Packet<T>`
+//! view (byte ranges in a private `field` module, or a `zerocopy` struct where the header has
+//! no bit fields) and a `…Repr` with `parse`/`emit`. On top of the headers sit two layers:
+//!
+//! - [`IbRepr`]: the InfiniBand transport part of a RoCEv2 packet, the UDP payload from the
+//!   BTH to the ICRC. It knows nothing of L2–L4. [`IbRepr::parse`] returns the headers and the
+//!   payload slice (pad and ICRC stripped); [`IbRepr::emit`] writes the headers and returns
+//!   their length, so a sender can copy the payload straight after them.
+//! - [`FrameRepr`] and [`Frame`]: the Ethernet/IP/UDP envelope. [`FrameRepr::emit`] fills in
+//!   every L2–L4 header around an IB part already written in place, then the pad and the
+//!   ICRC. [`Frame::parse`] takes a whole Ethernet frame apart and verifies the ICRC.
+//!
+//! The [`opcode`] table is the single place that knows which headers an opcode carries;
+//! the rest of the code (here and in the transport) asks it instead of matching on opcodes.
+//!
+//! # Specifications
+//!
+//! InfiniBand Architecture Specification Volume 1 (IBTA), chapter 9 (transport layer) and
+//! Annex A17 (RoCEv2); RFC 791 (IPv4), RFC 8200 (IPv6), RFC 768 (UDP), IEEE 802.1Q.
+//! Where the specification leaves room, Linux Soft-RoCE (rxe) decides, and the code says so.
+#![no_std]
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+#[cfg(test)]
+extern crate std;
+
+/// Gives a zerocopy header struct `new_checked`/`new_checked_mut` constructors that report
+/// a short buffer as [`ParseError::Truncated`], and checks its size at compile time.
+macro_rules! zerocopy_header {
+    ($ty:ident, $len:expr) => {
+        const _: () = assert!(core::mem::size_of::<$ty>() == $len);
+
+        impl $ty {
+            /// A view of the header at the start of `bytes`.
+            pub fn new_checked(bytes: &[u8]) -> Result<&$ty, crate::ParseError> {
+                match <$ty as zerocopy::FromBytes>::ref_from_prefix(bytes) {
+                    Ok((header, _)) => Ok(header),
+                    Err(_) => Err(crate::ParseError::Truncated {
+                        layer: crate::Layer::ExtHeaders,
+                        needed: $len,
+                        available: bytes.len(),
+                    }),
+                }
+            }
+
+            /// A mutable view of the header at the start of `bytes`.
+            pub fn new_checked_mut(bytes: &mut [u8]) -> Result<&mut $ty, crate::ParseError> {
+                let available = bytes.len();
+                match <$ty as zerocopy::FromBytes>::mut_from_prefix(bytes) {
+                    Ok((header, _)) => Ok(header),
+                    Err(_) => Err(crate::ParseError::Truncated {
+                        layer: crate::Layer::ExtHeaders,
+                        needed: $len,
+                        available,
+                    }),
+                }
+            }
+        }
+    };
+}
+pub(crate) use zerocopy_header;
+
+pub mod aeth;
+pub mod atomic_ack_eth;
+pub mod atomic_eth;
+pub mod bth;
+mod checksum;
+pub mod cnp;
+pub mod deth;
+mod error;
+pub mod ethernet;
+pub mod frame;
+pub mod gid;
+pub mod ib;
+pub mod icrc;
+pub mod identifiers;
+pub mod ieth;
+pub mod immdt;
+pub mod ipv4;
+pub mod ipv6;
+pub mod mtu;
+pub mod opcode;
+pub mod psn;
+pub mod rdeth;
+pub mod reth;
+pub mod source_port;
+pub mod udp;
+
+pub use aeth::{AethPacket, AethRepr, NakCode, RnrTimer, Syndrome};
+pub use atomic_ack_eth::{AtomicAckEth, AtomicAckEthRepr};
+pub use atomic_eth::{AtomicEth, AtomicEthRepr};
+pub use bth::{BthPacket, BthRepr};
+pub use cnp::CnpRepr;
+pub use deth::{DethPacket, DethRepr};
+pub use error::{EmitError, Layer, ParseError};
+pub use ethernet::{EtherType, EthernetAddress, EthernetFrame, EthernetRepr, VlanTag};
+pub use frame::{Frame, FrameRepr, IpRepr};
+pub use gid::Gid;
+pub use ib::IbRepr;
+pub use identifiers::{Pkey, Qkey, Qpn, Rkey};
+pub use ieth::{Ieth, IethRepr};
+pub use immdt::{ImmDt, ImmDtRepr};
+pub use ipv4::{Ipv4Packet, Ipv4Repr};
+pub use ipv6::{Ipv6Packet, Ipv6Repr};
+pub use mtu::{IbMtu, IpVersion};
+pub use opcode::{ExtHeader, Opcode, OpcodeFlags, OpcodeInfo, Operation, Position, Transport};
+pub use psn::Psn;
+pub use rdeth::{RdethPacket, RdethRepr};
+pub use reth::{Reth, RethRepr};
+pub use udp::{ROCE_V2_UDP_PORT, UdpChecksum, UdpPacket, UdpRepr};
+
+/// Length of the invariant CRC that ends every RoCEv2 packet (IBTA 7.8.1).
+pub const ICRC_LEN: usize = 4;

@@ -1,0 +1,248 @@
+//! The invariant CRC of a RoCEv2 packet (IBTA 7.8.1; Annex A17 for what RoCEv2 masks).
+//!
+//! The ICRC is a CRC-32 (the Ethernet/zlib polynomial) over the parts of the packet that
+//! no router changes:
+//!
+//! ```text
+//! 8 bytes 0xFF                       stand-in for the IB LRH
+//! IP header                          IPv4: TOS, TTL, header checksum set to all ones
+//!                                    IPv6: traffic class, flow label, hop limit all ones
+//! UDP header                         checksum set to all ones
+//! BTH                                byte 4 (FECN, BECN, resv6) set to all ones
+//! extension headers, payload, pad    as they are
+//! ```
+//!
+//! It travels after the pad, least significant byte first. rxe computes it with
+//! `crc32_le` seeded with all ones and stores the complement, which is exactly the standard
+//! CRC-32 of `crc32fast`; its result is written little-endian, and so we do too.
+
+use crate::bth;
+use crate::error::ParseError;
+use crate::udp;
+
+/// The 8 bytes that stand for the (absent) LRH.
+const PSEUDO_LRH: [u8; 8] = [0xff; 8];
+
+/// Bytes at the start of an IP header that hold every masked field (IPv4 up to the checksum
+/// at 10..12, IPv6 up to the hop limit at 7).
+const IP_MASKED_PREFIX: usize = 12;
+
+/// Bytes at the start of the UDP datagram that hold every masked field (UDP checksum and
+/// BTH byte 4).
+const DATAGRAM_MASKED_PREFIX: usize = udp::HEADER_LEN + bth::HEADER_LEN;
+
+/// Computes the ICRC.
+///
+/// `ip_header` is the IP header (its version nibble selects the IPv4 or IPv6 masks);
+/// `datagram` is the UDP datagram from the UDP header up to, not including, the ICRC. Short
+/// inputs are hashed as they are (masks apply to the bytes present), so this never panics.
+pub fn compute(ip_header: &[u8], datagram: &[u8]) -> u32 {
+    let mut hasher = crc32fast::Hasher::new();
+    hasher.update(&PSEUDO_LRH);
+
+    let n = ip_header.len().min(IP_MASKED_PREFIX);
+    let mut ip = [0u8; IP_MASKED_PREFIX];
+    ip[..n].copy_from_slice(&ip_header[..n]);
+    if ip[0] >> 4 == 6 {
+        // Traffic class (low nibble of byte 0, high nibble of byte 1) and flow label.
+        ip[0] |= 0x0f;
+        ip[1] = 0xff;
+        ip[2] = 0xff;
+        ip[3] = 0xff;
+        ip[7] = 0xff; // hop limit
+    } else {
+        ip[1] = 0xff; // TOS: DSCP and ECN
+        ip[8] = 0xff; // TTL
+        ip[10] = 0xff; // header checksum
+        ip[11] = 0xff;
+    }
+    hasher.update(&ip[..n]);
+    hasher.update(&ip_header[n..]);
+
+    let n = datagram.len().min(DATAGRAM_MASKED_PREFIX);
+    let mut head = [0u8; DATAGRAM_MASKED_PREFIX];
+    head[..n].copy_from_slice(&datagram[..n]);
+    head[6] = 0xff; // UDP checksum
+    head[7] = 0xff;
+    head[udp::HEADER_LEN + bth::RESV8A_OFFSET] = 0xff; // FECN, BECN, resv6
+    hasher.update(&head[..n]);
+    hasher.update(&datagram[n..]);
+
+    hasher.finalize()
+}
+
+/// Computes the ICRC a whole Ethernet frame should carry (the frame's L2–L4 headers must
+/// parse; its IB part is not examined beyond the BTH).
+pub fn compute_frame(frame: &[u8]) -> Result<u32, ParseError> {
+    let layout = crate::frame::parse_envelope(frame)?.1;
+    Ok(compute(
+        layout.ip_header(frame),
+        layout.datagram_without_icrc(frame),
+    ))
+}
+
+/// The ICRC a whole Ethernet frame carries (read little-endian, as rxe writes it).
+pub fn carried_by_frame(frame: &[u8]) -> Result<u32, ParseError> {
+    let layout = crate::frame::parse_envelope(frame)?.1;
+    Ok(layout.icrc(frame))
+}
+
+/// Checks the ICRC of a whole Ethernet frame.
+pub fn verify_frame(frame: &[u8]) -> Result<(), ParseError> {
+    let layout = crate::frame::parse_envelope(frame)?.1;
+    let computed = compute(layout.ip_header(frame), layout.datagram_without_icrc(frame));
+    let found = layout.icrc(frame);
+    if computed == found {
+        Ok(())
+    } else {
+        Err(ParseError::IcrcMismatch { found, computed })
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::bth::BthRepr;
+    use crate::ethernet::EthernetAddress;
+    use crate::frame::FrameRepr;
+    use crate::ib::IbRepr;
+    use crate::identifiers::Qpn;
+    use crate::opcode::Opcode;
+    use crate::psn::Psn;
+    use std::vec;
+    use std::vec::Vec;
+
+    /// rc_pingpong.pcap frame 19, a 62-byte ACK from 10.77.0.2 to 10.77.0.3.
+    pub(crate) static ACK_FRAME: [u8; 62] = [
+        0x52, 0x54, 0x00, 0x77, 0x00, 0x03, 0x52, 0x54, 0x00, 0x77, 0x00, 0x02, 0x08,
+        0x00, // eth
+        0x45, 0x00, 0x00, 0x30, 0x9c, 0xf4, 0x40, 0x00, 0x40, 0x11, 0x89, 0x2a, 0x0a, 0x4d, 0x00,
+        0x02, 0x0a, 0x4d, 0x00, 0x03, // IPv4
+        0xc1, 0x21, 0x12, 0xb7, 0x00, 0x1c, 0x00, 0x00, // UDP
+        0x11, 0x00, 0xff, 0xff, 0x00, 0x00, 0x00, 0x11, 0x00, 0x58, 0xf0, 0x5d, // BTH
+        0x1f, 0x00, 0x00, 0x01, // AETH
+        0x35, 0x25, 0x8f, 0x66, // ICRC
+    ];
+
+    #[test]
+    fn rxe_ack_verifies() {
+        assert_eq!(verify_frame(&ACK_FRAME), Ok(()));
+        assert_eq!(compute_frame(&ACK_FRAME), Ok(0x668f_2535));
+        assert_eq!(carried_by_frame(&ACK_FRAME), Ok(0x668f_2535));
+    }
+
+    /// Flips every bit of IP header and datagram, one at a time: the ICRC changes exactly
+    /// when the bit is not in a masked field.
+    fn check_every_bit(
+        ip: &[u8],
+        datagram: &[u8],
+        ip_masked: &[(usize, u8)],
+        dg_masked: &[(usize, u8)],
+    ) {
+        let base = compute(ip, datagram);
+        let masked = |list: &[(usize, u8)], i: usize, bit: u8| {
+            list.iter()
+                .any(|&(at, mask)| at == i && mask & (1 << bit) != 0)
+        };
+        let mut flips = 0;
+        for i in 0..ip.len() {
+            for bit in 0..8 {
+                let mut ip2 = ip.to_vec();
+                ip2[i] ^= 1 << bit;
+                let same = compute(&ip2, datagram) == base;
+                assert_eq!(same, masked(ip_masked, i, bit), "IP byte {i} bit {bit}");
+                flips += 1;
+            }
+        }
+        for i in 0..datagram.len() {
+            for bit in 0..8 {
+                let mut dg2 = datagram.to_vec();
+                dg2[i] ^= 1 << bit;
+                let same = compute(ip, &dg2) == base;
+                assert_eq!(
+                    same,
+                    masked(dg_masked, i, bit),
+                    "datagram byte {i} bit {bit}"
+                );
+                flips += 1;
+            }
+        }
+        assert_eq!(flips, (ip.len() + datagram.len()) * 8);
+    }
+
+    #[test]
+    fn ipv4_every_covered_bit_matters_and_masked_fields_do_not() {
+        let ip = &ACK_FRAME[14..34];
+        let datagram = &ACK_FRAME[34..58];
+        // TOS, TTL, header checksum; UDP checksum, BTH byte 4.
+        let ip_masked = [(1, 0xff), (8, 0xff), (10, 0xff), (11, 0xff)];
+        let dg_masked = [(6, 0xff), (7, 0xff), (12, 0xff)];
+        check_every_bit(ip, datagram, &ip_masked, &dg_masked);
+    }
+
+    fn ipv6_frame() -> Vec<u8> {
+        let headers = FrameRepr::ipv6(
+            EthernetAddress([2, 0, 0, 0, 0, 1]),
+            EthernetAddress([2, 0, 0, 0, 0, 2]),
+            "fd00:77::1".parse().unwrap(),
+            "fd00:77::2".parse().unwrap(),
+            0xc123,
+        );
+        let ib = IbRepr::new(BthRepr::new(
+            Opcode::RC_SEND_ONLY,
+            Qpn::new(0x11),
+            Psn::new(7),
+        ));
+        let mut buf = vec![0u8; 128];
+        let n = headers.emit_packet(&mut buf, &ib, b"hello").unwrap();
+        buf.truncate(n);
+        buf
+    }
+
+    #[test]
+    fn ipv6_every_covered_bit_matters_and_masked_fields_do_not() {
+        let frame = ipv6_frame();
+        assert_eq!(verify_frame(&frame), Ok(()));
+        let ip = &frame[14..54];
+        let datagram = &frame[54..frame.len() - 4];
+        // Traffic class and flow label (all but the version nibble of bytes 0..4), hop limit.
+        let ip_masked = [(0, 0x0f), (1, 0xff), (2, 0xff), (3, 0xff), (7, 0xff)];
+        let dg_masked = [(6, 0xff), (7, 0xff), (12, 0xff)];
+        check_every_bit(ip, datagram, &ip_masked, &dg_masked);
+    }
+
+    #[test]
+    fn a_flipped_icrc_bit_fails_verification() {
+        for i in 58..62 {
+            for bit in 0..8 {
+                let mut f = ACK_FRAME;
+                f[i] ^= 1 << bit;
+                assert!(matches!(
+                    verify_frame(&f),
+                    Err(ParseError::IcrcMismatch { .. })
+                ));
+            }
+        }
+    }
+
+    #[test]
+    fn masked_fields_can_change_in_a_whole_frame() {
+        // A router may rewrite TOS/ECN and TTL (fixing the header checksum) and set FECN.
+        let mut f = ACK_FRAME;
+        f[15] = 0x03; // ECN CE
+        f[22] = 17; // TTL
+        f[24] = 0;
+        f[25] = 0;
+        let sum = crate::checksum::checksum(&f[14..34]);
+        f[24..26].copy_from_slice(&sum.to_be_bytes());
+        f[46] = 0x80; // FECN
+        assert_eq!(verify_frame(&f), Ok(()));
+    }
+
+    #[test]
+    fn short_inputs_do_not_panic() {
+        for n in 0..20 {
+            let _ = compute(&ACK_FRAME[14..14 + n], &ACK_FRAME[34..34 + n]);
+        }
+    }
+}
