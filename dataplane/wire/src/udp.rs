@@ -164,15 +164,23 @@ fn pseudo_header_sum(src: IpAddr, dst: IpAddr, len: usize) -> u64 {
     acc + u64::from(crate::ipv4::PROTOCOL_UDP) + (len as u64 & 0xffff_ffff)
 }
 
-/// Whether a UDP datagram carries a checksum.
+/// The UDP checksum of a RoCEv2 datagram.
+///
+/// Receivers do not verify it: the ICRC covers every byte it covers, and on links with
+/// checksum offload (veth, virtio) the bytes a capture or an XDP program sees carry only
+/// the pseudo-header sum of a `CHECKSUM_PARTIAL` packet, which Linux accepts from its skb
+/// metadata. A packet with such a checksum, from a userspace client to rxe, is in the
+/// captures; verifying it would reject a packet rxe accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum UdpChecksum {
     /// Checksum field 0, "no checksum". rxe sends this on IPv4 and IPv6 (the ICRC covers the
     /// same bytes), so we do too.
     #[default]
     None,
-    /// A real checksum over the pseudo-header and datagram. Receivers check it when nonzero.
+    /// Send a real checksum, computed over the pseudo-header and the datagram.
     Computed,
+    /// A nonzero checksum as received, not verified; emitted again unchanged.
+    Carried(u16),
 }
 
 /// The fields of a UDP header.
@@ -182,23 +190,22 @@ pub struct UdpRepr {
     pub src_port: u16,
     /// Destination port (4791 for RoCEv2).
     pub dst_port: u16,
-    /// Whether the datagram carries a checksum. The frame layer computes and checks it,
-    /// since it needs the IP addresses.
+    /// The checksum to send, or the one received. The frame layer computes it, since it
+    /// needs the IP addresses.
     pub checksum: UdpChecksum,
 }
 
 impl UdpRepr {
-    /// Reads a checked header. The checksum itself is verified by the caller, who knows the
-    /// IP addresses ([`UdpPacket::verify_checksum`]).
+    /// Reads a checked header. A nonzero checksum is kept as [`UdpChecksum::Carried`],
+    /// unverified (see [`UdpChecksum`]); [`UdpPacket::verify_checksum`] checks one.
     pub fn parse<T: AsRef<[u8]>>(packet: &UdpPacket<T>) -> Result<UdpRepr, ParseError> {
         packet.check_len()?;
         Ok(UdpRepr {
             src_port: packet.src_port(),
             dst_port: packet.dst_port(),
-            checksum: if packet.checksum() == 0 {
-                UdpChecksum::None
-            } else {
-                UdpChecksum::Computed
+            checksum: match packet.checksum() {
+                0 => UdpChecksum::None,
+                value => UdpChecksum::Carried(value),
             },
         })
     }
@@ -208,9 +215,9 @@ impl UdpRepr {
         HEADER_LEN
     }
 
-    /// Writes the header for a payload of `payload_len` bytes, with checksum field 0. The
-    /// caller fills in a computed checksum (if any) once the payload is in place. The
-    /// buffer must hold 8 bytes; lengths above 65535 are truncated to 16 bits.
+    /// Writes the header for a payload of `payload_len` bytes, with checksum field 0 (or the
+    /// carried value). The caller fills in a computed checksum once the payload is in place.
+    /// The buffer must hold 8 bytes; lengths above 65535 are truncated to 16 bits.
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(
         &self,
         packet: &mut UdpPacket<T>,
@@ -219,7 +226,10 @@ impl UdpRepr {
         packet.set_src_port(self.src_port);
         packet.set_dst_port(self.dst_port);
         packet.set_len((HEADER_LEN + payload_len) as u16);
-        packet.set_checksum(0);
+        packet.set_checksum(match self.checksum {
+            UdpChecksum::Carried(value) => value,
+            UdpChecksum::None | UdpChecksum::Computed => 0,
+        });
     }
 }
 
