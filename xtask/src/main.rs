@@ -2,8 +2,10 @@
 //!
 //! - `cargo xtask test`: install what the tests need, then run the whole suite.
 //! - `cargo xtask demo`: the first command a newcomer runs.
+//! - `cargo xtask pcap FILE...`: decode the RoCEv2 packets of captures and check their ICRCs.
 
 mod deps;
+mod pcap;
 mod test;
 
 use anyhow::Result;
@@ -22,6 +24,8 @@ enum Command {
     Test(test::Args),
     /// Install the Debian packages the build and the tests need, and nothing else.
     Deps,
+    /// Print one line per RoCEv2 packet of pcap/pcapng files and check every ICRC.
+    Pcap(pcap::Args),
 }
 
 fn main() -> Result<()> {
@@ -29,5 +33,6 @@ fn main() -> Result<()> {
     match cli.command {
         Command::Test(args) => test::run(&args),
         Command::Deps => deps::ensure(deps::ALL),
+        Command::Pcap(args) => pcap::run(&args),
     }
 }
