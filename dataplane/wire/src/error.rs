@@ -140,7 +140,7 @@ pub enum ParseError {
         /// Bytes between the headers and the ICRC.
         len: usize,
     },
-    /// The ICRC carried by the packet is not the one computed over it (IBTA 7.8.1, Annex A17).
+    /// The ICRC carried by the packet is not the one computed over it (IBTA 7.8, Annex A17).
     #[error("ICRC mismatch: packet carries {found:#010x}, computed {computed:#010x}")]
     IcrcMismatch {
         /// The ICRC on the wire (read little-endian, as rxe stores it).

@@ -1,4 +1,4 @@
-//! The invariant CRC of a RoCEv2 packet (IBTA 7.8.1; Annex A17 for what RoCEv2 masks).
+//! The invariant CRC of a RoCEv2 packet (IBTA 7.8; Annex A17 for what RoCEv2 masks).
 //!
 //! The ICRC is a CRC-32 (the Ethernet/zlib polynomial) over the parts of the packet that
 //! no router changes:

@@ -24,6 +24,58 @@
 //! The [`opcode`] table is the single place that knows which headers an opcode carries;
 //! the rest of the code (here and in the transport) asks it instead of matching on opcodes.
 //!
+//! # Receiving
+//!
+//! ```
+//! use xroce_wire::{ExtHeader, Frame, ParseError};
+//!
+//! # let bytes: &[u8] = &[];
+//! match Frame::parse(bytes) {
+//!     Ok(frame) => {
+//!         let info = frame.ib.info(); // ask the table, not the opcode number
+//!         if info.is_request() && info.starts_message() {
+//!             // Present exactly when the opcode carries a RETH.
+//!             if let Some(reth) = frame.ib.reth {
+//!                 let _ = (reth.va, reth.rkey, reth.dma_len, frame.payload);
+//!             }
+//!         }
+//!         let _ = info.carries(ExtHeader::ImmDt);
+//!     }
+//!     Err(ParseError::IcrcMismatch { .. }) => { /* count: bad ICRC */ }
+//!     Err(_other) => { /* count: malformed (the variant says what was wrong) */ }
+//! }
+//! ```
+//!
+//! # Sending, with the payload written in place
+//!
+//! ```
+//! use xroce_wire::source_port::udp_source_port;
+//! use xroce_wire::{BthRepr, EthernetAddress, Frame, FrameRepr, IbRepr, Opcode, Psn, Qpn};
+//!
+//! let (local_qp, remote_qp) = (Qpn::new(0x11), Qpn::new(0x12));
+//! let envelope = FrameRepr::ipv4(
+//!     EthernetAddress([2, 0, 0, 0, 0, 1]),
+//!     EthernetAddress([2, 0, 0, 0, 0, 2]),
+//!     [10, 77, 0, 1].into(),
+//!     [10, 77, 0, 2].into(),
+//!     udp_source_port(0, local_qp, remote_qp),
+//! );
+//! let mut bth = BthRepr::new(Opcode::RC_SEND_ONLY, remote_qp, Psn::new(0x58f05a));
+//! bth.ack_request = true;
+//! let ib = IbRepr::new(bth);
+//!
+//! let payload = b"hello, rxe"; // e.g. straight from a memory region
+//! let mut frame = [0u8; 2048]; // e.g. a UMEM frame
+//! let at = envelope.header_len();
+//! let header_len = ib.emit(&mut frame[at..], payload.len())?;
+//! frame[at + header_len..][..payload.len()].copy_from_slice(payload);
+//! let len = envelope.emit(&mut frame, header_len + payload.len())?;
+//!
+//! let parsed = Frame::parse(&frame[..len]).unwrap();
+//! assert_eq!(parsed.payload, payload);
+//! # Ok::<(), xroce_wire::EmitError>(())
+//! ```
+//!
 //! # Specifications
 //!
 //! InfiniBand Architecture Specification Volume 1 (IBTA), chapter 9 (transport layer) and
@@ -121,5 +173,5 @@ pub use rdeth::{RdethPacket, RdethRepr};
 pub use reth::{Reth, RethRepr};
 pub use udp::{ROCE_V2_UDP_PORT, UdpChecksum, UdpPacket, UdpRepr};
 
-/// Length of the invariant CRC that ends every RoCEv2 packet (IBTA 7.8.1).
+/// Length of the invariant CRC that ends every RoCEv2 packet (IBTA 7.8).
 pub const ICRC_LEN: usize = 4;

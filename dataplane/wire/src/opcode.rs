@@ -1,4 +1,4 @@
-//! The BTH opcode table (IBTA 9.2.1, table "OpCode field"; Annex A17.9.3 for the CNP).
+//! The BTH opcode table (IBTA 9.2, the OpCode field; Annex A17.9.3 for the CNP).
 //!
 //! All 256 opcodes, each with its name, transport, operation, position in a message, flags
 //! and the extension headers it carries with their offsets from the start of the BTH. The
@@ -350,7 +350,7 @@ impl OpcodeInfo {
 }
 
 impl Opcode {
-    // RC (IBTA 9.2.1).
+    // RC (IBTA 9.2).
     /// RC SEND First.
     pub const RC_SEND_FIRST: Opcode = Opcode(0x00);
     /// RC SEND Middle.

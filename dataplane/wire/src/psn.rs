@@ -1,4 +1,4 @@
-//! Packet sequence numbers: 24-bit serial numbers (IBTA 9.7.1).
+//! Packet sequence numbers: 24-bit serial numbers (IBTA 9.7).
 
 use core::cmp::Ordering;
 use core::fmt;
