@@ -2,7 +2,9 @@
 //!
 //! - `cargo xtask test`: install what the tests need, then run the whole suite.
 //! - `cargo xtask demo`: the first command a newcomer runs.
+//! - `cargo xtask build`: the drop-in `libibverbs.so.1`, installed in `target/xroce/lib`.
 
+mod build;
 mod deps;
 mod test;
 
@@ -22,6 +24,8 @@ enum Command {
     Test(test::Args),
     /// Install the Debian packages the build and the tests need, and nothing else.
     Deps,
+    /// Build the drop-in libibverbs.so.1 (release) into target/xroce/lib.
+    Build(build::Args),
 }
 
 fn main() -> Result<()> {
@@ -29,5 +33,6 @@ fn main() -> Result<()> {
     match cli.command {
         Command::Test(args) => test::run(&args),
         Command::Deps => deps::ensure(deps::ALL),
+        Command::Build(args) => build::run(&args),
     }
 }
