@@ -56,13 +56,13 @@ pub(crate) extern "C" fn _verbs_init_and_alloc_context(
 /// `void verbs_uninit_context(struct verbs_context *context)`.
 #[unsafe(no_mangle)]
 pub(crate) extern "C" fn verbs_uninit_context(_context: *mut verbs_context) {
-    ffi::void(kernel_provider::nothing_to_do)
+    ffi::void(kernel_provider::no_kernel)
 }
 
 /// `void verbs_set_ops(struct verbs_context *vctx, const struct verbs_context_ops *ops)`.
 #[unsafe(no_mangle)]
 pub(crate) extern "C" fn verbs_set_ops(_vctx: *mut verbs_context, _ops: *const verbs_context_ops) {
-    ffi::void(kernel_provider::nothing_to_do)
+    ffi::void(kernel_provider::no_kernel)
 }
 
 /// `void verbs_init_cq(struct ibv_cq *cq, struct ibv_context *context, struct
@@ -74,7 +74,7 @@ pub(crate) extern "C" fn verbs_init_cq(
     _channel: *mut ibv_comp_channel,
     _cq_context: *mut c_void,
 ) {
-    ffi::void(kernel_provider::nothing_to_do)
+    ffi::void(kernel_provider::no_kernel)
 }
 
 /// `struct ibv_context *verbs_open_device(struct ibv_device *device, void

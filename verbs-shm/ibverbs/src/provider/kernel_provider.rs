@@ -8,7 +8,7 @@
 //! `ibv_query_gid_type`) must resolve for the program to start at all. Their load-time
 //! constructors call `verbs_register_driver_34`, which succeeds and ignores the provider;
 //! since no device is ever matched to such a provider, none of the other functions is
-//! reached, and each answers `EOPNOTSUPP` (or does nothing, for `void` ones) if it is.
+//! reached, and each answers `EOPNOTSUPP` (through `errno` for `void` ones) if it is.
 
 use std::ffi::c_uint;
 
@@ -18,13 +18,15 @@ use crate::ffi::{Errno, Verb};
 pub(crate) fn register_driver() {}
 
 /// Every `ibv_cmd_*` command, `execute_ioctl`, `_verbs_init_and_alloc_context`,
-/// `verbs_open_device` and `ibv_read_ibdev_sysfs_file`: there is no kernel to talk to.
+/// `verbs_open_device`, `ibv_read_ibdev_sysfs_file`, the `verbs_*` bookkeeping of
+/// provider-allocated objects (`verbs_uninit_context`, `verbs_set_ops`,
+/// `verbs_init_cq`, which are `void` and so report through `errno` only) and the
+/// `ibv_copy_*_kern` conversions: there is no kernel device to talk to.
 pub(crate) fn no_kernel<T>() -> Verb<T> {
     Err(Errno::EOPNOTSUPP)
 }
 
-/// `verbs_uninit_context`, `verbs_set_ops`, `verbs_init_cq`, `__verbs_log`: bookkeeping
-/// for provider-allocated objects that cannot exist here.
+/// `__verbs_log`: there is nothing to log.
 pub(crate) fn nothing_to_do() -> Verb<()> {
     Ok(())
 }
