@@ -4,7 +4,8 @@ use anyhow::{Context, Result, bail};
 use std::process::Command;
 
 /// Packages needed to build the workspace (XDP program, libbpf/libxdp for AF_XDP) and to
-/// run its tests (network namespaces, packet capture).
+/// run its tests (network namespaces, packet capture, the verbs tools the drop-in
+/// libibverbs.so.1 is loaded into, and the verbs.h its layouts are checked against).
 pub(crate) const ALL: &[&str] = &[
     "clang",
     "llvm",
@@ -16,6 +17,9 @@ pub(crate) const ALL: &[&str] = &[
     "iproute2",
     "ethtool",
     "tcpdump",
+    "libibverbs-dev",
+    "ibverbs-utils",
+    "perftest",
 ];
 
 fn installed(pkg: &str) -> bool {

@@ -3,7 +3,9 @@
 //! - `cargo xtask test`: install what the tests need, then run the whole suite.
 //! - `cargo xtask demo`: the first command a newcomer runs.
 //! - `cargo xtask pcap FILE...`: decode the RoCEv2 packets of captures and check their ICRCs.
+//! - `cargo xtask build`: the drop-in `libibverbs.so.1`, installed in `target/xroce/lib`.
 
+mod build;
 mod deps;
 mod pcap;
 mod test;
@@ -26,6 +28,8 @@ enum Command {
     Deps,
     /// Print one line per RoCEv2 packet of pcap/pcapng files and check every ICRC.
     Pcap(pcap::Args),
+    /// Build the drop-in libibverbs.so.1 (release) into target/xroce/lib.
+    Build(build::Args),
 }
 
 fn main() -> Result<()> {
@@ -34,5 +38,6 @@ fn main() -> Result<()> {
         Command::Test(args) => test::run(&args),
         Command::Deps => deps::ensure(deps::ALL),
         Command::Pcap(args) => pcap::run(&args),
+        Command::Build(args) => build::run(&args),
     }
 }

@@ -1,0 +1,111 @@
+//! Device, port, GID and P_Key queries.
+
+use std::ffi::{c_int, c_uint};
+
+use verbs_abi::{
+    _compat_ibv_port_attr, ibv_context, ibv_device_attr, ibv_gid, ibv_gid_entry, ibv_gid_type_sysfs,
+};
+
+use crate::ffi;
+use crate::provider::verbs;
+
+/// `int ibv_query_device(struct ibv_context *context, struct ibv_device_attr
+/// *device_attr)`: 0 or an errno value.
+#[unsafe(no_mangle)]
+pub(crate) extern "C" fn ibv_query_device(
+    context: *mut ibv_context,
+    device_attr: *mut ibv_device_attr,
+) -> c_int {
+    ffi::errno_value(|| verbs::query_device(context, device_attr))
+}
+
+/// `int ibv_query_port(struct ibv_context *context, uint8_t port_num, struct
+/// _compat_ibv_port_attr *port_attr)`: 0 or an errno value. Applications built against
+/// v44 reach this only when `verbs_context::query_port` is NULL.
+#[unsafe(no_mangle)]
+pub(crate) extern "C" fn ibv_query_port(
+    context: *mut ibv_context,
+    port_num: u8,
+    port_attr: *mut _compat_ibv_port_attr,
+) -> c_int {
+    ffi::errno_value(|| verbs::query_port(context, port_num, port_attr))
+}
+
+/// `int ibv_query_gid(struct ibv_context *context, uint8_t port_num, int index, union
+/// ibv_gid *gid)`: 0, or -1 and `errno`.
+#[unsafe(no_mangle)]
+pub(crate) extern "C" fn ibv_query_gid(
+    context: *mut ibv_context,
+    port_num: u8,
+    index: c_int,
+    gid: *mut ibv_gid,
+) -> c_int {
+    ffi::minus_one_on_error(|| verbs::query_gid(context, port_num, index, gid))
+}
+
+/// `int _ibv_query_gid_ex(struct ibv_context *context, uint32_t port_num, uint32_t
+/// gid_index, struct ibv_gid_entry *entry, uint32_t flags, size_t entry_size)`: 0 or an
+/// errno value.
+#[unsafe(no_mangle)]
+pub(crate) extern "C" fn _ibv_query_gid_ex(
+    context: *mut ibv_context,
+    port_num: u32,
+    gid_index: u32,
+    entry: *mut ibv_gid_entry,
+    flags: u32,
+    entry_size: usize,
+) -> c_int {
+    ffi::errno_value(|| verbs::query_gid_ex(context, port_num, gid_index, entry, flags, entry_size))
+}
+
+/// `ssize_t _ibv_query_gid_table(struct ibv_context *context, struct ibv_gid_entry
+/// *entries, size_t max_entries, uint32_t flags, size_t entry_size)`: the number of
+/// entries, or the negated errno value.
+#[unsafe(no_mangle)]
+pub(crate) extern "C" fn _ibv_query_gid_table(
+    context: *mut ibv_context,
+    entries: *mut ibv_gid_entry,
+    max_entries: usize,
+    flags: u32,
+    entry_size: usize,
+) -> isize {
+    ffi::negated_errno(|| verbs::query_gid_table(context, entries, max_entries, flags, entry_size))
+}
+
+/// `int ibv_query_gid_type(struct ibv_context *context, uint8_t port_num, unsigned int
+/// index, enum ibv_gid_type_sysfs *type)` (`IBVERBS_PRIVATE_34`, imported by
+/// `ibv_devinfo`): 0, or -1 and `errno`.
+#[unsafe(no_mangle)]
+pub(crate) extern "C" fn ibv_query_gid_type(
+    context: *mut ibv_context,
+    port_num: u8,
+    index: c_uint,
+    gid_type: *mut ibv_gid_type_sysfs,
+) -> c_int {
+    ffi::minus_one_on_error(|| verbs::query_gid_type(context, port_num, index, gid_type))
+}
+
+/// `int ibv_query_pkey(struct ibv_context *context, uint8_t port_num, int index, __be16
+/// *pkey)`: 0, or -1 and `errno`.
+#[unsafe(no_mangle)]
+pub(crate) extern "C" fn ibv_query_pkey(
+    context: *mut ibv_context,
+    port_num: u8,
+    index: c_int,
+    pkey: *mut u16,
+) -> c_int {
+    ffi::minus_one_on_error(|| verbs::query_pkey(context, port_num, index, pkey))
+}
+
+/// `int ibv_get_pkey_index(struct ibv_context *context, uint8_t port_num, __be16 pkey)`:
+/// the index, or -1 and `errno`.
+#[unsafe(no_mangle)]
+pub(crate) extern "C" fn ibv_get_pkey_index(
+    context: *mut ibv_context,
+    port_num: u8,
+    pkey: u16,
+) -> c_int {
+    ffi::minus_one_on_error(|| verbs::pkey_index(context, port_num, pkey))
+}
+
+include!(concat!(env!("OUT_DIR"), "/symver_exports_query.rs"));
