@@ -1,0 +1,415 @@
+//! The completer: turns responses into send completions and decides on retransmission
+//! (rxe's `rxe_comp.c`).
+//!
+//! Responses retire work requests strictly in order. An ACK for PSN n acknowledges every
+//! packet up to n; a READ response or atomic acknowledgement implicitly acknowledges every
+//! SEND and WRITE before its request (IBTA 9.7.5.1.1). A NAK acknowledges everything before
+//! its PSN. Retransmission is go-back-N from the oldest unacknowledged PSN, on the local ACK
+//! timeout (4.096 µs × 2^timeout), on a PSN sequence error NAK, or after the RNR timer.
+
+use xroce_wire::Psn;
+
+use crate::completion::{Completion, CompletionQueue, WcFlags, WcStatus};
+use crate::context::{AsyncEvent, Cx};
+use crate::counters::Counter;
+use crate::memory::MemoryTable;
+use crate::packet::{Kind, NakCode, Packet, Syndrome};
+use crate::qp::{QpAttr, QpState, QpType, QueuePair, send_opcode};
+use crate::requester::{EntryState, scatter};
+use crate::time::{ack_timeout, rnr_timer};
+use crate::wqe::{Gather, SendFlags, SendOp};
+
+/// The completer's state.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct CompleterState {
+    /// The oldest PSN not yet acknowledged: the next response PSN expected.
+    pub(crate) psn: Psn,
+    /// Transport retries left.
+    pub(crate) retry_cnt: u8,
+    /// RNR retries left (7 = forever).
+    pub(crate) rnr_retry: u8,
+    /// When the retransmit timer fires.
+    pub(crate) retrans_deadline: Option<crate::time::Instant>,
+    /// A retry for a sequence error NAK started and no progress was made since: further
+    /// NAKs for the same gap do not start another (rxe's `started_retry`).
+    pub(crate) retry_started: bool,
+}
+
+impl CompleterState {
+    pub(crate) fn on_sq_psn(&mut self, psn: Psn) {
+        self.psn = psn;
+    }
+
+    pub(crate) fn on_flush(&mut self) {
+        self.retrans_deadline = None;
+        self.retry_started = false;
+    }
+
+    pub(crate) fn reset_retry_counters(&mut self, attr: &QpAttr) {
+        self.retry_cnt = attr.retry_cnt;
+        self.rnr_retry = attr.rnr_retry;
+        self.retry_started = false;
+    }
+}
+
+impl QueuePair {
+    /// Handles a response packet (ACK/NAK, READ response, atomic acknowledgement).
+    pub(crate) fn handle_response<M: MemoryTable + ?Sized>(
+        &mut self,
+        pkt: &Packet<'_>,
+        cx: &mut Cx<'_, M>,
+    ) {
+        if self.config.qp_type != QpType::Rc {
+            cx.count(Counter::rcvd_wrong_transport);
+            return;
+        }
+        if !matches!(self.state, QpState::Rts | QpState::Sqd) {
+            cx.count(if self.state == QpState::Err {
+                Counter::rcvd_qp_error
+            } else {
+                Counter::rcvd_qp_not_ready
+            });
+            return;
+        }
+        let psn = pkt.h.psn;
+        // A response for PSN p acknowledges every SEND/WRITE packet before p (IBTA
+        // 9.7.5.1.1). A READ or atomic before p whose response has not come was lost.
+        loop {
+            let Some(entry) = self.sq.front() else {
+                cx.count(Counter::unexpected_response);
+                return;
+            };
+            if entry.state == EntryState::Posted {
+                cx.count(Counter::unexpected_response);
+                return;
+            }
+            if psn.distance(entry.first_psn) <= 0 {
+                break;
+            }
+            if entry.wqe.op.is_read_or_atomic() {
+                if psn.distance(entry.last_psn) <= 0 {
+                    break;
+                }
+                cx.count(Counter::response_out_of_seq);
+                if !self.comp.retry_started {
+                    self.comp.retry_started = true;
+                    self.start_retry(cx);
+                }
+                return;
+            }
+            if psn.distance(entry.last_psn) <= 0 {
+                // p falls inside this SEND/WRITE: its packets before p are acknowledged.
+                if psn.distance(self.comp.psn) > 0 {
+                    self.comp.psn = psn;
+                    self.on_progress(cx);
+                }
+                break;
+            }
+            if entry.last_psn.distance(self.comp.psn) >= 0 {
+                self.comp.psn = entry.last_psn.next();
+                self.on_progress(cx);
+            }
+            self.complete_front(WcStatus::Success, cx);
+        }
+        let diff = psn.distance(self.comp.psn);
+        if diff < 0 {
+            cx.count(Counter::duplicate_response);
+            return;
+        }
+        match pkt.h.kind {
+            Kind::ReadResponse => self.on_read_response(pkt, diff, cx),
+            Kind::AtomicAck => self.on_atomic_ack(pkt, diff, cx),
+            Kind::Ack => self.on_ack(pkt, cx),
+            _ => cx.count(Counter::bad_response),
+        }
+    }
+
+    fn on_read_response<M: MemoryTable + ?Sized>(
+        &mut self,
+        pkt: &Packet<'_>,
+        diff: i32,
+        cx: &mut Cx<'_, M>,
+    ) {
+        let entry = self.sq[0];
+        let SendOp::Read { .. } = entry.wqe.op else {
+            cx.count(Counter::bad_response);
+            self.fail_send(WcStatus::BadRespErr, cx);
+            return;
+        };
+        if diff > 0 {
+            // An earlier response is missing; the timer will retry from it.
+            cx.count(Counter::response_out_of_seq);
+            return;
+        }
+        if let Some(aeth) = pkt.h.aeth {
+            if !matches!(aeth.syndrome, Syndrome::Ack(_)) {
+                cx.count(Counter::bad_response);
+                self.fail_send(WcStatus::BadRespErr, cx);
+                return;
+            }
+        }
+        let mtu = u64::from(self.mtu());
+        let offset = entry.resp_bytes;
+        let remaining = entry.len - offset;
+        let n = pkt.payload.len() as u64;
+        // A response starting a (possibly resumed) READ may be FIRST/ONLY; MIDDLE/LAST only
+        // continue one. FIRST/MIDDLE carry exactly one MTU, LAST/ONLY the rest.
+        let pos = pkt.h.pos;
+        let sequence_ok = pos.is_start() || pkt.h.psn != entry.first_psn;
+        let length_ok = if pos.is_end() {
+            n == remaining
+        } else {
+            n == mtu && n < remaining
+        };
+        if !sequence_ok || !length_ok {
+            cx.count(Counter::bad_response);
+            self.fail_send(WcStatus::BadRespErr, cx);
+            return;
+        }
+        if n > 0 {
+            let Gather::Sges(sges) = entry.wqe.data else {
+                self.fail_send(WcStatus::LocQpOpErr, cx);
+                return;
+            };
+            if scatter(cx.mem, self.config.pd, &sges, offset, pkt.payload).is_err() {
+                self.fail_send(WcStatus::LocProtErr, cx);
+                return;
+            }
+        }
+        self.sq[0].resp_bytes += n;
+        self.comp.psn = pkt.h.psn.next();
+        self.on_progress(cx);
+        if pos.is_end() {
+            self.complete_front(WcStatus::Success, cx);
+        }
+    }
+
+    fn on_atomic_ack<M: MemoryTable + ?Sized>(
+        &mut self,
+        pkt: &Packet<'_>,
+        diff: i32,
+        cx: &mut Cx<'_, M>,
+    ) {
+        let entry = self.sq[0];
+        if !entry.wqe.op.is_atomic() || pkt.h.atomic_ack.is_none() {
+            cx.count(Counter::bad_response);
+            self.fail_send(WcStatus::BadRespErr, cx);
+            return;
+        }
+        if diff > 0 {
+            cx.count(Counter::response_out_of_seq);
+            return;
+        }
+        if let Some(aeth) = pkt.h.aeth {
+            if !matches!(aeth.syndrome, Syndrome::Ack(_)) {
+                cx.count(Counter::bad_response);
+                self.fail_send(WcStatus::BadRespErr, cx);
+                return;
+            }
+        }
+        let orig = pkt.h.atomic_ack.unwrap_or_default();
+        if let Gather::Sges(sges) = entry.wqe.data {
+            if scatter(cx.mem, self.config.pd, &sges, 0, &orig.to_le_bytes()).is_err() {
+                self.fail_send(WcStatus::LocProtErr, cx);
+                return;
+            }
+        }
+        self.comp.psn = pkt.h.psn.next();
+        self.on_progress(cx);
+        self.complete_front(WcStatus::Success, cx);
+    }
+
+    fn on_ack<M: MemoryTable + ?Sized>(&mut self, pkt: &Packet<'_>, cx: &mut Cx<'_, M>) {
+        let Some(aeth) = pkt.h.aeth else {
+            cx.count(Counter::bad_response);
+            return;
+        };
+        let psn = pkt.h.psn;
+        let entry = self.sq[0];
+        match aeth.syndrome {
+            Syndrome::Ack(_) => {
+                if entry.wqe.op.is_read_or_atomic() {
+                    // A plain ACK cannot acknowledge a READ or an atomic; everything before
+                    // it is already retired.
+                    cx.count(Counter::unexpected_response);
+                    return;
+                }
+                if psn.distance(self.comp.psn) >= 0 {
+                    self.comp.psn = psn.next();
+                    self.on_progress(cx);
+                }
+                if psn == entry.last_psn {
+                    self.complete_front(WcStatus::Success, cx);
+                }
+            }
+            Syndrome::RnrNak(code) => {
+                // IBTA 9.7.5.2.8: everything before the NAKed PSN is acknowledged; resend it
+                // after the RNR timer.
+                cx.count(Counter::rcvd_rnr_err);
+                if psn.distance(self.comp.psn) > 0 {
+                    self.comp.psn = psn;
+                }
+                self.comp.retrans_deadline = None;
+                if self.comp.rnr_retry == 0 {
+                    cx.count(Counter::retry_rnr_exceeded_err);
+                    self.fail_send(WcStatus::RnrRetryExcErr, cx);
+                    return;
+                }
+                if self.comp.rnr_retry != 7 {
+                    self.comp.rnr_retry -= 1;
+                }
+                self.req.retry = true;
+                self.req.rnr_until = Some(cx.now + rnr_timer(code));
+            }
+            Syndrome::Nak(NakCode::PsnSeqErr) => {
+                cx.count(Counter::rcvd_seq_err);
+                if psn.distance(self.comp.psn) > 0 {
+                    // IBTA 9.7.5.2.2: the NAK acknowledges every PSN before it.
+                    self.comp.psn = psn;
+                    self.on_progress(cx);
+                }
+                if !self.comp.retry_started {
+                    self.comp.retry_started = true;
+                    self.start_retry(cx);
+                }
+            }
+            Syndrome::Nak(code) => {
+                let (counter, status) = match code {
+                    NakCode::InvalidRequest => {
+                        (Counter::rcvd_nak_invalid_request, WcStatus::RemInvReqErr)
+                    }
+                    NakCode::RemoteAccess => {
+                        (Counter::rcvd_nak_remote_access, WcStatus::RemAccessErr)
+                    }
+                    _ => (Counter::rcvd_nak_remote_op, WcStatus::RemOpErr),
+                };
+                cx.count(counter);
+                self.fail_send(status, cx);
+            }
+        }
+    }
+
+    /// The oldest unacknowledged PSN advanced.
+    fn on_progress<M: MemoryTable + ?Sized>(&mut self, cx: &mut Cx<'_, M>) {
+        self.comp.reset_retry_counters(&self.attr);
+        self.comp.retrans_deadline = if self.comp.psn == self.req.psn && !self.req.retry {
+            None
+        } else {
+            ack_timeout(self.attr.timeout).map(|t| cx.now + t)
+        };
+    }
+
+    /// Starts a go-back-N retransmission, or fails the oldest work request when the retry
+    /// budget is spent.
+    pub(crate) fn start_retry<M: MemoryTable + ?Sized>(&mut self, cx: &mut Cx<'_, M>) {
+        if self.comp.retry_cnt == 0 {
+            cx.count(Counter::retry_exceeded_err);
+            self.fail_send(WcStatus::RetryExcErr, cx);
+            return;
+        }
+        self.comp.retry_cnt -= 1;
+        cx.count(Counter::completer_retry_err);
+        self.req.retry = true;
+        self.comp.retrans_deadline = None;
+    }
+
+    /// The retransmit timer fired.
+    pub(crate) fn on_retransmit_timeout<M: MemoryTable + ?Sized>(&mut self, cx: &mut Cx<'_, M>) {
+        self.comp.retrans_deadline = None;
+        let outstanding = self
+            .sq
+            .front()
+            .is_some_and(|e| e.state != EntryState::Posted);
+        if !outstanding || !matches!(self.state, QpState::Rts | QpState::Sqd) {
+            return;
+        }
+        cx.count(Counter::retransmit_timeouts);
+        self.comp.retry_started = false;
+        self.start_retry(cx);
+    }
+
+    /// Completes the oldest send work request with `status`.
+    pub(crate) fn complete_front<M: MemoryTable + ?Sized>(
+        &mut self,
+        status: WcStatus,
+        cx: &mut Cx<'_, M>,
+    ) {
+        let Some(entry) = self.sq.pop_front() else {
+            return;
+        };
+        if self.req.next == 0 {
+            // The requester was (re)sending this work request: the acknowledgement made
+            // that unnecessary. Continue with the next one, at the PSN after it.
+            self.req.offset = 0;
+            if self.req.psn.distance(entry.last_psn) <= 0 && entry.state != EntryState::Posted {
+                self.req.psn = entry.last_psn.next();
+            }
+        }
+        self.req.next = self.req.next.saturating_sub(1);
+        if entry.holds_rd_atomic {
+            self.req.rd_atomic = self.req.rd_atomic.saturating_sub(1);
+        }
+        let wqe = entry.wqe;
+        if status == WcStatus::Success && wqe.op.is_send() {
+            cx.count(Counter::rdma_sends);
+        }
+        // IBTA 10.7.3.1: an error always generates a completion.
+        if self.config.sq_sig_all
+            || wqe.flags.contains(SendFlags::SIGNALED)
+            || status != WcStatus::Success
+        {
+            let flags = match wqe.op {
+                SendOp::SendWithImm { .. } | SendOp::WriteWithImm { .. } => WcFlags::WITH_IMM,
+                _ => WcFlags::default(),
+            };
+            self.completions.push_back(Completion {
+                wr_id: wqe.wr_id,
+                status,
+                opcode: send_opcode(wqe.op),
+                queue: CompletionQueue::Send,
+                qpn: self.config.qpn.value(),
+                // ibv_wc.byte_len is meaningful for READ and atomics; rxe reports the message
+                // length for every opcode, so we do too.
+                byte_len: entry.len as u32,
+                imm: 0,
+                flags,
+                src_qp: 0,
+                solicited: false,
+            });
+        }
+        if self.state == QpState::Sqd && !self.req.drained_notified && self.send_queue_drained() {
+            self.req.drained_notified = true;
+            if self.attr.en_sqd_async_notify {
+                cx.events.push_back(AsyncEvent::SqDrained(self.config.qpn));
+            }
+        }
+    }
+
+    /// No work request is in flight (only unstarted ones remain).
+    pub(crate) fn send_queue_drained(&self) -> bool {
+        self.sq
+            .front()
+            .is_none_or(|e| e.state == EntryState::Posted)
+    }
+
+    /// Completes the oldest send work request in error and moves the QP to ERR (RC) or SQE
+    /// (UC, UD), flushing what follows.
+    pub(crate) fn fail_send<M: MemoryTable + ?Sized>(
+        &mut self,
+        status: WcStatus,
+        cx: &mut Cx<'_, M>,
+    ) {
+        cx.count(Counter::send_err);
+        self.complete_front(status, cx);
+        let next = if self.config.qp_type == QpType::Rc {
+            QpState::Err
+        } else {
+            QpState::Sqe
+        };
+        self.enter_state(next);
+        if next == QpState::Err && self.config.srq.is_some() {
+            cx.events
+                .push_back(AsyncEvent::LastWqeReached(self.config.qpn));
+        }
+    }
+}

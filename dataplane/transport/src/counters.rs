@@ -1,0 +1,168 @@
+//! Counters named after rxe's hardware counters (`rxe_hw_counters.h`), plus one for every
+//! other way a packet can be dropped or answered with a NAK.
+//!
+//! Rule: every packet the transport drops, and every NAK it sends or receives, increments
+//! exactly one counter. Tests assert which.
+
+macro_rules! counters {
+    ($( $(#[doc = $doc:literal])* $name:ident ),* $(,)?) => {
+        /// The transport's counters. Field names are the names users see (`xroce stats`).
+        #[derive(Clone, Debug, Default, PartialEq, Eq)]
+        pub struct Counters {
+            $( $(#[doc = $doc])* pub $name: u64, )*
+        }
+
+        /// One counter, by name.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[allow(non_camel_case_types)]
+        pub enum Counter {
+            $( $(#[doc = $doc])* $name, )*
+        }
+
+        impl Counter {
+            /// Every counter, in declaration order.
+            pub const ALL: &'static [Counter] = &[$(Counter::$name),*];
+
+            /// The counter's name.
+            pub fn name(self) -> &'static str {
+                match self { $(Counter::$name => stringify!($name),)* }
+            }
+
+            /// What the counter counts.
+            pub fn description(self) -> &'static str {
+                match self { $(Counter::$name => concat!($($doc),*).trim_ascii(),)* }
+            }
+        }
+
+        impl Counters {
+            /// The value of one counter.
+            pub fn value(&self, counter: Counter) -> u64 {
+                match counter { $(Counter::$name => self.$name,)* }
+            }
+
+            /// Increments one counter.
+            pub fn inc(&mut self, counter: Counter) {
+                match counter { $(Counter::$name => self.$name += 1,)* }
+            }
+
+            /// Adds every counter of `other` to `self`.
+            pub fn add(&mut self, other: &Counters) {
+                $( self.$name += other.$name; )*
+            }
+
+            /// `(name, value)` for every counter.
+            pub fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+                Counter::ALL.iter().map(move |c| (c.name(), self.value(*c)))
+            }
+        }
+    };
+}
+
+counters! {
+    /// Packets the transport emitted.
+    sent_pkts,
+    /// Packets the transport accepted for a queue pair (parsed, ICRC good, QP found).
+    rcvd_pkts,
+    /// Frames dropped because their ICRC did not verify.
+    rcvd_icrc_err,
+    /// Frames dropped because they did not parse as RoCEv2 (the error names why in logs).
+    rcvd_malformed,
+    /// Frames dropped because their destination address is not one of this endpoint's GIDs.
+    rcvd_wrong_dgid,
+    /// Packets dropped because the transport does not implement their opcode (RD, CNP,
+    /// XRC, FLUSH, ATOMIC WRITE).
+    rcvd_unsupported_opcode,
+    /// Packets dropped because no queue pair has their destination QP number.
+    rcvd_unknown_qpn,
+    /// Packets dropped because the queue pair's state does not accept packets (RESET, INIT).
+    rcvd_qp_not_ready,
+    /// Packets dropped because their opcode is not of the queue pair's transport type.
+    rcvd_wrong_transport,
+    /// Packets dropped because their P_Key does not match.
+    rcvd_bad_pkey,
+    /// UD packets dropped because their Q_Key does not match the queue pair's.
+    rcvd_bad_qkey,
+    /// Requests that were duplicates of already executed ones (re-ACKed or replayed).
+    duplicate_request,
+    /// Requests ahead of the expected PSN that caused a PSN sequence error NAK.
+    out_of_seq_request,
+    /// Requests ahead of the expected PSN dropped after the NAK for their gap was sent.
+    out_of_seq_dropped,
+    /// Duplicate READ or atomic requests for which no responder resource was left (dropped).
+    duplicate_request_no_resource,
+    /// RNR NAKs received.
+    rcvd_rnr_err,
+    /// RNR NAKs sent.
+    send_rnr_err,
+    /// PSN sequence error NAKs received.
+    rcvd_seq_err,
+    /// Invalid request NAKs sent.
+    sent_nak_invalid_request,
+    /// Remote access error NAKs sent.
+    sent_nak_remote_access,
+    /// Remote operational error NAKs sent.
+    sent_nak_remote_op,
+    /// Invalid request NAKs received.
+    rcvd_nak_invalid_request,
+    /// Remote access error NAKs received.
+    rcvd_nak_remote_access,
+    /// Remote operational error NAKs received (and NAKs with reserved codes).
+    rcvd_nak_remote_op,
+    /// Retransmissions started (timeouts and sequence errors).
+    completer_retry_err,
+    /// Retransmit timer expirations.
+    retransmit_timeouts,
+    /// Work requests failed because the transport retry counter was exhausted.
+    retry_exceeded_err,
+    /// Work requests failed because the RNR retry counter was exhausted.
+    retry_rnr_exceeded_err,
+    /// Responses dropped because they were duplicates or stale (PSN already completed).
+    duplicate_response,
+    /// Responses dropped because no work request was waiting for them.
+    unexpected_response,
+    /// READ responses dropped because an earlier response is missing (they are retried).
+    response_out_of_seq,
+    /// Responses that violated the protocol (wrong opcode for the request, wrong sequence).
+    bad_response,
+    /// UC packets dropped because the message they belong to was already broken.
+    uc_dropped,
+    /// UC or UD messages dropped because no receive work request was posted.
+    rcvd_no_recv_wqe,
+    /// UC or UD messages dropped because they were too long for the receive buffer or path.
+    rcvd_length_err,
+    /// UC WRITEs dropped because of an rkey violation.
+    rcvd_rkey_violation,
+    /// Responses (ACKs) not sent because the response queue was full.
+    response_queue_full,
+    /// Send work requests that completed with an error status (not flushes).
+    send_err,
+    /// SEND messages completed by the requester.
+    rdma_sends,
+    /// SEND messages received and completed by the responder.
+    rdma_recvs,
+    /// Packets dropped because their queue pair is in the error state.
+    rcvd_qp_error,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_values_and_descriptions_line_up() {
+        let mut c = Counters::default();
+        c.inc(Counter::duplicate_request);
+        c.inc(Counter::duplicate_request);
+        assert_eq!(c.duplicate_request, 2);
+        assert_eq!(c.value(Counter::duplicate_request), 2);
+        assert_eq!(Counter::duplicate_request.name(), "duplicate_request");
+        assert!(Counter::ALL.iter().all(|c| !c.description().is_empty()));
+        let mut sum = Counters::default();
+        sum.add(&c);
+        sum.add(&c);
+        assert_eq!(
+            sum.iter().find(|(n, _)| *n == "duplicate_request"),
+            Some(("duplicate_request", 4))
+        );
+    }
+}

@@ -1,0 +1,421 @@
+//! The endpoint: every queue pair and shared receive queue of one poller, with the
+//! scheduling, timers and frame I/O around them.
+//!
+//! Frames come in as bytes ([`Endpoint::handle_frame`]) and go out as bytes
+//! ([`Endpoint::poll_transmit`]); time comes in as an argument. Queue pairs with something
+//! to send wait on an active list served round-robin, one packet per turn, so that a
+//! thousand QPs share the link fairly. Timers sit in a heap with at most one live entry per
+//! QP.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
+
+use xroce_wire::{Gid, Qpn};
+
+use crate::completion::Completion;
+use crate::context::{AsyncEvent, Cx};
+use crate::counters::{Counter, Counters};
+use crate::frame::{self, FrameWriter, Received};
+use crate::memory::MemoryTable;
+use crate::qp::{AttrMask, Limits, ModifyError, PostError, QpAttr, QpConfig, QueuePair};
+use crate::srq::{Srq, SrqAttr, SrqId};
+use crate::time::Instant;
+use crate::wqe::{RecvWqe, SendWqe};
+
+/// A hasher for QP and SRQ numbers: they are already well spread (the engine allocates
+/// them unpredictably), so a multiply is enough.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NumberHasher(u64);
+
+impl Hasher for NumberHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8 | u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.0 = u64::from(n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+type NumberMap<V> = HashMap<u32, V, BuildHasherDefault<NumberHasher>>;
+
+/// The local addresses and limits of an endpoint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EndpointConfig {
+    /// The MAC address frames are sent from.
+    pub mac: [u8; 6],
+    /// The GID table: index 0 is the default source GID. Frames to any other address are
+    /// dropped.
+    pub gids: Vec<Gid>,
+    /// Device limits for the queue pairs.
+    pub limits: Limits,
+    /// IP TTL / hop limit for paths that do not set one (rxe uses 64).
+    pub default_hop_limit: u8,
+}
+
+/// Why an endpoint operation failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum EndpointError {
+    /// No QP with this number.
+    #[error("no queue pair {0}")]
+    NoSuchQp(Qpn),
+    /// A QP with this number exists already.
+    #[error("queue pair {0} exists already")]
+    QpExists(Qpn),
+    /// No SRQ with this number.
+    #[error("no shared receive queue {0:?}")]
+    NoSuchSrq(SrqId),
+    /// An SRQ with this number exists already.
+    #[error("shared receive queue {0:?} exists already")]
+    SrqExists(SrqId),
+    /// The SRQ is still used by a QP.
+    #[error("shared receive queue {0:?} is still attached to a queue pair")]
+    SrqBusy(SrqId),
+    /// A QP names an SRQ of another protection domain, or one that does not exist.
+    #[error("shared receive queue {0:?} cannot be used by this queue pair")]
+    BadSrq(SrqId),
+    /// A modify failed.
+    #[error(transparent)]
+    Modify(#[from] ModifyError),
+    /// A post failed.
+    #[error(transparent)]
+    Post(#[from] PostError),
+}
+
+/// What [`Endpoint::poll_transmit`] produced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Transmit {
+    /// The frame's length in the buffer.
+    pub len: usize,
+    /// The QP that sent it.
+    pub qpn: Qpn,
+}
+
+/// Every queue pair and shared receive queue of one poller.
+#[derive(Debug)]
+pub struct Endpoint {
+    config: EndpointConfig,
+    qps: NumberMap<QpSlot>,
+    srqs: NumberMap<Srq>,
+    active: VecDeque<u32>,
+    timers: BinaryHeap<Reverse<(Instant, u32)>>,
+    completions: VecDeque<Completion>,
+    events: VecDeque<AsyncEvent>,
+    counters: Counters,
+    ip_id: u16,
+}
+
+#[derive(Debug)]
+struct QpSlot {
+    qp: QueuePair,
+    /// The deadline of this QP's live entry in the timer heap.
+    timer: Option<Instant>,
+}
+
+impl Endpoint {
+    /// A new endpoint with no queue pairs.
+    pub fn new(config: EndpointConfig) -> Endpoint {
+        Endpoint {
+            config,
+            qps: NumberMap::default(),
+            srqs: NumberMap::default(),
+            active: VecDeque::new(),
+            timers: BinaryHeap::new(),
+            completions: VecDeque::new(),
+            events: VecDeque::new(),
+            counters: Counters::default(),
+            ip_id: 0,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &EndpointConfig {
+        &self.config
+    }
+
+    /// Replaces the GID table (the host's addresses changed).
+    pub fn set_gids(&mut self, gids: Vec<Gid>) {
+        self.config.gids = gids;
+    }
+
+    /// The counters.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// Counts something the owner noticed (for example a frame it could not hand over).
+    pub fn count(&mut self, counter: Counter) {
+        self.counters.inc(counter);
+    }
+
+    /// Creates a queue pair in RESET.
+    pub fn create_qp(&mut self, config: QpConfig) -> Result<(), EndpointError> {
+        let qpn = config.qpn;
+        if self.qps.contains_key(&qpn.value()) {
+            return Err(EndpointError::QpExists(qpn));
+        }
+        if let Some(id) = config.srq {
+            let srq = self.srqs.get(&id.0).ok_or(EndpointError::BadSrq(id))?;
+            if srq.pd() != config.pd {
+                return Err(EndpointError::BadSrq(id));
+            }
+        }
+        self.qps.insert(
+            qpn.value(),
+            QpSlot {
+                qp: QueuePair::new(config),
+                timer: None,
+            },
+        );
+        Ok(())
+    }
+
+    /// Destroys a queue pair; its outstanding work requests are dropped without completions
+    /// (as `ibv_destroy_qp` does).
+    pub fn destroy_qp(&mut self, qpn: Qpn) -> Result<(), EndpointError> {
+        self.qps
+            .remove(&qpn.value())
+            .map(|_| ())
+            .ok_or(EndpointError::NoSuchQp(qpn))
+    }
+
+    /// A queue pair.
+    pub fn qp(&self, qpn: Qpn) -> Option<&QueuePair> {
+        self.qps.get(&qpn.value()).map(|s| &s.qp)
+    }
+
+    /// The numbers of every queue pair.
+    pub fn qpns(&self) -> impl Iterator<Item = Qpn> + '_ {
+        self.qps.keys().map(|&n| Qpn::new(n))
+    }
+
+    /// Modifies a queue pair (`ibv_modify_qp`).
+    pub fn modify_qp(
+        &mut self,
+        now: Instant,
+        qpn: Qpn,
+        attr: &QpAttr,
+        mask: AttrMask,
+    ) -> Result<(), EndpointError> {
+        let slot = self
+            .qps
+            .get_mut(&qpn.value())
+            .ok_or(EndpointError::NoSuchQp(qpn))?;
+        slot.qp.modify(attr, mask)?;
+        self.after(now, qpn.value());
+        Ok(())
+    }
+
+    /// Posts a send work request.
+    pub fn post_send(&mut self, now: Instant, qpn: Qpn, wqe: SendWqe) -> Result<(), EndpointError> {
+        let slot = self
+            .qps
+            .get_mut(&qpn.value())
+            .ok_or(EndpointError::NoSuchQp(qpn))?;
+        slot.qp.post_send(wqe)?;
+        self.after(now, qpn.value());
+        Ok(())
+    }
+
+    /// Posts a receive work request.
+    pub fn post_recv(&mut self, now: Instant, qpn: Qpn, wqe: RecvWqe) -> Result<(), EndpointError> {
+        let slot = self
+            .qps
+            .get_mut(&qpn.value())
+            .ok_or(EndpointError::NoSuchQp(qpn))?;
+        slot.qp.post_recv(wqe)?;
+        self.after(now, qpn.value());
+        Ok(())
+    }
+
+    /// Creates a shared receive queue.
+    pub fn create_srq(&mut self, srq: Srq) -> Result<(), EndpointError> {
+        let id = srq.id();
+        if self.srqs.contains_key(&id.0) {
+            return Err(EndpointError::SrqExists(id));
+        }
+        self.srqs.insert(id.0, srq);
+        Ok(())
+    }
+
+    /// Destroys a shared receive queue that no queue pair uses.
+    pub fn destroy_srq(&mut self, id: SrqId) -> Result<(), EndpointError> {
+        if !self.srqs.contains_key(&id.0) {
+            return Err(EndpointError::NoSuchSrq(id));
+        }
+        if self.qps.values().any(|s| s.qp.config().srq == Some(id)) {
+            return Err(EndpointError::SrqBusy(id));
+        }
+        self.srqs.remove(&id.0);
+        Ok(())
+    }
+
+    /// A shared receive queue.
+    pub fn srq(&self, id: SrqId) -> Option<&Srq> {
+        self.srqs.get(&id.0)
+    }
+
+    /// Posts to a shared receive queue.
+    pub fn post_srq_recv(&mut self, id: SrqId, wqe: RecvWqe) -> Result<(), EndpointError> {
+        let srq = self
+            .srqs
+            .get_mut(&id.0)
+            .ok_or(EndpointError::NoSuchSrq(id))?;
+        Ok(srq.post_recv(wqe)?)
+    }
+
+    /// Arms a shared receive queue's limit.
+    pub fn modify_srq(&mut self, id: SrqId, attr: SrqAttr) -> Result<(), EndpointError> {
+        let srq = self
+            .srqs
+            .get_mut(&id.0)
+            .ok_or(EndpointError::NoSuchSrq(id))?;
+        Ok(srq.set_limit(attr.srq_limit)?)
+    }
+
+    /// Handles one received Ethernet frame.
+    pub fn handle_frame<M: MemoryTable + ?Sized>(
+        &mut self,
+        now: Instant,
+        bytes: &[u8],
+        mem: &mut M,
+    ) {
+        let pkt = match frame::parse(bytes, &self.config.gids) {
+            Ok(pkt) => pkt,
+            Err(counter) => return self.counters.inc(counter),
+        };
+        let Received { packet, dest_qpn } = pkt;
+        let qpn = dest_qpn.value();
+        let Some(slot) = self.qps.get_mut(&qpn) else {
+            return self.counters.inc(Counter::rcvd_unknown_qpn);
+        };
+        self.counters.inc(Counter::rcvd_pkts);
+        let srq = slot.qp.config().srq.and_then(|id| self.srqs.get_mut(&id.0));
+        let mut cx = Cx {
+            now,
+            mem,
+            counters: &mut self.counters,
+            srq,
+            events: &mut self.events,
+        };
+        slot.qp.handle_packet(&packet, &mut cx);
+        self.after(now, qpn);
+    }
+
+    /// Writes the next frame to send into `buf` (which must hold a maximum-size frame:
+    /// [`frame::MAX_FRAME`] bytes) and says which QP sent it.
+    pub fn poll_transmit<M: MemoryTable + ?Sized>(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        mem: &mut M,
+    ) -> Option<Transmit> {
+        while let Some(qpn) = self.active.pop_front() {
+            let Some(slot) = self.qps.get_mut(&qpn) else {
+                continue;
+            };
+            slot.qp.scheduled = false;
+            let srq = slot.qp.config().srq.and_then(|id| self.srqs.get_mut(&id.0));
+            let mut cx = Cx {
+                now,
+                mem: &mut *mem,
+                counters: &mut self.counters,
+                srq,
+                events: &mut self.events,
+            };
+            let mut writer = FrameWriter::new(buf, &self.config, &mut self.ip_id, slot.qp.qpn());
+            let sent = slot.qp.poll_transmit(&mut cx, &mut writer);
+            let len = writer.committed();
+            self.after(now, qpn);
+            if sent {
+                self.counters.inc(Counter::sent_pkts);
+                return Some(Transmit {
+                    len,
+                    qpn: Qpn::new(qpn),
+                });
+            }
+        }
+        None
+    }
+
+    /// The next completion.
+    pub fn poll_completion(&mut self) -> Option<Completion> {
+        self.completions.pop_front()
+    }
+
+    /// The next asynchronous event.
+    pub fn poll_event(&mut self) -> Option<AsyncEvent> {
+        self.events.pop_front()
+    }
+
+    /// When [`Endpoint::handle_timeout`] must next be called.
+    pub fn poll_timeout(&mut self) -> Option<Instant> {
+        while let Some(&Reverse((t, qpn))) = self.timers.peek() {
+            let live = self.qps.get(&qpn).is_some_and(|s| s.timer == Some(t));
+            if live {
+                return Some(t);
+            }
+            self.timers.pop();
+        }
+        None
+    }
+
+    /// Runs every timer that has expired at `now`.
+    pub fn handle_timeout<M: MemoryTable + ?Sized>(&mut self, now: Instant, mem: &mut M) {
+        while let Some(&Reverse((t, qpn))) = self.timers.peek() {
+            if t > now {
+                break;
+            }
+            self.timers.pop();
+            let Some(slot) = self.qps.get_mut(&qpn) else {
+                continue;
+            };
+            if slot.timer != Some(t) {
+                continue;
+            }
+            slot.timer = None;
+            let srq = slot.qp.config().srq.and_then(|id| self.srqs.get_mut(&id.0));
+            let mut cx = Cx {
+                now,
+                mem: &mut *mem,
+                counters: &mut self.counters,
+                srq,
+                events: &mut self.events,
+            };
+            slot.qp.handle_timeout(&mut cx);
+            self.after(now, qpn);
+        }
+    }
+
+    /// Whether any queue pair waits to transmit.
+    pub fn has_transmit(&self) -> bool {
+        !self.active.is_empty()
+    }
+
+    /// After any call into a QP: collect its completions, schedule it, register its timer.
+    fn after(&mut self, now: Instant, qpn: u32) {
+        let Some(slot) = self.qps.get_mut(&qpn) else {
+            return;
+        };
+        self.completions.extend(slot.qp.completions.drain(..));
+        if !slot.qp.scheduled && slot.qp.wants_transmit() {
+            slot.qp.scheduled = true;
+            self.active.push_back(qpn);
+        }
+        if let Some(deadline) = slot.qp.poll_timeout() {
+            // An RNR wait that has expired makes the QP ready at once.
+            let deadline = deadline.max(now);
+            if slot.timer.is_none_or(|t| deadline < t) {
+                slot.timer = Some(deadline);
+                self.timers.push(Reverse((deadline, qpn)));
+            }
+        }
+    }
+}

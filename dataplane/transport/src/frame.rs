@@ -1,0 +1,179 @@
+//! Frames: received Ethernet frames become packets, packets become frames.
+//!
+//! This is where the transport meets the wire crate's frame layer: the ICRC is verified on
+//! receive (a bad one is counted and the frame dropped, which the transport treats as loss),
+//! and on transmit the Ethernet/IP/UDP envelope is built around headers and a payload that a
+//! queue pair wrote in place.
+
+use xroce_wire::{
+    EtherType, EthernetAddress, EthernetRepr, Frame, FrameRepr, Gid, IpRepr, Ipv4Repr, Ipv6Repr,
+    ParseError, Qpn, UdpChecksum, UdpRepr, VlanTag, source_port,
+};
+
+use crate::context::Emit;
+use crate::counters::Counter;
+use crate::endpoint::EndpointConfig;
+use crate::packet::{Headers, Net, Packet};
+use crate::qp::Path;
+
+/// The largest frame an endpoint emits: Ethernet with a VLAN tag (18), IPv6 (40), UDP (8),
+/// the largest IB headers (BTH + AtomicETH = 40), a 4096-byte payload, pad and ICRC.
+pub const MAX_FRAME: usize = 18 + 40 + 8 + 40 + 4096 + 3 + 4;
+
+/// A received packet and the QP it is for.
+#[derive(Debug)]
+pub(crate) struct Received<'a> {
+    pub(crate) packet: Packet<'a>,
+    pub(crate) dest_qpn: Qpn,
+}
+
+/// Takes a received frame apart. The error is the counter the drop lands in.
+pub(crate) fn parse<'a>(bytes: &'a [u8], gids: &[Gid]) -> Result<Received<'a>, Counter> {
+    let frame = Frame::parse(bytes).map_err(|e| match e {
+        ParseError::IcrcMismatch { .. } => Counter::rcvd_icrc_err,
+        _ => Counter::rcvd_malformed,
+    })?;
+    let dgid = Gid::from_ip(frame.headers.ip.dst_addr());
+    if !gids.contains(&dgid) {
+        return Err(Counter::rcvd_wrong_dgid);
+    }
+    // IBTA 10.9.3: the P_Key matches when the low 15 bits agree (we have only 0xffff).
+    if frame.ib.bth.pkey.0 & 0x7fff != 0x7fff {
+        return Err(Counter::rcvd_bad_pkey);
+    }
+    let h = Headers::from_wire(&frame.ib).ok_or(Counter::rcvd_unsupported_opcode)?;
+    let ip_start = frame.headers.ethernet.header_len();
+    let ip_header = &bytes[ip_start..ip_start + frame.headers.ip.header_len()];
+    let net = Net {
+        ip_header,
+        sgid: Gid::from_ip(frame.headers.ip.src_addr()),
+    };
+    Ok(Received {
+        packet: Packet {
+            h,
+            payload: frame.payload,
+            net,
+        },
+        dest_qpn: frame.ib.bth.dest_qp,
+    })
+}
+
+/// Writes one packet into a frame buffer: the envelope from the path and the endpoint's
+/// addresses, the IB headers, the payload the queue pair copies in, pad and ICRC.
+pub(crate) struct FrameWriter<'b> {
+    buf: &'b mut [u8],
+    config: &'b EndpointConfig,
+    ip_id: &'b mut u16,
+    qpn: Qpn,
+    pending: Option<(FrameRepr, usize)>,
+    committed: usize,
+}
+
+impl<'b> FrameWriter<'b> {
+    pub(crate) fn new(
+        buf: &'b mut [u8],
+        config: &'b EndpointConfig,
+        ip_id: &'b mut u16,
+        qpn: Qpn,
+    ) -> FrameWriter<'b> {
+        FrameWriter {
+            buf,
+            config,
+            ip_id,
+            qpn,
+            pending: None,
+            committed: 0,
+        }
+    }
+
+    /// The length of the frame committed, 0 if none.
+    pub(crate) fn committed(&self) -> usize {
+        self.committed
+    }
+
+    fn envelope(&mut self, path: &Path, remote: Qpn) -> Option<FrameRepr> {
+        let sgid = *self.config.gids.get(usize::from(path.sgid_index))?;
+        let hop_limit = if path.hop_limit == 0 {
+            self.config.default_hop_limit
+        } else {
+            path.hop_limit
+        };
+        let dscp = path.traffic_class >> 2;
+        let ecn = path.traffic_class & 3;
+        let ip = match (sgid.to_ipv4(), path.dgid.to_ipv4()) {
+            (Some(src_addr), Some(dst_addr)) => {
+                *self.ip_id = self.ip_id.wrapping_add(1);
+                IpRepr::Ipv4(Ipv4Repr {
+                    src_addr,
+                    dst_addr,
+                    protocol: 17,
+                    payload_len: 0,
+                    dscp,
+                    ecn,
+                    ttl: hop_limit,
+                    identification: *self.ip_id,
+                    // rxe sets DF, so we do too.
+                    dont_fragment: true,
+                })
+            }
+            (None, None) => IpRepr::Ipv6(Ipv6Repr {
+                src_addr: sgid.to_ipv6(),
+                dst_addr: path.dgid.to_ipv6(),
+                next_header: 17,
+                payload_len: 0,
+                dscp,
+                ecn,
+                flow_label: path.flow_label & 0x000f_ffff,
+                hop_limit,
+            }),
+            // An IPv4 source cannot reach an IPv6 destination or the other way round.
+            _ => return None,
+        };
+        let src_port = if path.udp_sport != 0 {
+            path.udp_sport
+        } else {
+            source_port::udp_source_port(path.flow_label, self.qpn, remote)
+        };
+        Some(FrameRepr {
+            ethernet: EthernetRepr {
+                src_addr: EthernetAddress(self.config.mac),
+                dst_addr: EthernetAddress(path.dmac),
+                vlan: path.vlan.map(|vid| VlanTag {
+                    pcp: 0,
+                    dei: false,
+                    vid,
+                }),
+                ethertype: EtherType::IPV4,
+            },
+            ip,
+            // rxe sends UDP checksum 0, so we do too.
+            udp: UdpRepr {
+                src_port,
+                dst_port: xroce_wire::ROCE_V2_UDP_PORT,
+                checksum: UdpChecksum::None,
+            },
+        })
+    }
+}
+
+impl Emit for FrameWriter<'_> {
+    fn begin(&mut self, headers: &Headers, path: &Path, payload_len: usize) -> Option<&mut [u8]> {
+        self.pending = None;
+        let ib = headers.to_wire()?;
+        let repr = self.envelope(path, headers.dest_qpn)?;
+        let start = repr.header_len();
+        let header_len = ib.emit(self.buf.get_mut(start..)?, payload_len).ok()?;
+        let payload = start + header_len;
+        if repr.frame_len(header_len + payload_len) > self.buf.len() {
+            return None;
+        }
+        self.pending = Some((repr, header_len + payload_len));
+        self.buf.get_mut(payload..payload + payload_len)
+    }
+
+    fn commit(&mut self) {
+        if let Some((repr, ib_len)) = self.pending.take() {
+            self.committed = repr.emit(self.buf, ib_len).unwrap_or(0);
+        }
+    }
+}

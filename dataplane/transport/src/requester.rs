@@ -1,0 +1,486 @@
+//! The requester: turns send work requests into request packets (rxe's `rxe_req.c`).
+//!
+//! It walks the send queue in order, segments each message into FIRST/MIDDLE/LAST/ONLY
+//! packets by the path MTU, assigns PSNs, sets AckReq on the last packet of a message and at
+//! least every `ack_req_every` packets, and holds back when the window of unacknowledged
+//! PSNs is full, when `max_rd_atomic` READs/atomics are outstanding, or when a fenced work
+//! request waits for earlier READs/atomics. Go-back-N retransmission rewinds it to the oldest
+//! unacknowledged PSN (the completer decides when).
+
+use xroce_wire::Psn;
+
+use crate::completion::WcStatus;
+use crate::context::{Cx, Emit};
+use crate::memory::{Access, KeyKind, KeyRef, MemoryError, MemoryTable};
+use crate::packet::{AtomicEth, Deth, Headers, Kind, Pos, Reth};
+use crate::qp::{QpState, QpType, QueuePair};
+use crate::time::{Instant, ack_timeout};
+use crate::wqe::{Gather, MAX_MESSAGE, SendFlags, SendOp, SendWqe};
+
+/// How far a send work request has got.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum EntryState {
+    /// Not started: no PSNs assigned.
+    Posted,
+    /// PSNs assigned, some packets sent in the current pass.
+    Sending,
+    /// Every packet sent in the current pass; waiting for its acknowledgement (RC).
+    Sent,
+}
+
+/// A send work request in the send queue, with its progress.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SendEntry {
+    pub(crate) wqe: SendWqe,
+    pub(crate) state: EntryState,
+    /// The PSN of its first packet (READ: of its first response).
+    pub(crate) first_psn: Psn,
+    /// The PSN of its last packet (READ: of its last response).
+    pub(crate) last_psn: Psn,
+    /// The message length in bytes.
+    pub(crate) len: u64,
+    /// It counts against `max_rd_atomic` (a READ or atomic that has been sent).
+    pub(crate) holds_rd_atomic: bool,
+    /// READ: response bytes already placed.
+    pub(crate) resp_bytes: u64,
+}
+
+impl SendEntry {
+    pub(crate) fn new(wqe: SendWqe) -> SendEntry {
+        SendEntry {
+            wqe,
+            state: EntryState::Posted,
+            first_psn: Psn::ZERO,
+            last_psn: Psn::ZERO,
+            len: wqe.data.total_len(),
+            holds_rd_atomic: false,
+            resp_bytes: 0,
+        }
+    }
+
+    /// The number of PSNs the message uses: one per packet, and for a READ one per response
+    /// packet (IBTA 9.4.4: a READ request consumes the PSNs of its responses).
+    fn npkts(&self, mtu: u32) -> u32 {
+        if self.wqe.op.is_atomic() {
+            return 1;
+        }
+        // len <= MAX_MESSAGE (2^31), so the packet count fits in u32.
+        self.len.div_ceil(u64::from(mtu)).max(1) as u32
+    }
+}
+
+/// The requester's progress through the send queue.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct RequesterState {
+    /// The next PSN to send.
+    pub(crate) psn: Psn,
+    /// Index in the send queue of the work request being sent.
+    pub(crate) next: usize,
+    /// Bytes of that work request already sent (READ: already requested and answered).
+    pub(crate) offset: u64,
+    /// READ/atomic work requests sent and not completed.
+    pub(crate) rd_atomic: u8,
+    /// Packets sent since the last one with AckReq.
+    pub(crate) noack_pkts: u32,
+    /// Go back to the oldest unacknowledged PSN before sending anything.
+    pub(crate) retry: bool,
+    /// After an RNR NAK: do not send before this time.
+    pub(crate) rnr_until: Option<Instant>,
+    /// The SQ_DRAINED event for the current SQD period was raised.
+    pub(crate) drained_notified: bool,
+}
+
+impl RequesterState {
+    pub(crate) fn on_sq_psn(&mut self, psn: Psn) {
+        self.psn = psn;
+    }
+
+    pub(crate) fn on_flush(&mut self) {
+        *self = RequesterState {
+            psn: self.psn,
+            ..RequesterState::default()
+        };
+    }
+}
+
+/// Copies bytes `[offset, offset + dst.len())` of a send work request's data into `dst`.
+pub(crate) fn gather<M: MemoryTable + ?Sized>(
+    mem: &M,
+    pd: crate::memory::PdId,
+    data: &Gather,
+    offset: u64,
+    dst: &mut [u8],
+) -> Result<(), MemoryError> {
+    match data {
+        Gather::Inline { len, data } => {
+            let start = offset as usize;
+            let end = start + dst.len();
+            if end > usize::from(*len) {
+                return Err(MemoryError::OutOfBounds {
+                    key: 0,
+                    addr: offset,
+                    len: dst.len() as u64,
+                });
+            }
+            dst.copy_from_slice(&data[start..end]);
+            Ok(())
+        }
+        Gather::Sges(list) => {
+            let mut skip = offset;
+            let mut done = 0usize;
+            for sge in list.as_slice() {
+                if done == dst.len() {
+                    break;
+                }
+                let len = u64::from(sge.length);
+                if skip >= len {
+                    skip -= len;
+                    continue;
+                }
+                let n = ((len - skip) as usize).min(dst.len() - done);
+                let key = KeyRef {
+                    key: sge.lkey,
+                    kind: KeyKind::Local,
+                    pd,
+                };
+                mem.read(key, sge.addr + skip, &mut dst[done..done + n], Access::NONE)?;
+                done += n;
+                skip = 0;
+            }
+            if done != dst.len() {
+                return Err(MemoryError::OutOfBounds {
+                    key: 0,
+                    addr: offset,
+                    len: dst.len() as u64,
+                });
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Writes `src` into a work request's scatter list starting at byte `offset`, checking
+/// `LOCAL_WRITE`. Fails with `None` when the list is too short (a length error) and with the
+/// memory error otherwise.
+pub(crate) fn scatter<M: MemoryTable + ?Sized>(
+    mem: &mut M,
+    pd: crate::memory::PdId,
+    sges: &crate::wqe::SgeList,
+    offset: u64,
+    src: &[u8],
+) -> Result<(), Option<MemoryError>> {
+    let mut skip = offset;
+    let mut done = 0usize;
+    for sge in sges.as_slice() {
+        if done == src.len() {
+            break;
+        }
+        let len = u64::from(sge.length);
+        if skip >= len {
+            skip -= len;
+            continue;
+        }
+        let n = ((len - skip) as usize).min(src.len() - done);
+        let key = KeyRef {
+            key: sge.lkey,
+            kind: KeyKind::Local,
+            pd,
+        };
+        mem.write(
+            key,
+            sge.addr + skip,
+            &src[done..done + n],
+            Access::LOCAL_WRITE,
+        )
+        .map_err(Some)?;
+        done += n;
+        skip = 0;
+    }
+    if done == src.len() { Ok(()) } else { Err(None) }
+}
+
+impl QueuePair {
+    /// Emits the next request packet, if the send queue has one that may go now.
+    /// Returns whether a packet was emitted.
+    pub(crate) fn poll_request<M: MemoryTable + ?Sized, E: Emit>(
+        &mut self,
+        cx: &mut Cx<'_, M>,
+        out: &mut E,
+    ) -> bool {
+        if !matches!(self.state, QpState::Rts | QpState::Sqd) {
+            return false;
+        }
+        if let Some(until) = self.req.rnr_until {
+            if cx.now < until {
+                return false;
+            }
+            self.req.rnr_until = None;
+        }
+        if self.req.retry {
+            self.rewind();
+        }
+        let Some(entry) = self.sq.get(self.req.next).copied() else {
+            return false;
+        };
+        let qp_type = self.config.qp_type;
+        let mtu = self.mtu();
+        if qp_type == QpType::Rc
+            && self.req.psn.distance(self.comp.psn) >= self.config.limits.max_unacked_psns as i32
+        {
+            // The window of unacknowledged PSNs is full.
+            return false;
+        }
+        if entry.state == EntryState::Posted && !self.start_entry(cx) {
+            return false;
+        }
+        // start_entry may have changed the entry.
+        let entry = self.sq[self.req.next];
+        let wqe = entry.wqe;
+        let remote_qpn = match wqe.ud {
+            Some(ud) => xroce_wire::Qpn::new(ud.remote_qpn),
+            None => self.attr.dest_qpn,
+        };
+        let path = match wqe.ud {
+            Some(ud) => ud.path,
+            None => self.attr.path,
+        };
+        let psn = self.req.psn;
+        let offset = self.req.offset;
+        let (kind, payload_len, pos) = match wqe.op {
+            SendOp::Read { .. } => (Kind::ReadRequest, 0u64, Pos::Only),
+            SendOp::CompareSwap { .. } => (Kind::CompareSwap, 0, Pos::Only),
+            SendOp::FetchAdd { .. } => (Kind::FetchAdd, 0, Pos::Only),
+            op => {
+                let n = (entry.len - offset).min(u64::from(mtu));
+                let kind = if op.is_send() {
+                    Kind::Send
+                } else {
+                    Kind::Write
+                };
+                (kind, n, Pos::of(offset, n, entry.len))
+            }
+        };
+        let mut h = Headers::new(qp_type, kind, pos, remote_qpn, psn);
+        // Fits: payload_len <= mtu <= 4096.
+        let n = payload_len as usize;
+        h.pad = ((4 - n % 4) % 4) as u8;
+        match wqe.op {
+            SendOp::Write { remote_addr, rkey }
+            | SendOp::WriteWithImm {
+                remote_addr, rkey, ..
+            } if pos.is_start() => {
+                // entry.len <= MAX_MESSAGE = 2^31 fits in u32.
+                h.reth = Some(Reth {
+                    va: remote_addr,
+                    rkey,
+                    len: entry.len as u32,
+                });
+            }
+            SendOp::Read { remote_addr, rkey } => {
+                h.reth = Some(Reth {
+                    va: remote_addr.wrapping_add(offset),
+                    rkey,
+                    len: (entry.len - offset) as u32,
+                });
+            }
+            SendOp::CompareSwap {
+                remote_addr,
+                rkey,
+                compare,
+                swap,
+            } => {
+                h.atomic = Some(AtomicEth {
+                    va: remote_addr,
+                    rkey,
+                    swap_add: swap,
+                    compare,
+                });
+            }
+            SendOp::FetchAdd {
+                remote_addr,
+                rkey,
+                add,
+            } => {
+                h.atomic = Some(AtomicEth {
+                    va: remote_addr,
+                    rkey,
+                    swap_add: add,
+                    compare: 0,
+                });
+            }
+            _ => {}
+        }
+        if pos.is_end() {
+            match wqe.op {
+                SendOp::SendWithImm { imm } | SendOp::WriteWithImm { imm, .. } => h.imm = Some(imm),
+                SendOp::SendWithInv { rkey } => h.ieth = Some(rkey),
+                _ => {}
+            }
+            let solicitable = matches!(
+                wqe.op,
+                SendOp::Send
+                    | SendOp::SendWithImm { .. }
+                    | SendOp::SendWithInv { .. }
+                    | SendOp::WriteWithImm { .. }
+            );
+            h.solicited = solicitable && wqe.flags.contains(SendFlags::SOLICITED);
+        }
+        if let Some(ud) = wqe.ud {
+            // IBTA 10.2.5: a Q_Key with the high bit set means "use the QP's own Q_Key".
+            let qkey = if ud.remote_qkey & 0x8000_0000 != 0 {
+                self.attr.qkey
+            } else {
+                ud.remote_qkey
+            };
+            h.deth = Some(Deth {
+                qkey,
+                src_qpn: self.config.qpn,
+            });
+        }
+        if qp_type == QpType::Rc {
+            let every = self.config.limits.ack_req_every.max(1);
+            h.ack_req = pos.is_end() || self.req.noack_pkts + 1 >= every;
+        }
+
+        let pd = self.config.pd;
+        let Some(dst) = out.begin(&h, &path, n) else {
+            return false;
+        };
+        if n > 0 && gather(&*cx.mem, pd, &wqe.data, offset, dst).is_err() {
+            // IBTA 10.7.3.1: a bad lkey completes the work request in error.
+            self.fail_send(WcStatus::LocProtErr, cx);
+            return false;
+        }
+        out.commit();
+
+        if h.ack_req {
+            self.req.noack_pkts = 0;
+        } else {
+            self.req.noack_pkts += 1;
+        }
+        if qp_type == QpType::Rc && self.comp.retrans_deadline.is_none() {
+            self.comp.retrans_deadline = ack_timeout(self.attr.timeout).map(|t| cx.now + t);
+        }
+        let idx = self.req.next;
+        if matches!(kind, Kind::ReadRequest | Kind::CompareSwap | Kind::FetchAdd) {
+            self.req.psn = entry.last_psn.next();
+            self.finish_entry_send(idx, cx);
+        } else {
+            self.req.psn = psn.next();
+            self.req.offset += payload_len;
+            if pos.is_end() {
+                self.finish_entry_send(idx, cx);
+            }
+        }
+        true
+    }
+
+    /// Starts the work request at `req.next`: checks it may start now, assigns its PSNs.
+    /// Returns false when it must wait (or failed).
+    fn start_entry<M: MemoryTable + ?Sized>(&mut self, cx: &mut Cx<'_, M>) -> bool {
+        let idx = self.req.next;
+        let entry = self.sq[idx];
+        if self.state == QpState::Sqd {
+            // SQD: work requests already started finish; no new one starts.
+            return false;
+        }
+        let op = entry.wqe.op;
+        if self.config.qp_type == QpType::Rc {
+            // IBTA 10.8.3.3: a fenced work request waits for every earlier READ and atomic.
+            if entry.wqe.flags.contains(SendFlags::FENCE)
+                && !entry.holds_rd_atomic
+                && self.req.rd_atomic > 0
+            {
+                return false;
+            }
+            if op.is_read_or_atomic()
+                && !entry.holds_rd_atomic
+                && self.req.rd_atomic >= self.attr.max_rd_atomic
+            {
+                return false;
+            }
+        }
+        if entry.len > MAX_MESSAGE
+            || (self.config.qp_type == QpType::Ud && entry.len > u64::from(self.mtu()))
+        {
+            self.fail_send(WcStatus::LocLenErr, cx);
+            return false;
+        }
+        let npkts = entry.npkts(self.mtu());
+        let e = &mut self.sq[idx];
+        e.first_psn = self.req.psn;
+        e.last_psn = self.req.psn.wrapping_add(npkts - 1);
+        e.state = EntryState::Sending;
+        if op.is_read_or_atomic() && !e.holds_rd_atomic {
+            e.holds_rd_atomic = true;
+            self.req.rd_atomic += 1;
+        }
+        self.req.offset = 0;
+        true
+    }
+
+    /// Every packet of the entry at `idx` has been sent.
+    fn finish_entry_send<M: MemoryTable + ?Sized>(&mut self, idx: usize, cx: &mut Cx<'_, M>) {
+        self.req.next = idx + 1;
+        self.req.offset = 0;
+        if self.config.qp_type == QpType::Rc {
+            self.sq[idx].state = EntryState::Sent;
+        } else {
+            // UC and UD complete when the last packet leaves; everything before has
+            // completed already, so this entry is at the front.
+            debug_assert_eq!(idx, 0);
+            self.complete_front(WcStatus::Success, cx);
+        }
+    }
+
+    /// Go-back-N: resend from the oldest unacknowledged PSN (IBTA 9.7.5.1.2 for timeouts,
+    /// 9.7.5.2.2 for sequence errors).
+    pub(crate) fn rewind(&mut self) {
+        self.req.retry = false;
+        self.req.noack_pkts = 0;
+        let psn = self.comp.psn;
+        let mtu = u64::from(self.mtu());
+        let mut resume = None;
+        for (i, e) in self.sq.iter_mut().enumerate() {
+            if e.state == EntryState::Posted {
+                break;
+            }
+            match resume {
+                None if e.last_psn.distance(psn) >= 0 => {
+                    let k = u64::from(psn.distance(e.first_psn).max(0) as u32);
+                    resume = Some((i, if e.wqe.op.is_atomic() { 0 } else { k * mtu }));
+                    e.state = EntryState::Sending;
+                }
+                None => {}
+                Some(_) => e.state = EntryState::Posted,
+            }
+        }
+        match resume {
+            Some((i, offset)) => {
+                self.req.next = i;
+                self.req.offset = offset;
+                self.req.psn = if self.sq[i].wqe.op.is_atomic() {
+                    self.sq[i].first_psn
+                } else {
+                    psn
+                };
+            }
+            None => {
+                self.req.next = self
+                    .sq
+                    .iter()
+                    .position(|e| e.state == EntryState::Posted)
+                    .unwrap_or(self.sq.len());
+                self.req.offset = 0;
+                self.req.psn = psn;
+            }
+        }
+    }
+
+    /// Whether the requester would emit a packet now if asked (ignoring timers).
+    pub(crate) fn wants_to_send(&self) -> bool {
+        matches!(self.state, QpState::Rts | QpState::Sqd)
+            && (self.req.retry || self.req.next < self.sq.len())
+            && self.req.rnr_until.is_none()
+    }
+}

@@ -1,0 +1,277 @@
+//! Building blocks for tests, the deterministic simulation, fuzz targets and benchmarks:
+//! hosts with an endpoint and in-process memory, connected queue pairs, and a lossless
+//! in-order link. The engine does not use this module.
+
+use std::net::Ipv4Addr;
+
+use xroce_wire::{Gid, IbMtu, Psn, Qpn};
+
+use crate::endpoint::{Endpoint, EndpointConfig};
+use crate::frame::MAX_FRAME;
+use crate::memory::{Access, PdId, Region, Regions};
+use crate::qp::{AttrMask, Limits, Path, QpAttr, QpCaps, QpConfig, QpState, QpType};
+use crate::time::Instant;
+
+/// The protection domain every helper uses.
+pub const PD: PdId = PdId(1);
+
+/// A host: an endpoint, its memory and its addresses.
+#[derive(Debug)]
+pub struct Host {
+    /// The endpoint.
+    pub endpoint: Endpoint,
+    /// Its memory regions.
+    pub mem: Regions,
+    /// Its MAC address.
+    pub mac: [u8; 6],
+    /// Its GID (an IPv4-mapped 10.0.0.x).
+    pub gid: Gid,
+}
+
+impl Host {
+    /// Host number `n`: MAC 02:00:00:00:00:n, address 10.0.0.n.
+    pub fn new(n: u8) -> Host {
+        Host::with_limits(n, Limits::default())
+    }
+
+    /// Host number `n` with these device limits.
+    pub fn with_limits(n: u8, limits: Limits) -> Host {
+        let mac = [2, 0, 0, 0, 0, n];
+        let gid = Gid::from_ipv4(Ipv4Addr::new(10, 0, 0, n));
+        let config = EndpointConfig { mac, gids: vec![gid], limits, default_hop_limit: 64 };
+        Host { endpoint: Endpoint::new(config), mem: Regions::new(), mac, gid }
+    }
+
+    /// Registers a zeroed region of `len` bytes at `base` with keys `key` (lkey) and
+    /// `key | 0x8000_0000` (rkey), and returns its index in [`Host::mem`].
+    pub fn add_region(&mut self, key: u32, base: u64, len: usize, access: Access) -> usize {
+        self.mem.insert(Region {
+            lkey: key,
+            rkey: key | 0x8000_0000,
+            pd: PD,
+            access,
+            base,
+            bytes: vec![0; len],
+        })
+    }
+
+    /// The path from this host to `other`.
+    pub fn path_to(&self, other: &Host) -> Path {
+        Path { dgid: other.gid, dmac: other.mac, hop_limit: 64, ..Path::default() }
+    }
+}
+
+/// Parameters of a connection made by [`connect`].
+#[derive(Clone, Copy, Debug)]
+pub struct Connection {
+    /// The path MTU.
+    pub mtu: IbMtu,
+    /// The local ACK timeout code.
+    pub timeout: u8,
+    /// Transport retries.
+    pub retry_cnt: u8,
+    /// RNR retries.
+    pub rnr_retry: u8,
+    /// The RNR timer code each side sends.
+    pub min_rnr_timer: u8,
+    /// Outstanding READ/atomic requests, both directions.
+    pub max_rd_atomic: u8,
+    /// Access each side grants.
+    pub access: Access,
+    /// The first PSN each side sends (the other expects it).
+    pub psn_a: Psn,
+    /// The first PSN the second side sends.
+    pub psn_b: Psn,
+    /// The Q_Key (UD).
+    pub qkey: u32,
+    /// Send and receive queue depth.
+    pub depth: u32,
+}
+
+impl Default for Connection {
+    fn default() -> Connection {
+        Connection {
+            mtu: IbMtu::Mtu1024,
+            timeout: 14,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            min_rnr_timer: 1,
+            max_rd_atomic: 16,
+            access: Access::ALL,
+            psn_a: Psn::new(0x100),
+            psn_b: Psn::new(0x200),
+            qkey: 0x1111_1111,
+            depth: 1024,
+        }
+    }
+}
+
+/// The creation parameters helpers use.
+pub fn qp_config(qpn: Qpn, qp_type: QpType, depth: u32, limits: Limits) -> QpConfig {
+    QpConfig {
+        qpn,
+        qp_type,
+        pd: PD,
+        caps: QpCaps {
+            max_send_wr: depth,
+            max_recv_wr: depth,
+            max_send_sge: 16,
+            max_recv_sge: 16,
+            max_inline_data: 256,
+        },
+        srq: None,
+        sq_sig_all: false,
+        limits,
+    }
+}
+
+/// Brings a created QP to RTS connected to `dest` at `path`, as `ibv_rc_pingpong` does.
+pub fn bring_up(
+    host: &mut Host,
+    now: Instant,
+    qpn: Qpn,
+    qp_type: QpType,
+    path: Path,
+    dest: Qpn,
+    sq_psn: Psn,
+    rq_psn: Psn,
+    c: &Connection,
+) {
+    let ep = &mut host.endpoint;
+    let mut attr = QpAttr { qp_state: QpState::Init, port_num: 1, access: c.access, qkey: c.qkey, ..QpAttr::default() };
+    let init = match qp_type {
+        QpType::Ud => AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::QKEY,
+        _ => AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::ACCESS_FLAGS,
+    };
+    // NOTE(unwrap): the attributes are the ones verbs applications use; a failure is a bug.
+    ep.modify_qp(now, qpn, &attr, init).unwrap();
+    attr.qp_state = QpState::Rtr;
+    attr.path = path;
+    attr.path_mtu = c.mtu;
+    attr.dest_qpn = dest;
+    attr.rq_psn = rq_psn;
+    attr.max_dest_rd_atomic = c.max_rd_atomic;
+    attr.min_rnr_timer = c.min_rnr_timer;
+    let rtr = match qp_type {
+        QpType::Ud => AttrMask::STATE,
+        QpType::Uc => {
+            AttrMask::STATE | AttrMask::AV | AttrMask::PATH_MTU | AttrMask::DEST_QPN | AttrMask::RQ_PSN
+        }
+        QpType::Rc => {
+            AttrMask::STATE
+                | AttrMask::AV
+                | AttrMask::PATH_MTU
+                | AttrMask::DEST_QPN
+                | AttrMask::RQ_PSN
+                | AttrMask::MAX_DEST_RD_ATOMIC
+                | AttrMask::MIN_RNR_TIMER
+        }
+    };
+    ep.modify_qp(now, qpn, &attr, rtr).unwrap();
+    attr.qp_state = QpState::Rts;
+    attr.sq_psn = sq_psn;
+    attr.timeout = c.timeout;
+    attr.retry_cnt = c.retry_cnt;
+    attr.rnr_retry = c.rnr_retry;
+    attr.max_rd_atomic = c.max_rd_atomic;
+    let rts = match qp_type {
+        QpType::Rc => {
+            AttrMask::STATE
+                | AttrMask::SQ_PSN
+                | AttrMask::TIMEOUT
+                | AttrMask::RETRY_CNT
+                | AttrMask::RNR_RETRY
+                | AttrMask::MAX_QP_RD_ATOMIC
+        }
+        _ => AttrMask::STATE | AttrMask::SQ_PSN,
+    };
+    ep.modify_qp(now, qpn, &attr, rts).unwrap();
+}
+
+/// Creates QP `qa` on `a` and `qb` on `b` and connects them (UD QPs are only brought up).
+pub fn connect(
+    a: &mut Host,
+    qa: Qpn,
+    b: &mut Host,
+    qb: Qpn,
+    qp_type: QpType,
+    c: &Connection,
+    now: Instant,
+) {
+    let limits_a = a.endpoint.config().limits;
+    let limits_b = b.endpoint.config().limits;
+    // NOTE(unwrap): fresh QP numbers chosen by the test.
+    a.endpoint.create_qp(qp_config(qa, qp_type, c.depth, limits_a)).unwrap();
+    b.endpoint.create_qp(qp_config(qb, qp_type, c.depth, limits_b)).unwrap();
+    let (pa, pb) = (a.path_to(b), b.path_to(a));
+    bring_up(a, now, qa, qp_type, pa, qb, c.psn_a, c.psn_b, c);
+    bring_up(b, now, qb, qp_type, pb, qa, c.psn_b, c.psn_a, c);
+}
+
+/// Which way a frame travels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    /// From the first host to the second.
+    AtoB,
+    /// From the second host to the first.
+    BtoA,
+}
+
+/// Moves every frame each host has to send to the other, in order, until neither has
+/// anything, passing each through `filter` (return `false` to drop it). Returns the number
+/// of frames sent.
+pub fn exchange(
+    a: &mut Host,
+    b: &mut Host,
+    now: Instant,
+    filter: &mut dyn FnMut(Direction, &[u8]) -> bool,
+) -> usize {
+    let mut buf = vec![0u8; MAX_FRAME];
+    let mut sent = 0;
+    loop {
+        let mut moved = false;
+        while let Some(t) = a.endpoint.poll_transmit(now, &mut buf, &mut a.mem) {
+            sent += 1;
+            moved = true;
+            if filter(Direction::AtoB, &buf[..t.len]) {
+                b.endpoint.handle_frame(now, &buf[..t.len], &mut b.mem);
+            }
+        }
+        while let Some(t) = b.endpoint.poll_transmit(now, &mut buf, &mut b.mem) {
+            sent += 1;
+            moved = true;
+            if filter(Direction::BtoA, &buf[..t.len]) {
+                a.endpoint.handle_frame(now, &buf[..t.len], &mut a.mem);
+            }
+        }
+        if !moved {
+            return sent;
+        }
+    }
+}
+
+/// Runs both hosts until nothing is left to send and no timer is pending, jumping virtual
+/// time to the next timer whenever the link is idle. Stops after `max_rounds` rounds.
+/// Returns the final time.
+pub fn run(
+    a: &mut Host,
+    b: &mut Host,
+    mut now: Instant,
+    max_rounds: usize,
+    filter: &mut dyn FnMut(Direction, &[u8]) -> bool,
+) -> Instant {
+    for _ in 0..max_rounds {
+        exchange(a, b, now, filter);
+        let next = match (a.endpoint.poll_timeout(), b.endpoint.poll_timeout()) {
+            (Some(x), Some(y)) => x.min(y),
+            (x, y) => match x.or(y) {
+                Some(t) => t,
+                None => return now,
+            },
+        };
+        now = now.max(next);
+        a.endpoint.handle_timeout(now, &mut a.mem);
+        b.endpoint.handle_timeout(now, &mut b.mem);
+    }
+    now
+}
