@@ -1,1 +1,3 @@
 //! Shared helpers for xroce's end-to-end tests.
+
+pub mod sim;

@@ -141,12 +141,14 @@ impl QueuePair {
             cx.count(Counter::response_out_of_seq);
             return;
         }
-        if let Some(aeth) = pkt.h.aeth {
-            if !matches!(aeth.syndrome, Syndrome::Ack(_)) {
-                cx.count(Counter::bad_response);
-                self.fail_send(WcStatus::BadRespErr, cx);
-                return;
-            }
+        if pkt
+            .h
+            .aeth
+            .is_some_and(|a| !matches!(a.syndrome, Syndrome::Ack(_)))
+        {
+            cx.count(Counter::bad_response);
+            self.fail_send(WcStatus::BadRespErr, cx);
+            return;
         }
         let mtu = u64::from(self.mtu());
         let offset = entry.resp_bytes;
@@ -200,19 +202,21 @@ impl QueuePair {
             cx.count(Counter::response_out_of_seq);
             return;
         }
-        if let Some(aeth) = pkt.h.aeth {
-            if !matches!(aeth.syndrome, Syndrome::Ack(_)) {
-                cx.count(Counter::bad_response);
-                self.fail_send(WcStatus::BadRespErr, cx);
-                return;
-            }
+        if pkt
+            .h
+            .aeth
+            .is_some_and(|a| !matches!(a.syndrome, Syndrome::Ack(_)))
+        {
+            cx.count(Counter::bad_response);
+            self.fail_send(WcStatus::BadRespErr, cx);
+            return;
         }
         let orig = pkt.h.atomic_ack.unwrap_or_default();
-        if let Gather::Sges(sges) = entry.wqe.data {
-            if scatter(cx.mem, self.config.pd, &sges, 0, &orig.to_le_bytes()).is_err() {
-                self.fail_send(WcStatus::LocProtErr, cx);
-                return;
-            }
+        if let Gather::Sges(sges) = entry.wqe.data
+            && scatter(cx.mem, self.config.pd, &sges, 0, &orig.to_le_bytes()).is_err()
+        {
+            self.fail_send(WcStatus::LocProtErr, cx);
+            return;
         }
         self.comp.psn = pkt.h.psn.next();
         self.on_progress(cx);
@@ -229,9 +233,14 @@ impl QueuePair {
         match aeth.syndrome {
             Syndrome::Ack(_) => {
                 if entry.wqe.op.is_read_or_atomic() {
-                    // A plain ACK cannot acknowledge a READ or an atomic; everything before
-                    // it is already retired.
-                    cx.count(Counter::unexpected_response);
+                    // A plain ACK for the PSN of a READ or atomic (the responder re-ACKing a
+                    // duplicate, as rxe does) proves the request arrived but cannot carry its
+                    // result: the result was lost. Resend now rather than at the timeout.
+                    cx.count(Counter::response_out_of_seq);
+                    if !self.comp.retry_started {
+                        self.comp.retry_started = true;
+                        self.start_retry(cx);
+                    }
                     return;
                 }
                 if psn.distance(self.comp.psn) >= 0 {

@@ -209,7 +209,7 @@ impl Endpoint {
             .get_mut(&qpn.value())
             .ok_or(EndpointError::NoSuchQp(qpn))?;
         slot.qp.modify(attr, mask)?;
-        self.after(now, qpn.value());
+        self.after(now, qpn.value(), true);
         Ok(())
     }
 
@@ -220,7 +220,7 @@ impl Endpoint {
             .get_mut(&qpn.value())
             .ok_or(EndpointError::NoSuchQp(qpn))?;
         slot.qp.post_send(wqe)?;
-        self.after(now, qpn.value());
+        self.after(now, qpn.value(), true);
         Ok(())
     }
 
@@ -231,7 +231,7 @@ impl Endpoint {
             .get_mut(&qpn.value())
             .ok_or(EndpointError::NoSuchQp(qpn))?;
         slot.qp.post_recv(wqe)?;
-        self.after(now, qpn.value());
+        self.after(now, qpn.value(), true);
         Ok(())
     }
 
@@ -306,7 +306,7 @@ impl Endpoint {
             events: &mut self.events,
         };
         slot.qp.handle_packet(&packet, &mut cx);
-        self.after(now, qpn);
+        self.after(now, qpn, true);
     }
 
     /// Writes the next frame to send into `buf` (which must hold a maximum-size frame:
@@ -333,7 +333,9 @@ impl Endpoint {
             let mut writer = FrameWriter::new(buf, &self.config, &mut self.ip_id, slot.qp.qpn());
             let sent = slot.qp.poll_transmit(&mut cx, &mut writer);
             let len = writer.committed();
-            self.after(now, qpn);
+            // A QP that had nothing it could send (window full, waiting for a fence) leaves
+            // the active list until an acknowledgement, a post or a timer wakes it.
+            self.after(now, qpn, sent);
             if sent {
                 self.counters.inc(Counter::sent_pkts);
                 return Some(Transmit {
@@ -390,7 +392,7 @@ impl Endpoint {
                 events: &mut self.events,
             };
             slot.qp.handle_timeout(&mut cx);
-            self.after(now, qpn);
+            self.after(now, qpn, true);
         }
     }
 
@@ -400,12 +402,12 @@ impl Endpoint {
     }
 
     /// After any call into a QP: collect its completions, schedule it, register its timer.
-    fn after(&mut self, now: Instant, qpn: u32) {
+    fn after(&mut self, now: Instant, qpn: u32, schedule: bool) {
         let Some(slot) = self.qps.get_mut(&qpn) else {
             return;
         };
         self.completions.extend(slot.qp.completions.drain(..));
-        if !slot.qp.scheduled && slot.qp.wants_transmit() {
+        if schedule && !slot.qp.scheduled && slot.qp.wants_transmit() {
             slot.qp.scheduled = true;
             self.active.push_back(qpn);
         }

@@ -334,7 +334,7 @@ impl MemoryTable for Regions {
     }
 
     fn atomic(&mut self, key: KeyRef, addr: u64, op: AtomicOp) -> Result<u64, MemoryError> {
-        if addr % 8 != 0 {
+        if !addr.is_multiple_of(8) {
             return Err(MemoryError::Misaligned(addr));
         }
         let needed = match key.kind {

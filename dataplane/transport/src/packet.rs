@@ -401,8 +401,8 @@ impl Headers {
 
     /// The wire representation of these headers, or `None` if no opcode has this shape
     /// (a bug in the caller).
-    pub(crate) fn to_wire(&self) -> Option<IbRepr> {
-        let opcode = opcode_for(self)?;
+    pub(crate) fn to_wire(self) -> Option<IbRepr> {
+        let opcode = opcode_for(&self)?;
         let mut bth = BthRepr::new(opcode, self.dest_qpn, self.psn);
         bth.solicited_event = self.solicited;
         bth.ack_request = self.ack_req;

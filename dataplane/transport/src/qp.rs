@@ -533,9 +533,14 @@ impl QueuePair {
         }
     }
 
-    /// The path MTU in bytes.
+    /// The path MTU in bytes. UD has no path MTU attribute: its messages may be as large
+    /// as the port's active MTU (IBTA 10.2.4; rxe does the same).
     pub(crate) fn mtu(&self) -> u32 {
-        self.attr.path_mtu.bytes() as u32
+        let mtu = match self.config.qp_type {
+            QpType::Ud => self.config.limits.max_mtu,
+            _ => self.attr.path_mtu,
+        };
+        mtu.bytes() as u32
     }
 
     /// Modifies attributes and possibly the state, validating like `ibv_modify_qp`.
@@ -863,6 +868,12 @@ impl QueuePair {
     /// The next completion, if any.
     pub fn poll_completion(&mut self) -> Option<Completion> {
         self.completions.pop_front()
+    }
+
+    /// The oldest PSN the requester has sent and not seen acknowledged (for diagnostics and
+    /// tests: after a retry exhaustion it is the PSN that never got through).
+    pub fn oldest_unacked_psn(&self) -> xroce_wire::Psn {
+        self.comp.psn
     }
 
     /// Work requests posted to the send queue and not completed yet.

@@ -270,8 +270,12 @@ impl QueuePair {
                 return self.handle_duplicate(pkt, cx);
             }
             self.resp.sent_psn_nak = false;
+        } else if diff < 0 {
+            // UC: a packet behind the expected PSN is a duplicate (the network repeated it);
+            // executing it again would deliver its message twice.
+            return cx.count(Counter::duplicate_request);
         } else if self.resp.uc_drop || diff != 0 {
-            // UC: a lost packet breaks its message; a new message may start at any PSN.
+            // UC: a lost packet breaks its message; a new message may start at any later PSN.
             if !h.pos.is_start() {
                 self.resp.uc_drop = true;
                 return cx.count(Counter::uc_dropped);
@@ -378,7 +382,7 @@ impl QueuePair {
                 Failure::Length => Counter::rcvd_length_err,
                 _ => Counter::rcvd_rkey_violation,
             };
-            return cx.count(counter);
+            cx.count(counter);
         }
     }
 
@@ -431,7 +435,7 @@ impl QueuePair {
                     return Err(Failure::InvalidRequest);
                 };
                 // IBTA 9.4.5: the atomic address must be 8-byte aligned (an invalid request).
-                if atomic.va % 8 != 0 {
+                if !atomic.va.is_multiple_of(8) {
                     return Err(Failure::InvalidRequest);
                 }
                 cx.mem

@@ -38,8 +38,18 @@ impl Host {
     pub fn with_limits(n: u8, limits: Limits) -> Host {
         let mac = [2, 0, 0, 0, 0, n];
         let gid = Gid::from_ipv4(Ipv4Addr::new(10, 0, 0, n));
-        let config = EndpointConfig { mac, gids: vec![gid], limits, default_hop_limit: 64 };
-        Host { endpoint: Endpoint::new(config), mem: Regions::new(), mac, gid }
+        let config = EndpointConfig {
+            mac,
+            gids: vec![gid],
+            limits,
+            default_hop_limit: 64,
+        };
+        Host {
+            endpoint: Endpoint::new(config),
+            mem: Regions::new(),
+            mac,
+            gid,
+        }
     }
 
     /// Registers a zeroed region of `len` bytes at `base` with keys `key` (lkey) and
@@ -57,7 +67,12 @@ impl Host {
 
     /// The path from this host to `other`.
     pub fn path_to(&self, other: &Host) -> Path {
-        Path { dgid: other.gid, dmac: other.mac, hop_limit: 64, ..Path::default() }
+        Path {
+            dgid: other.gid,
+            dmac: other.mac,
+            hop_limit: 64,
+            ..Path::default()
+        }
     }
 }
 
@@ -125,20 +140,42 @@ pub fn qp_config(qpn: Qpn, qp_type: QpType, depth: u32, limits: Limits) -> QpCon
     }
 }
 
-/// Brings a created QP to RTS connected to `dest` at `path`, as `ibv_rc_pingpong` does.
+/// The far end of a connection, as the out-of-band exchange tells it.
+#[derive(Clone, Copy, Debug)]
+pub struct Peer {
+    /// The path to it.
+    pub path: Path,
+    /// Its QP number.
+    pub qpn: Qpn,
+    /// The first PSN this side sends.
+    pub sq_psn: Psn,
+    /// The first PSN this side expects.
+    pub rq_psn: Psn,
+}
+
+/// Brings a created QP to RTS connected to `peer`, as `ibv_rc_pingpong` does.
 pub fn bring_up(
     host: &mut Host,
     now: Instant,
     qpn: Qpn,
     qp_type: QpType,
-    path: Path,
-    dest: Qpn,
-    sq_psn: Psn,
-    rq_psn: Psn,
+    peer: Peer,
     c: &Connection,
 ) {
+    let Peer {
+        path,
+        qpn: dest,
+        sq_psn,
+        rq_psn,
+    } = peer;
     let ep = &mut host.endpoint;
-    let mut attr = QpAttr { qp_state: QpState::Init, port_num: 1, access: c.access, qkey: c.qkey, ..QpAttr::default() };
+    let mut attr = QpAttr {
+        qp_state: QpState::Init,
+        port_num: 1,
+        access: c.access,
+        qkey: c.qkey,
+        ..QpAttr::default()
+    };
     let init = match qp_type {
         QpType::Ud => AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::QKEY,
         _ => AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::ACCESS_FLAGS,
@@ -155,7 +192,11 @@ pub fn bring_up(
     let rtr = match qp_type {
         QpType::Ud => AttrMask::STATE,
         QpType::Uc => {
-            AttrMask::STATE | AttrMask::AV | AttrMask::PATH_MTU | AttrMask::DEST_QPN | AttrMask::RQ_PSN
+            AttrMask::STATE
+                | AttrMask::AV
+                | AttrMask::PATH_MTU
+                | AttrMask::DEST_QPN
+                | AttrMask::RQ_PSN
         }
         QpType::Rc => {
             AttrMask::STATE
@@ -201,11 +242,27 @@ pub fn connect(
     let limits_a = a.endpoint.config().limits;
     let limits_b = b.endpoint.config().limits;
     // NOTE(unwrap): fresh QP numbers chosen by the test.
-    a.endpoint.create_qp(qp_config(qa, qp_type, c.depth, limits_a)).unwrap();
-    b.endpoint.create_qp(qp_config(qb, qp_type, c.depth, limits_b)).unwrap();
+    a.endpoint
+        .create_qp(qp_config(qa, qp_type, c.depth, limits_a))
+        .unwrap();
+    b.endpoint
+        .create_qp(qp_config(qb, qp_type, c.depth, limits_b))
+        .unwrap();
     let (pa, pb) = (a.path_to(b), b.path_to(a));
-    bring_up(a, now, qa, qp_type, pa, qb, c.psn_a, c.psn_b, c);
-    bring_up(b, now, qb, qp_type, pb, qa, c.psn_b, c.psn_a, c);
+    let peer_of_a = Peer {
+        path: pa,
+        qpn: qb,
+        sq_psn: c.psn_a,
+        rq_psn: c.psn_b,
+    };
+    let peer_of_b = Peer {
+        path: pb,
+        qpn: qa,
+        sq_psn: c.psn_b,
+        rq_psn: c.psn_a,
+    };
+    bring_up(a, now, qa, qp_type, peer_of_a, c);
+    bring_up(b, now, qb, qp_type, peer_of_b, c);
 }
 
 /// Which way a frame travels.
