@@ -20,6 +20,8 @@ use aya::{Ebpf, EbpfLoader};
 use log::{info, warn};
 use xroce_ebpf::Counter;
 
+use crate::error_chain;
+
 /// How the program is (to be) attached to an interface.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum AttachMode {
@@ -413,22 +415,6 @@ fn attach_error(interface: &str, attempts: &[(AttachMode, ProgramError)]) -> Xdp
         interface: interface.to_owned(),
         reason,
     }
-}
-
-/// An error and its sources, joined: aya's top-level messages alone rarely say what the
-/// kernel refused.
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(e) = source {
-        let next = e.to_string();
-        if !text.contains(&next) {
-            text.push_str(": ");
-            text.push_str(&next);
-        }
-        source = e.source();
-    }
-    text
 }
 
 /// The `test` member of `union bpf_attr` (include/uapi/linux/bpf.h) for `BPF_PROG_TEST_RUN`.
