@@ -16,6 +16,7 @@ pub(crate) const ALL: &[&str] = &[
     "iproute2",
     "ethtool",
     "tcpdump",
+    "iputils-ping",
 ];
 
 fn installed(pkg: &str) -> bool {

@@ -46,6 +46,12 @@ pub enum LabError {
         #[source]
         source: io::Error,
     },
+    /// The kernel has no netem qdisc (`CONFIG_NET_SCH_NETEM` is off and no module).
+    #[error(
+        "this kernel has no netem qdisc (CONFIG_NET_SCH_NETEM): loss, delay and reordering \
+         cannot be injected with tc netem here"
+    )]
+    NoNetem,
     /// A lab option that cannot work.
     #[error("invalid lab configuration: {0}")]
     Config(&'static str),
@@ -382,7 +388,8 @@ impl Lab {
 
     /// Replaces the root qdisc of the router's interface facing `toward` with
     /// `netem <args>` (for example `["loss", "1%"]`, `["delay", "1ms", "reorder", "25%"]`).
-    /// Frames going from the router to that host then suffer it.
+    /// Frames going from the router to that host then suffer it. [`LabError::NoNetem`] when
+    /// the kernel has no netem (some minimal VM kernels).
     pub fn netem(&self, toward: Side, args: &[&str]) -> Result<(), LabError> {
         let r = self
             .router
@@ -392,12 +399,18 @@ impl Lab {
             Side::A => &r.toward_a,
             Side::B => &r.toward_b,
         };
-        run(Command::new("tc")
-            .args([
-                "-n", &r.netns, "qdisc", "replace", "dev", dev, "root", "netem",
-            ])
-            .args(args))?;
-        Ok(())
+        let mut tc = Command::new("tc");
+        tc.args([
+            "-n", &r.netns, "qdisc", "replace", "dev", dev, "root", "netem",
+        ])
+        .args(args);
+        match run(&mut tc) {
+            Ok(_) => Ok(()),
+            Err(LabError::Command { stderr, .. }) if stderr.contains("qdisc kind is unknown") => {
+                Err(LabError::NoNetem)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Deletes the lab now (dropping it does the same; doing both is harmless).
