@@ -1,6 +1,7 @@
 //! Two namespaces over veth, xroce's XDP program and an AF_XDP port on both ends: UDP 4791
 //! frames sent from one port arrive on the other with the right bytes, in order, none lost
-//! at a gentle rate; then nothing is left behind.
+//! at a gentle rate; then nothing is left behind. Once with native XDP (MTU 1500), once with
+//! an MTU veth's native XDP refuses (above 3504), where attaching falls back to generic XDP.
 //!
 //! Needs root; skips otherwise unless `XROCE_REQUIRE_NETNS=1`.
 
@@ -12,21 +13,21 @@ use std::time::{Duration, Instant};
 use xroce_ebpf::Counter;
 use xroce_engine::xdp::AttachMode;
 use xroce_lab::frame::UdpFrame;
-use xroce_lab::{Lab, Side, netns};
+use xroce_lab::{Lab, LabConfig, Side, netns};
 use xsk_support::{Endpoint, Fixture};
 
 const FRAMES: usize = 3000;
 
 /// Frame `seq` from a to b: IPv4, IPv6 every third, 802.1Q-tagged every fifth, with a
-/// payload of varying length whose bytes depend on `seq`.
-fn frame(lab: &Lab, seq: usize) -> Vec<u8> {
+/// payload of varying length (up to `max_payload`) whose bytes depend on `seq`.
+fn frame(lab: &Lab, seq: usize, max_payload: usize) -> Vec<u8> {
     let (src, dst) = lab.udp_endpoints(
         Side::A,
         seq.is_multiple_of(3),
         0xc000 | (seq as u16 & 0xff),
         4791,
     );
-    let len = 4 + (seq * 37) % 1400;
+    let len = 4 + (seq * 37) % (max_payload - 4);
     let mut payload = vec![0u8; len];
     payload[..4].copy_from_slice(&(seq as u32).to_be_bytes());
     for (i, b) in payload[4..].iter_mut().enumerate() {
@@ -47,9 +48,32 @@ fn xsk_frames_cross_the_veth_in_order_with_the_right_bytes() {
     if !xroce_lab::require_root("xsk_frames_cross_the_veth_in_order_with_the_right_bytes") {
         return;
     }
-    let fixture = Fixture::new();
+    // veth's native XDP takes MTUs up to 3504.
+    exchange(&LabConfig::default(), 1400, AttachMode::Native);
+}
+
+#[test]
+fn xsk_frames_cross_the_veth_with_generic_xdp_above_the_native_mtu_limit() {
+    if !xroce_lab::require_root(
+        "xsk_frames_cross_the_veth_with_generic_xdp_above_the_native_mtu_limit",
+    ) {
+        return;
+    }
+    // Above 3504 bytes veth refuses native XDP; attaching falls back to generic. Frames up
+    // to a UMEM frame's capacity (3840 bytes) still arrive whole.
+    let config = LabConfig {
+        mtu: 4000,
+        ..LabConfig::default()
+    };
+    exchange(&config, 3700, AttachMode::Generic);
+}
+
+fn exchange(config: &LabConfig, max_payload: usize, want_mode: AttachMode) {
+    let fixture = Fixture::with(config);
     let lab = &fixture.lab;
-    let expected: Vec<Vec<u8>> = (0..FRAMES).map(|seq| frame(lab, seq)).collect();
+    let expected: Vec<Vec<u8>> = (0..FRAMES)
+        .map(|seq| frame(lab, seq, max_payload))
+        .collect();
     let ready = Barrier::new(2);
     let done = std::sync::atomic::AtomicBool::new(false);
 
@@ -146,8 +170,8 @@ fn xsk_frames_cross_the_veth_in_order_with_the_right_bytes() {
     assert_eq!(rx_counters.rx.frames, FRAMES as u64);
     let bytes: usize = expected.iter().map(Vec::len).sum();
     assert_eq!(rx_counters.rx.bytes, bytes as u64);
-    // veth has native XDP; the lab's MTU (1500) is below its 3504-byte limit.
-    assert_eq!(rx_mode, AttachMode::Native, "veth should take native XDP");
+    assert_eq!(rx_mode, want_mode, "XDP attach mode on b");
+    assert_eq!(tx_mode, want_mode, "XDP attach mode on a");
     assert!(
         rx_info.backing.is_hugepages(),
         "UMEM should be on the reserved hugepages"

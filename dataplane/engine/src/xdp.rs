@@ -176,7 +176,12 @@ impl XdpProgram {
 
     /// Attaches the program to `interface` (a name in the calling thread's network
     /// namespace). With [`AttachRequest::Auto`], native mode is tried first and generic mode
-    /// is used when the driver refuses, with the reason logged.
+    /// is used when the driver refuses, with the reason logged. veth, for one, refuses
+    /// native XDP when the peer's MTU is above 3504 bytes (a page minus headroom).
+    ///
+    /// The attachment is a BPF link on kernels that have them (5.9+): it goes when the
+    /// program is dropped, from any thread. On older kernels aya falls back to netlink, and
+    /// the program must then be dropped in the network namespace it was attached in.
     pub fn attach(
         &mut self,
         interface: &str,

@@ -14,7 +14,7 @@
 //! }
 //! tx.flush();                                    staged frames onto the TX ring, kick if asked
 //! tx.poll_completions();                         sent frames back to the free list
-//! backoff.on_idle(&port)?                         spin, then yield, then poll(2) on the fd
+//! backoff.on_idle(rx)?                          spin, then yield, then poll(2) on the fd
 //! ```
 //!
 //! Hot path rules: no allocation (every buffer is sized at open), no lock, no syscall per
@@ -417,25 +417,9 @@ impl Port {
     }
 
     /// Sleeps in `poll(2)` until the RX ring has frames or `timeout` passes; returns whether
-    /// it has frames. For an idle poller ([`Backoff`] calls it).
+    /// it has frames. Same as [`Receiver::wait`].
     pub fn wait_rx(&self, timeout: Duration) -> io::Result<bool> {
-        let mut pollfd = libc::pollfd {
-            fd: self.fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let millis = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
-        // Safety: one valid pollfd, the count says one.
-        let ret = unsafe { libc::poll(&mut pollfd, 1, millis) };
-        if ret < 0 {
-            let e = io::Error::last_os_error();
-            return if e.kind() == io::ErrorKind::Interrupted {
-                Ok(false)
-            } else {
-                Err(e)
-            };
-        }
-        Ok(ret > 0 && pollfd.revents & libc::POLLIN != 0)
+        self.rx.wait(timeout)
     }
 }
 
@@ -563,6 +547,28 @@ impl Receiver {
     /// The receive counters.
     pub fn counters(&self) -> &RxCounters {
         &self.counters
+    }
+
+    /// Sleeps in `poll(2)` until the RX ring has frames or `timeout` passes; returns whether
+    /// it has frames. For an idle poller ([`Backoff`] calls it).
+    pub fn wait(&self, timeout: Duration) -> io::Result<bool> {
+        let mut pollfd = libc::pollfd {
+            fd: self.fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let millis = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+        // Safety: one valid pollfd, the count says one.
+        let ret = unsafe { libc::poll(&mut pollfd, 1, millis) };
+        if ret < 0 {
+            let e = io::Error::last_os_error();
+            return if e.kind() == io::ErrorKind::Interrupted {
+                Ok(false)
+            } else {
+                Err(e)
+            };
+        }
+        Ok(ret > 0 && pollfd.revents & libc::POLLIN != 0)
     }
 
     fn refill(&mut self, len: usize) {
@@ -903,17 +909,17 @@ impl Backoff {
         self.idle_since = None;
     }
 
-    /// The poller found nothing to do: spin, yield or sleep on `port`'s RX ring, depending
-    /// on how long it has been idle.
+    /// The poller found nothing to do: spin, yield or sleep on the RX ring of `rx`
+    /// (`port.rx()`), depending on how long it has been idle.
     #[inline]
-    pub fn on_idle(&mut self, port: &Port) -> io::Result<()> {
+    pub fn on_idle(&mut self, rx: &Receiver) -> io::Result<()> {
         let idle = self.idle_since.get_or_insert_with(Instant::now).elapsed();
         match self.phase(idle) {
             IdlePhase::Spin => std::hint::spin_loop(),
             IdlePhase::Yield => std::thread::yield_now(),
             IdlePhase::Sleep => {
                 self.sleeps += 1;
-                port.wait_rx(self.sleep)?;
+                rx.wait(self.sleep)?;
             }
         }
         Ok(())

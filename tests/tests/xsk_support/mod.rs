@@ -34,6 +34,11 @@ pub struct Fixture {
 impl Fixture {
     /// A two-host lab (no router) and hugepages for two ports.
     pub fn new() -> Fixture {
+        Fixture::with(&LabConfig::default())
+    }
+
+    /// A lab built from `config` and hugepages for two ports.
+    pub fn with(config: &LabConfig) -> Fixture {
         let serial = SERIAL
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -44,7 +49,7 @@ impl Fixture {
         let hugepages_before = hugepages::total().expect("reading nr_hugepages");
         let hugepages =
             HugepageReservation::reserve(2 * PAGES_PER_PORT).expect("reserving hugepages");
-        let lab = Lab::new(&LabConfig::default()).expect("building the lab");
+        let lab = Lab::new(config).expect("building the lab");
         Fixture {
             lab,
             hugepages,
