@@ -669,6 +669,11 @@ impl Transmitter {
     /// the free list is empty.
     #[inline]
     pub fn frame(&mut self) -> Option<TxFrame<'_>> {
+        // A full stage that could not be flushed must not grow (that would allocate).
+        if self.staged.len() >= TX_BATCH && self.flush() == 0 {
+            self.counters.ring_full += 1;
+            return None;
+        }
         if self.free.is_empty() {
             self.poll_completions();
         }
