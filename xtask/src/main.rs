@@ -2,8 +2,10 @@
 //!
 //! - `cargo xtask test`: install what the tests need, then run the whole suite.
 //! - `cargo xtask demo`: the first command a newcomer runs.
+//! - `cargo xtask lab`: a two-namespace lab to experiment in, torn down on Ctrl-C.
 
 mod deps;
+mod lab;
 mod test;
 
 use anyhow::Result;
@@ -22,6 +24,8 @@ enum Command {
     Test(test::Args),
     /// Install the Debian packages the build and the tests need, and nothing else.
     Deps,
+    /// Build a two-namespace veth lab and hold it until Ctrl-C.
+    Lab(lab::Args),
 }
 
 fn main() -> Result<()> {
@@ -29,5 +33,6 @@ fn main() -> Result<()> {
     match cli.command {
         Command::Test(args) => test::run(&args),
         Command::Deps => deps::ensure(deps::ALL),
+        Command::Lab(args) => lab::run(&args),
     }
 }
