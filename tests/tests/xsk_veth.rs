@@ -14,7 +14,7 @@ use xroce_ebpf::Counter;
 use xroce_engine::xdp::AttachMode;
 use xroce_lab::frame::UdpFrame;
 use xroce_lab::{Lab, LabConfig, Side, netns};
-use xsk_support::{Endpoint, Fixture};
+use xsk_support::{Endpoint, Fixture, in_host};
 
 const FRAMES: usize = 3000;
 
@@ -177,4 +177,35 @@ fn exchange(config: &LabConfig, max_payload: usize, want_mode: AttachMode) {
         "UMEM should be on the reserved hugepages"
     );
     fixture.finish(&[rx_id, tx_id]);
+}
+
+#[test]
+fn xsk_opening_a_port_attaches_no_xdp_program() {
+    if !xroce_lab::require_root("xsk_opening_a_port_attaches_no_xdp_program") {
+        return;
+    }
+    let fixture = Fixture::new();
+    let lab = &fixture.lab;
+    let link = || {
+        let out = xroce_lab::run(std::process::Command::new("ip").args([
+            "-n",
+            &lab.a.netns,
+            "link",
+            "show",
+            "dev",
+            &lab.a.interface,
+        ]))
+        .expect("ip link show");
+        out.contains("xdp")
+    };
+    in_host(lab, Side::A, || {
+        let port =
+            xroce_engine::xsk::Port::open(&xroce_engine::xsk::PortConfig::new(&lab.a.interface, 0))
+                .expect("opening a port");
+        // libxdp would attach its default program here unless told not to.
+        assert!(!link(), "a port alone attached an XDP program");
+        drop(port);
+    });
+    assert!(!link());
+    fixture.finish(&[]);
 }

@@ -836,7 +836,7 @@ impl TxFrame<'_> {
         unsafe { std::slice::from_raw_parts_mut(self.buf, self.capacity) }
     }
 
-    /// Bytes the frame holds: [`FRAME_CAPACITY`](crate::umem::FRAME_CAPACITY).
+    /// Bytes the frame holds: [`FRAME_CAPACITY`].
     #[inline]
     pub fn capacity(&self) -> usize {
         self.capacity
