@@ -257,40 +257,26 @@ impl Port {
             reason,
         };
 
-        let (umem, queues, bind_mode) = match config.zero_copy {
-            ZeroCopy::Never => {
-                let umem = Umem::new(umem_config)?;
+        let mut umem = Umem::new(umem_config)?;
+        let first = match config.zero_copy {
+            ZeroCopy::Never => BindMode::Copy,
+            ZeroCopy::Auto | ZeroCopy::Required => BindMode::ZeroCopy,
+        };
+        let (queues, bind_mode) = match bind(&umem, &interface, config, first) {
+            Ok(queues) => (queues, first),
+            Err(zc) if config.zero_copy == ZeroCopy::Auto => {
+                info!(
+                    "xsk: {} queue {}: zero-copy refused ({zc}); using copy mode",
+                    config.interface, config.queue
+                );
+                // libxdp keeps the UMEM's registration and rings across a failed bind
+                // (xsk-rs lends them and takes them back), so the same UMEM binds again: a
+                // fresh one would wait for the kernel to unpin the old one's pages.
                 let queues = bind(&umem, &interface, config, BindMode::Copy)
-                    .map_err(|e| socket_error(format!("copy mode: {e}")))?;
-                (umem, queues, BindMode::Copy)
+                    .map_err(|copy| socket_error(format!("zero-copy: {zc}; copy mode: {copy}")))?;
+                (queues, BindMode::Copy)
             }
-            ZeroCopy::Required => {
-                let umem = Umem::new(umem_config)?;
-                let queues = bind(&umem, &interface, config, BindMode::ZeroCopy)
-                    .map_err(|e| socket_error(format!("zero-copy: {e}")))?;
-                (umem, queues, BindMode::ZeroCopy)
-            }
-            ZeroCopy::Auto => {
-                let umem = Umem::new(umem_config)?;
-                match bind(&umem, &interface, config, BindMode::ZeroCopy) {
-                    Ok(queues) => (umem, queues, BindMode::ZeroCopy),
-                    Err(zc) => {
-                        info!(
-                            "xsk: {} queue {}: zero-copy refused ({zc}); using copy mode",
-                            config.interface, config.queue
-                        );
-                        // libxdp keeps the UMEM's registration and rings across a failed
-                        // bind (xsk-rs lends them and takes them back), so the same UMEM
-                        // binds again: a fresh one would wait for the kernel to unpin the
-                        // old one's pages, hugepages included.
-                        let queues =
-                            bind(&umem, &interface, config, BindMode::Copy).map_err(|copy| {
-                                socket_error(format!("zero-copy: {zc}; copy mode: {copy}"))
-                            })?;
-                        (umem, queues, BindMode::Copy)
-                    }
-                }
-            }
+            Err(e) => return Err(socket_error(format!("{first}: {e}"))),
         };
         let (tx_queue, rx_queue, fill, completion) = queues;
         let fd = rx_queue.fd().as_raw_fd();
@@ -303,7 +289,8 @@ impl Port {
         };
 
         let rx_frames = config.rx_frames as usize;
-        let (rx_descs, tx_descs) = umem.frames.split_at(rx_frames);
+        let frames = std::mem::take(&mut umem.frames);
+        let (rx_descs, tx_descs) = frames.split_at(rx_frames);
         let mut rx = Receiver {
             ring: rx_queue,
             fill,
