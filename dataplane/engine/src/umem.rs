@@ -25,6 +25,12 @@ pub const FRAME_CAPACITY: usize = (FRAME_SIZE - XDP_HEADROOM) as usize;
 // bytes of payload + ICRC.
 const _: () = assert!(14 + 4 + 40 + 8 + 12 + 16 + 2048 + 4 <= FRAME_CAPACITY);
 
+/// Rings that user space produces into (fill, TX) and the completion ring have this many
+/// slots per frame. The kernel publishes how far it has consumed a ring only when it runs
+/// out of the entries it cached, so a ring with one slot per frame can look full to user
+/// space while the kernel is about to starve: refills would fail and frames go missing.
+pub(crate) const RING_SLACK: u32 = 2;
+
 /// The hugepage size the UMEM asks for.
 pub const HUGEPAGE_SIZE: usize = 2 << 20;
 
@@ -71,11 +77,11 @@ impl fmt::Display for Backing {
 /// How big to make a UMEM.
 #[derive(Clone, Copy, Debug)]
 pub struct UmemConfig {
-    /// Frames for receiving: the fill ring and the RX ring have this many slots. A power of
-    /// two.
-    pub rx_frames: u32,
-    /// Frames for transmitting: the TX ring and the completion ring have this many slots. A
+    /// Frames for receiving: the RX ring has this many slots, the fill ring twice as many. A
     /// power of two.
+    pub rx_frames: u32,
+    /// Frames for transmitting: the TX and completion rings have twice as many slots. A power
+    /// of two.
     pub tx_frames: u32,
     /// Whether to use hugepages.
     pub hugepages: HugepagePolicy,
@@ -200,8 +206,8 @@ fn create(
     let size = |n: u32| QueueSize::new(n).map_err(|e| error(e.to_string()));
     let umem_config = XskUmemConfig::builder()
         .frame_size(FrameSize::new(FRAME_SIZE).map_err(|e| error(e.to_string()))?)
-        .fill_queue_size(size(config.rx_frames)?)
-        .comp_queue_size(size(config.tx_frames)?)
+        .fill_queue_size(size(config.rx_frames * RING_SLACK)?)
+        .comp_queue_size(size(config.tx_frames * RING_SLACK)?)
         .frame_headroom(0)
         .build()
         .map_err(|e| error(e.to_string()))?;

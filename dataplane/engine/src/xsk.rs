@@ -39,7 +39,9 @@ use xsk_rs::config::{BindFlags, Interface, LibxdpFlags, QueueSize, SocketConfig}
 use xsk_rs::{CompQueue, FillQueue, FrameDesc, RxQueue, Socket, TxQueue};
 
 use crate::error_chain;
-use crate::umem::{Backing, FRAME_CAPACITY, HugepagePolicy, Umem, UmemConfig, UmemError};
+use crate::umem::{
+    Backing, FRAME_CAPACITY, HugepagePolicy, RING_SLACK, Umem, UmemConfig, UmemError,
+};
 
 /// Most frames one [`Receiver::poll`] returns.
 pub const RX_BATCH: usize = 64;
@@ -85,9 +87,11 @@ pub struct PortConfig {
     pub interface: String,
     /// Queue id to bind to; the XDP program redirects the RoCEv2 frames of this queue here.
     pub queue: u32,
-    /// Receive frames (= fill and RX ring slots). A power of two, at least 64.
+    /// Receive frames (= RX ring slots; the fill ring has twice as many). A power of two, at
+    /// least 64.
     pub rx_frames: u32,
-    /// Transmit frames (= TX and completion ring slots). A power of two, at least 64.
+    /// Transmit frames (the TX and completion rings have twice as many slots). A power of
+    /// two, at least 64.
     pub tx_frames: u32,
     /// Zero-copy or copy mode.
     pub zero_copy: ZeroCopy,
@@ -165,9 +169,9 @@ pub struct RxCounters {
     pub fill_ring_empty: u64,
     /// Kicks (`poll`) because the fill ring asked for a wakeup.
     pub fill_kicks: u64,
-    /// Frames that could not go back to the fill ring (never expected: the ring has a slot
-    /// for every receive frame).
-    pub fill_lost: u64,
+    /// Times received frames could not go back to the fill ring at once and waited for the
+    /// next poll (not expected: the fill ring has two slots per receive frame).
+    pub fill_deferred: u64,
 }
 
 /// Transmit-side counters.
@@ -297,7 +301,8 @@ impl Port {
             fd,
             umem: umem.inner.clone(),
             batch: vec![FrameDesc::default(); RX_BATCH].into_boxed_slice(),
-            fill_size: config.rx_frames,
+            fill_size: config.rx_frames * RING_SLACK,
+            deferred: Vec::with_capacity(rx_frames),
             counters: RxCounters::default(),
         };
         // Safety: the descriptors are the receive frames of this UMEM, owned by nobody else
@@ -440,7 +445,7 @@ fn bind(
     };
     let socket_config = SocketConfig::builder()
         .rx_queue_size(size(config.rx_frames)?)
-        .tx_queue_size(size(config.tx_frames)?)
+        .tx_queue_size(size(config.tx_frames * RING_SLACK)?)
         // xroce attaches its own XDP program and XSKMAP: libxdp must not load its default.
         .libxdp_flags(LibxdpFlags::XSK_LIBXDP_FLAGS_INHIBIT_PROG_LOAD)
         .bind_flags(bind_flags)
@@ -484,6 +489,8 @@ pub struct Receiver {
     /// The descriptors of the frames lent out by the current [`RxBatch`].
     batch: Box<[FrameDesc]>,
     fill_size: u32,
+    /// Received frames that found no room in the fill ring, for the next poll.
+    deferred: Vec<FrameDesc>,
     counters: RxCounters,
 }
 
@@ -559,6 +566,13 @@ impl Receiver {
     }
 
     fn refill(&mut self, len: usize) {
+        if !self.deferred.is_empty() {
+            // Safety: deferred descriptors came off this UMEM's RX ring in earlier batches
+            // and nothing refers to their frames any more.
+            if unsafe { self.fill.produce(&self.deferred) } == self.deferred.len() {
+                self.deferred.clear();
+            }
+        }
         if len == 0 {
             return;
         }
@@ -566,8 +580,9 @@ impl Receiver {
         // frames any more (the batch that lent them is being dropped).
         let produced = unsafe { self.fill.produce(&self.batch[..len]) };
         if produced != len {
-            // The fill ring has a slot for every receive frame, so this cannot happen.
-            self.counters.fill_lost += len as u64;
+            // Keep them (at most `rx_frames` ever: no allocation) rather than lose them.
+            self.counters.fill_deferred += 1;
+            self.deferred.extend_from_slice(&self.batch[..len]);
         }
     }
 }

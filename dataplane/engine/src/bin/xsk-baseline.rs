@@ -50,6 +50,10 @@ struct Cli {
     /// Do not reserve hugepages for the UMEMs (they then use ordinary pages).
     #[arg(long, global = true)]
     no_hugepages: bool,
+    /// Receive and transmit frames per port (powers of two): more absorb longer stalls of the
+    /// receiving thread.
+    #[arg(long, global = true, default_value_t = 2048)]
+    frames: u32,
     /// XDP attach mode: auto (native, else generic), native, generic.
     #[arg(long, global = true, default_value = "auto")]
     xdp: String,
@@ -95,6 +99,7 @@ fn open_end(
     side: Side,
     request: AttachRequest,
     hugepages: HugepagePolicy,
+    frames: u32,
 ) -> Result<End> {
     let interface = &lab.host(side).interface;
     let mut xdp = XdpProgram::load(1)?;
@@ -102,6 +107,8 @@ fn open_end(
     let mut config = PortConfig::new(interface, 0);
     config.hugepages = hugepages;
     config.zero_copy = ZeroCopy::Auto;
+    config.rx_frames = frames;
+    config.tx_frames = frames;
     let port = Port::open(&config)?;
     xdp.insert_socket(0, std::os::fd::AsFd::as_fd(&port))?;
     let setup = Setup {
@@ -184,7 +191,9 @@ fn main() -> Result<()> {
     let reservation = if cli.no_hugepages {
         None
     } else {
-        Some(HugepageReservation::reserve(16).context("reserving hugepages")?)
+        // Two ports of 2 x frames x 4 KiB each.
+        let pages = (4 * u64::from(cli.frames) * 4096).div_ceil(2 << 20);
+        Some(HugepageReservation::reserve(pages).context("reserving hugepages")?)
     };
     let hugepages = if cli.no_hugepages {
         HugepagePolicy::Never
@@ -264,7 +273,7 @@ fn flood(
         let rx = scope.spawn(|| -> Result<FloodRx> {
             netns::enter(&lab.b.netns)?;
             pin(cli.b_core);
-            let opened = open_end(lab, Side::B, request, hugepages);
+            let opened = open_end(lab, Side::B, request, hugepages, cli.frames);
             ready.wait();
             let mut end = opened?;
             let mut backoff = Backoff::default();
@@ -292,6 +301,7 @@ fn flood(
             };
             let counters = end.port.counters();
             let stats = end.port.kernel_stats()?;
+            log::debug!("b: {counters:?} {stats:?}");
             Ok(FloodRx {
                 frames,
                 bytes,
@@ -309,7 +319,7 @@ fn flood(
             let result = (|| -> Result<FloodTx> {
                 netns::enter(&lab.a.netns)?;
                 pin(cli.a_core);
-                let opened = open_end(lab, Side::A, request, hugepages);
+                let opened = open_end(lab, Side::A, request, hugepages, cli.frames);
                 ready.wait();
                 let mut end = opened?;
                 let tx = end.port.tx();
@@ -454,7 +464,7 @@ fn pingpong(
         let responder = scope.spawn(|| -> Result<(Setup, u64)> {
             netns::enter(&lab.b.netns)?;
             pin(cli.b_core);
-            let opened = open_end(lab, Side::B, request, hugepages);
+            let opened = open_end(lab, Side::B, request, hugepages, cli.frames);
             ready.wait();
             let mut end = opened?;
             let mut backoff = Backoff::default();
@@ -489,7 +499,7 @@ fn pingpong(
             let result = (|| -> Result<(Setup, Vec<Duration>, u64)> {
                 netns::enter(&lab.a.netns)?;
                 pin(cli.a_core);
-                let opened = open_end(lab, Side::A, request, hugepages);
+                let opened = open_end(lab, Side::A, request, hugepages, cli.frames);
                 ready.wait();
                 let mut end = opened?;
                 let mut rtts = Vec::with_capacity(count);
