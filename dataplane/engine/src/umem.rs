@@ -26,9 +26,9 @@ pub const FRAME_CAPACITY: usize = (FRAME_SIZE - XDP_HEADROOM) as usize;
 const _: () = assert!(14 + 4 + 40 + 8 + 12 + 16 + 2048 + 4 <= FRAME_CAPACITY);
 
 /// Rings that user space produces into (fill, TX) and the completion ring have this many
-/// slots per frame. The kernel publishes how far it has consumed a ring only when it runs
-/// out of the entries it cached, so a ring with one slot per frame can look full to user
-/// space while the kernel is about to starve: refills would fail and frames go missing.
+/// slots per frame. The kernel publishes how far it has consumed a ring lazily (when the
+/// entries it cached run out, or at the end of a NAPI poll), so a ring with one slot per
+/// frame can look full to user space for a while after the kernel took the frames.
 pub(crate) const RING_SLACK: u32 = 2;
 
 /// The hugepage size the UMEM asks for.
