@@ -46,7 +46,7 @@ impl Fixture {
         if !removed.is_empty() {
             eprintln!("removed stale lab namespaces: {removed:?}");
         }
-        let hugepages_before = hugepages::total().expect("reading nr_hugepages");
+        let hugepages_before = hugepages::persistent().expect("reading the hugepage pool");
         let hugepages =
             HugepageReservation::reserve(2 * PAGES_PER_PORT).expect("reserving hugepages");
         let lab = Lab::new(config).expect("building the lab");
@@ -93,16 +93,24 @@ impl Fixture {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
-        // Pages still pinned by a UMEM the kernel has not released yet (it does so from a
-        // work queue) stay as surplus pages until then: wait for them too.
+        // The pool is back to its size (pages a UMEM still pins until the kernel releases it
+        // from a work queue are surplus now, and go back to the system when freed).
+        let persistent = hugepages::persistent().expect("reading the hugepage pool");
+        assert_eq!(
+            persistent, hugepages_before,
+            "the hugepage pool kept pages of the test"
+        );
+        // ... and those surplus pages do go.
         loop {
-            let total = hugepages::total().expect("reading nr_hugepages");
-            if total == hugepages_before {
+            let surplus = hugepages::total()
+                .expect("nr_hugepages")
+                .saturating_sub(persistent);
+            if surplus == 0 {
                 break;
             }
             assert!(
                 Instant::now() < deadline,
-                "the hugepage pool has {total} pages, {hugepages_before} before the test"
+                "{surplus} surplus hugepages never freed"
             );
             std::thread::sleep(Duration::from_millis(20));
         }

@@ -29,9 +29,12 @@ impl HugepageReservation {
     /// contiguous 2 MiB blocks: [`granted`](Self::granted) says how many it did). Needs root.
     pub fn reserve(pages: u64) -> io::Result<Self> {
         let _lock = PoolLock::take()?;
-        let before = read_u64("nr_hugepages")?;
+        let before = persistent()?;
+        // The kernel takes the value as the persistent pool size, and turns surplus pages
+        // (in use beyond the pool, say by a process still releasing its memory) into pool
+        // pages first: count in persistent pages, or that conversion would be lost track of.
         write_u64("nr_hugepages", before + pages)?;
-        let after = read_u64("nr_hugepages")?;
+        let after = persistent()?;
         let added = after.saturating_sub(before);
         info!(
             "hugepages: reserved {added} of {pages} requested 2 MiB pages (pool {before} -> {after})"
@@ -50,8 +53,10 @@ impl Drop for HugepageReservation {
         if self.added == 0 {
             return;
         }
+        // Pages still in use (a UMEM the kernel releases from a work queue) become surplus
+        // pages and go back to the system when freed.
         let result = PoolLock::take().and_then(|_lock| {
-            let now = read_u64("nr_hugepages")?;
+            let now = persistent()?;
             write_u64("nr_hugepages", now.saturating_sub(self.added))
         });
         if let Err(e) = result {
@@ -60,9 +65,15 @@ impl Drop for HugepageReservation {
     }
 }
 
-/// Pages in the 2 MiB pool (`nr_hugepages`).
+/// Pages in the 2 MiB pool (`nr_hugepages`), surplus pages included.
 pub fn total() -> io::Result<u64> {
     read_u64("nr_hugepages")
+}
+
+/// Pages in the 2 MiB pool that stay there when freed: `nr_hugepages` minus the surplus
+/// pages that go back to the system when freed.
+pub fn persistent() -> io::Result<u64> {
+    Ok(read_u64("nr_hugepages")?.saturating_sub(read_u64("surplus_hugepages")?))
 }
 
 /// Free pages in the 2 MiB pool (`free_hugepages`).
