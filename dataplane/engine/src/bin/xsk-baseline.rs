@@ -254,6 +254,10 @@ struct FloodRx {
     kernel_fill_empty: u64,
     kernel_ring_full: u64,
     sleeps: u64,
+    /// Longest time between two non-empty polls.
+    max_gap: Duration,
+    /// Gaps between non-empty polls above 1 ms.
+    long_gaps: u64,
     setup: Setup,
 }
 
@@ -279,6 +283,7 @@ fn flood(
             let mut backoff = Backoff::default();
             let (mut first, mut last) = (None::<Instant>, None::<Instant>);
             let (mut frames, mut bytes) = (0u64, 0u64);
+            let (mut max_gap, mut long_gaps) = (Duration::ZERO, 0u64);
             while !stop.load(Ordering::Relaxed) {
                 let batch = end.port.rx().poll();
                 if batch.is_empty() {
@@ -290,6 +295,13 @@ fn flood(
                 let now = Instant::now();
                 if first.is_none() {
                     first = Some(now);
+                }
+                if let Some(last) = last {
+                    let gap = now - last;
+                    max_gap = max_gap.max(gap);
+                    if gap > Duration::from_millis(1) {
+                        long_gaps += 1;
+                    }
                 }
                 last = Some(now);
                 frames += batch.len() as u64;
@@ -312,6 +324,8 @@ fn flood(
                 kernel_fill_empty: stats.rx_fill_ring_empty_descs,
                 kernel_ring_full: stats.rx_ring_full,
                 sleeps: backoff.sleeps(),
+                max_gap,
+                long_gaps,
                 setup: end.setup,
             })
         });
@@ -410,12 +424,14 @@ fn flood(
     );
     let _ = write!(
         human,
-        "tx kicks {} ring-full {} | rx empty polls {} sleeps {} fill-empty {} | kernel rx dropped \
-         {} ring-full {} fill-empty {}",
+        "tx kicks {} ring-full {} | rx empty polls {} sleeps {} gaps > 1 ms {} (longest {:.1} ms) \
+         fill-empty {} | kernel rx dropped {} ring-full {} fill-empty {}",
         tx.kicks,
         tx.ring_full,
         rx.empty_polls,
         rx.sleeps,
+        rx.long_gaps,
+        rx.max_gap.as_secs_f64() * 1e3,
         rx.fill_ring_empty,
         rx.kernel_rx_dropped,
         rx.kernel_ring_full,
@@ -425,7 +441,7 @@ fn flood(
         "{{\"mode\":\"flood\",\"frame_bytes\":{},\"ipv6\":{},\"secs\":{:.3},\"rx_pps\":{:.0},\
          \"rx_bps\":{:.0},\"tx_pps\":{:.0},\"tx_bps\":{:.0},\"tx_frames\":{},\"rx_frames\":{},\
          \"lost\":{},\"tx_kicks\":{},\"kernel_rx_dropped\":{},\"kernel_rx_ring_full\":{},\
-         \"kernel_fill_empty\":{},{},{}}}",
+         \"kernel_fill_empty\":{},\"rx_gaps_over_1ms\":{},\"rx_longest_gap_ms\":{:.3},{},{}}}",
         cli.size,
         cli.ipv6,
         tx.elapsed.as_secs_f64(),
@@ -440,6 +456,8 @@ fn flood(
         rx.kernel_rx_dropped,
         rx.kernel_ring_full,
         rx.kernel_fill_empty,
+        rx.long_gaps,
+        rx.max_gap.as_secs_f64() * 1e3,
         setup_json("a", &tx.setup),
         setup_json("b", &rx.setup),
     );
