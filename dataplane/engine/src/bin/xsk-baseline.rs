@@ -133,6 +133,10 @@ fn pin(core: usize) {
     }
 }
 
+/// Bytes of sequence number at the start of the UDP payload (16 bits, wrapping: a 64-byte
+/// IPv6 frame has room for two bytes of payload).
+const SEQ_LEN: usize = 2;
+
 /// The frame a sends (seq 0; the sequence number sits in the first payload bytes).
 fn template(lab: &Lab, from: Side, ipv6: bool, size: usize) -> Result<(Vec<u8>, usize)> {
     let ip = if ipv6 {
@@ -141,10 +145,10 @@ fn template(lab: &Lab, from: Side, ipv6: bool, size: usize) -> Result<(Vec<u8>, 
         lab.host(from).ipv4.into()
     };
     let headers = header_len(ip, None);
-    if size < headers + 8 {
+    if size < headers + SEQ_LEN {
         bail!(
-            "--size {size} is below {} (headers + an 8-byte sequence number)",
-            headers + 8
+            "--size {size} is below {} (headers + a {SEQ_LEN}-byte sequence number)",
+            headers + SEQ_LEN
         );
     }
     if size > xroce_engine::umem::FRAME_CAPACITY || size > 1500 + ETH_LEN {
@@ -353,7 +357,8 @@ fn flood(
                         };
                         let buf = slot.buf();
                         buf[..frame.len()].copy_from_slice(&frame);
-                        buf[headers..headers + 8].copy_from_slice(&seq.to_be_bytes());
+                        buf[headers..headers + SEQ_LEN]
+                            .copy_from_slice(&(seq as u16).to_be_bytes());
                         slot.submit(frame.len());
                         seq += 1;
                     }
@@ -497,13 +502,13 @@ fn pingpong(
                 }
                 backoff.on_work();
                 for frame in batch.iter() {
-                    let Some(seq) = frame.get(headers..headers + 8) else {
+                    let Some(seq) = frame.get(headers..headers + SEQ_LEN) else {
                         continue;
                     };
                     let Some(mut slot) = tx.frame() else { continue };
                     let buf = slot.buf();
                     buf[..pong.len()].copy_from_slice(&pong);
-                    buf[headers..headers + 8].copy_from_slice(seq);
+                    buf[headers..headers + SEQ_LEN].copy_from_slice(seq);
                     slot.submit(pong.len());
                     answered += 1;
                 }
@@ -536,7 +541,8 @@ fn pingpong(
                     let Some(mut slot) = tx.frame() else { continue };
                     let buf = slot.buf();
                     buf[..ping.len()].copy_from_slice(&ping);
-                    buf[headers..headers + 8].copy_from_slice(&seq.to_be_bytes());
+                    let tag = (seq as u16).to_be_bytes();
+                    buf[headers..headers + SEQ_LEN].copy_from_slice(&tag);
                     let sent = Instant::now();
                     slot.submit(ping.len());
                     tx.flush();
@@ -544,7 +550,7 @@ fn pingpong(
                         let batch = end.port.rx().poll();
                         let hit = batch
                             .iter()
-                            .any(|f| f.get(headers..headers + 8) == Some(&seq.to_be_bytes()[..]));
+                            .any(|f| f.get(headers..headers + SEQ_LEN) == Some(&tag[..]));
                         let empty = batch.is_empty();
                         drop(batch);
                         if hit {
