@@ -377,10 +377,7 @@ impl XdpProgram {
         let program = self
             .ebpf
             .program(xroce_ebpf::PROGRAM)
-            .ok_or(XdpError::Load(format!(
-                "the object has no program {}",
-                xroce_ebpf::PROGRAM
-            )))?;
+            .ok_or_else(no_program)?;
         program
             .try_into()
             .map_err(|e: ProgramError| XdpError::Load(error_chain(&e)))
@@ -398,13 +395,14 @@ impl Drop for XdpProgram {
 fn xdp_mut(ebpf: &mut Ebpf) -> Result<&mut Xdp, XdpError> {
     let program = ebpf
         .program_mut(xroce_ebpf::PROGRAM)
-        .ok_or(XdpError::Load(format!(
-            "the object has no program {}",
-            xroce_ebpf::PROGRAM
-        )))?;
+        .ok_or_else(no_program)?;
     program
         .try_into()
         .map_err(|e: ProgramError| XdpError::Load(error_chain(&e)))
+}
+
+fn no_program() -> XdpError {
+    XdpError::Load(format!("the object has no program {}", xroce_ebpf::PROGRAM))
 }
 
 fn attach_error(interface: &str, attempts: &[(AttachMode, ProgramError)]) -> XdpError {

@@ -375,7 +375,7 @@ impl Port {
 
     /// The kernel's counters for the socket (one `getsockopt`).
     pub fn kernel_stats(&self) -> io::Result<KernelStats> {
-        let mut stats = libc::xdp_statistics {
+        let zero = libc::xdp_statistics {
             rx_dropped: 0,
             rx_invalid_descs: 0,
             tx_invalid_descs: 0,
@@ -383,21 +383,7 @@ impl Port {
             rx_fill_ring_empty_descs: 0,
             tx_ring_empty_descs: 0,
         };
-        let mut len = size_of::<libc::xdp_statistics>() as libc::socklen_t;
-        // Safety: `stats` is a writable xdp_statistics of `len` bytes and `len` is a valid
-        // in/out length; the fd is this port's socket, open for its lifetime.
-        let ret = unsafe {
-            libc::getsockopt(
-                self.fd,
-                libc::SOL_XDP,
-                libc::XDP_STATISTICS,
-                (&mut stats as *mut libc::xdp_statistics).cast(),
-                &mut len,
-            )
-        };
-        if ret != 0 {
-            return Err(io::Error::last_os_error());
-        }
+        let stats = xdp_sockopt(self.fd, libc::XDP_STATISTICS, zero)?;
         Ok(KernelStats {
             rx_dropped: stats.rx_dropped,
             rx_invalid_descs: stats.rx_invalid_descs,
@@ -462,22 +448,38 @@ fn bind(
 
 /// Whether the kernel bound the socket in zero-copy mode (`XDP_OPTIONS`).
 fn bound_zero_copy(fd: RawFd) -> io::Result<bool> {
-    let mut options = libc::xdp_options { flags: 0 };
-    let mut len = size_of::<libc::xdp_options>() as libc::socklen_t;
-    // Safety: `options` is a writable xdp_options of `len` bytes; `fd` is an open socket.
+    let options = xdp_sockopt(fd, libc::XDP_OPTIONS, libc::xdp_options { flags: 0 })?;
+    Ok(options.flags & libc::XDP_OPTIONS_ZEROCOPY != 0)
+}
+
+/// `getsockopt(fd, SOL_XDP, option)` into a `T` (starting from `value`) that the kernel must
+/// fill whole.
+fn xdp_sockopt<T: Copy>(fd: RawFd, option: libc::c_int, mut value: T) -> io::Result<T> {
+    let mut len = size_of::<T>() as libc::socklen_t;
+    // Safety: `value` is a writable, initialised `T` of `len` bytes and `len` a valid in/out
+    // length; a bad fd or option only makes the call fail.
     let ret = unsafe {
         libc::getsockopt(
             fd,
             libc::SOL_XDP,
-            libc::XDP_OPTIONS,
-            (&mut options as *mut libc::xdp_options).cast(),
+            option,
+            (&mut value as *mut T).cast(),
             &mut len,
         )
     };
     if ret != 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok(options.flags & libc::XDP_OPTIONS_ZEROCOPY != 0)
+    if len as usize != size_of::<T>() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "SOL_XDP option {option}: {len} bytes, expected {}",
+                size_of::<T>()
+            ),
+        ));
+    }
+    Ok(value)
 }
 
 /// The receive side of a [`Port`]: the RX ring and the fill ring.
