@@ -20,6 +20,7 @@ pub(crate) const ALL: &[&str] = &[
     "libibverbs-dev",
     "ibverbs-utils",
     "perftest",
+    "iputils-ping",
 ];
 
 fn installed(pkg: &str) -> bool {

@@ -4,9 +4,11 @@
 //! - `cargo xtask demo`: the first command a newcomer runs.
 //! - `cargo xtask pcap FILE...`: decode the RoCEv2 packets of captures and check their ICRCs.
 //! - `cargo xtask build`: the drop-in `libibverbs.so.1`, installed in `target/xroce/lib`.
+//! - `cargo xtask lab`: a two-namespace lab to experiment in, torn down on Ctrl-C.
 
 mod build;
 mod deps;
+mod lab;
 mod pcap;
 mod test;
 
@@ -30,6 +32,8 @@ enum Command {
     Pcap(pcap::Args),
     /// Build the drop-in libibverbs.so.1 (release) into target/xroce/lib.
     Build(build::Args),
+    /// Build a two-namespace veth lab and hold it until Ctrl-C.
+    Lab(lab::Args),
 }
 
 fn main() -> Result<()> {
@@ -39,5 +43,6 @@ fn main() -> Result<()> {
         Command::Deps => deps::ensure(deps::ALL),
         Command::Pcap(args) => pcap::run(&args),
         Command::Build(args) => build::run(&args),
+        Command::Lab(args) => lab::run(&args),
     }
 }

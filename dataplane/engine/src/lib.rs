@@ -1,1 +1,31 @@
-//! The xroce dataplane daemon `xroced` (not written yet).
+//! The xroce dataplane daemon `xroced`: XDP steering, AF_XDP ports, pinned pollers.
+//!
+//! This crate is where xroce meets the kernel: all `unsafe` and all syscalls of the
+//! dataplane live here, behind safe types. It never parses RoCEv2 itself (that is
+//! `xroce-wire`) and never decides transport behaviour (that is `xroce-transport`).
+//!
+//! Logging goes through the `log` crate (the same facade aya uses); binaries pick the logger.
+//!
+//! - [`xdp`]: load and attach the XDP program, fill its XSKMAP, read its counters.
+//! - [`umem`]: the packet buffer memory shared with the kernel (hugepages when available).
+//! - [`xsk`]: AF_XDP ports, one socket per served queue: batched receive and transmit.
+
+pub mod umem;
+pub mod xdp;
+pub mod xsk;
+
+/// An error and its sources, joined: the top-level messages of aya and xsk-rs alone rarely
+/// say what the kernel refused.
+pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(e) = source {
+        let next = e.to_string();
+        if !text.contains(&next) {
+            text.push_str(": ");
+            text.push_str(&next);
+        }
+        source = e.source();
+    }
+    text
+}
