@@ -7,6 +7,7 @@
 //! - `cargo xtask lab`: a two-namespace lab to experiment in, torn down on Ctrl-C.
 
 mod build;
+mod demo;
 mod deps;
 mod lab;
 mod pcap;
@@ -26,6 +27,8 @@ struct Cli {
 enum Command {
     /// Install the Debian packages the tests need, then run the whole test suite.
     Test(test::Args),
+    /// The first command to run: shows what xroce does today.
+    Demo(demo::Args),
     /// Install the Debian packages the build and the tests need, and nothing else.
     Deps,
     /// Print one line per RoCEv2 packet of pcap/pcapng files and check every ICRC.
@@ -40,6 +43,7 @@ fn main() -> Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Test(args) => test::run(&args),
+        Command::Demo(args) => demo::run(&args),
         Command::Deps => deps::ensure(deps::ALL),
         Command::Pcap(args) => pcap::run(&args),
         Command::Build(args) => build::run(&args),

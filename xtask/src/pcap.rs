@@ -127,7 +127,7 @@ pub(crate) fn describe(number: usize, bytes: &[u8]) -> Option<(String, Verdict)>
 }
 
 /// Calls `each` with the frame number and bytes of every packet in a pcap or pcapng file.
-fn for_each_frame(path: &Path, mut each: impl FnMut(usize, &[u8])) -> Result<()> {
+pub(crate) fn for_each_frame(path: &Path, mut each: impl FnMut(usize, &[u8])) -> Result<()> {
     let mut file =
         BufReader::new(File::open(path).with_context(|| format!("opening {}", path.display()))?);
     let mut magic = [0u8; 4];
