@@ -39,8 +39,14 @@ enum Command {
     Lab(lab::Args),
 }
 
-fn main() -> Result<()> {
-    let cli = Cli::parse();
+fn main() {
+    if let Err(e) = run(Cli::parse()) {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Test(args) => test::run(&args),
         Command::Demo(args) => demo::run(&args),
