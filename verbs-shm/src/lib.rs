@@ -1,2 +1,17 @@
-//! Shared-memory verbs: the application/daemon contract and the application library
-//! (not written yet).
+//! Shared-memory verbs: how applications reach the xroce daemon.
+//!
+//! - [`contract`]: the `#[repr(C)]` layouts shared between applications and the daemon
+//!   (rings, work requests, completions) and their memory ordering.
+//! - [`ring`]: the producer and consumer ends of those rings.
+//! - [`protocol`]: the control messages (object creation, QP modification) exchanged over
+//!   the daemon's control socket.
+//! - [`sys`]: shared memory, descriptor passing and the control socket address.
+//!
+//! The fast path (posting work requests, polling completions) touches only shared memory,
+//! plus a doorbell write when the daemon's poller sleeps. This crate never talks to the
+//! network and never trusts what it reads from shared memory beyond the checks it makes.
+
+pub mod contract;
+pub mod protocol;
+pub mod ring;
+pub mod sys;

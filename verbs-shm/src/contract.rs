@@ -1,0 +1,275 @@
+//! The shared-memory contract between applications and the daemon: ring layouts, work
+//! requests, completions, and the memory ordering that makes them safe to share.
+//!
+//! Every structure here is `#[repr(C)]`, made of plain integers (any bit pattern is a
+//! valid value, so a scribbling application cannot create an invalid one), a multiple of 8
+//! bytes long, and has its size checked at compile time. Both sides read and write the
+//! shared bytes only through 64-bit atomic loads and stores ([`crate::ring`]), so a torn
+//! or hostile write is garbage to validate, never undefined behaviour.
+//!
+//! # Rings
+//!
+//! A ring is a memory mapping holding a [`RingHeader`] followed by `entries` fixed-size
+//! slots (`entries` a power of two). `producer` and `consumer` are free-running `u32`
+//! counters on separate cache lines; a slot index is `counter & (entries - 1)`.
+//!
+//! - The producer writes the slot, then stores `producer + 1` with `Release`.
+//! - The consumer loads `producer` with `Acquire`, reads the slots, then stores its new
+//!   `consumer` with `Release`; the producer loads `consumer` with `Acquire` to see free
+//!   slots.
+//!
+//! Send, receive and SRQ rings are produced by the application and consumed by the daemon;
+//! completion rings the other way. The daemon never trusts a counter it reads: it keeps its
+//! own copy of the counter it owns and treats a `producer` that runs more than `entries`
+//! ahead of it as a broken ring (the QP or CQ goes to the error state, nothing else).
+//!
+//! # Doorbells
+//!
+//! Pollers spin while they have work and sleep on an eventfd when idle. Before sleeping, a
+//! poller sets its word in the [`WakePage`] and then checks every ring once more
+//! (`SeqCst` on both sides). After producing, an application loads that word (`SeqCst`)
+//! and writes the eventfd only when the poller sleeps, so the fast path makes no system
+//! call while the daemon is busy.
+
+use core::mem::size_of;
+use core::sync::atomic::AtomicU32;
+
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
+
+/// The contract's version. An application and a daemon with different versions refuse to
+/// talk (checked in the control protocol's hello).
+pub const VERSION: u32 = 1;
+
+/// The scatter/gather elements a work request carries at most.
+pub const MAX_SGE: usize = 16;
+
+/// The inline bytes a send work request carries at most.
+pub const MAX_INLINE: usize = 256;
+
+/// The size of the [`RingHeader`] area at the start of every ring mapping.
+pub const RING_HEADER_SIZE: usize = 256;
+
+/// A scatter/gather element (`ibv_sge`).
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
+#[repr(C)]
+pub struct Sge {
+    /// Start address, in the application's address space.
+    pub addr: u64,
+    /// Length in bytes.
+    pub length: u32,
+    /// The local key of the memory region.
+    pub lkey: u32,
+}
+
+/// A send work request slot (`ibv_send_wr` flattened). 384 bytes.
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[repr(C)]
+pub struct SendWqe {
+    /// Returned in the completion.
+    pub wr_id: u64,
+    /// `ibv_wr_opcode`.
+    pub opcode: u32,
+    /// `ibv_send_flags`.
+    pub send_flags: u32,
+    /// Scatter/gather elements used in `sge`, or inline bytes used in `inline` when
+    /// `send_flags` has `IBV_SEND_INLINE`.
+    pub num_sge: u32,
+    /// Immediate data (network byte order, as in `ibv_send_wr`), or the rkey to invalidate.
+    pub imm_data: u32,
+    /// RDMA/atomic remote address.
+    pub remote_addr: u64,
+    /// RDMA/atomic remote key.
+    pub rkey: u32,
+    /// UD: destination QP number.
+    pub remote_qpn: u32,
+    /// Atomic: compare (CAS) or add (FAA) operand.
+    pub compare_add: u64,
+    /// Atomic: swap operand (CAS).
+    pub swap: u64,
+    /// UD: the address handle (as returned by `CreateAh`).
+    pub ah: u32,
+    /// UD: the Q_Key.
+    pub remote_qkey: u32,
+    /// Scatter/gather elements, or inline data (the same 256 bytes).
+    pub data: [u8; MAX_INLINE],
+    /// Reserved, zero.
+    pub reserved: [u64; 8],
+}
+
+impl SendWqe {
+    /// The scatter/gather element `i` (`i < MAX_SGE`) from the data area.
+    pub fn sge(&self, i: usize) -> Sge {
+        let at = (i % MAX_SGE) * size_of::<Sge>();
+        // NOTE(unwrap): the slice is exactly size_of::<Sge>() bytes inside `data`.
+        Sge::read_from_bytes(&self.data[at..at + size_of::<Sge>()]).unwrap_or_default()
+    }
+
+    /// Writes scatter/gather element `i` (`i < MAX_SGE`) into the data area.
+    pub fn set_sge(&mut self, i: usize, sge: Sge) {
+        let at = (i % MAX_SGE) * size_of::<Sge>();
+        self.data[at..at + size_of::<Sge>()].copy_from_slice(sge.as_bytes());
+    }
+}
+
+/// A receive work request slot (`ibv_recv_wr` flattened). 272 bytes.
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, KnownLayout, Immutable)]
+#[repr(C)]
+pub struct RecvWqe {
+    /// Returned in the completion.
+    pub wr_id: u64,
+    /// Scatter/gather elements used.
+    pub num_sge: u32,
+    /// Reserved, zero.
+    pub reserved: u32,
+    /// Scatter/gather elements.
+    pub sge: [Sge; MAX_SGE],
+}
+
+/// A completion slot (`ibv_wc` plus a timestamp). 64 bytes.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
+#[repr(C)]
+pub struct Cqe {
+    /// The work request's `wr_id`.
+    pub wr_id: u64,
+    /// `ibv_wc_status`.
+    pub status: u32,
+    /// `ibv_wc_opcode`.
+    pub opcode: u32,
+    /// Vendor error (0).
+    pub vendor_err: u32,
+    /// Bytes transferred.
+    pub byte_len: u32,
+    /// Immediate data (network byte order) or the invalidated rkey, per `wc_flags`.
+    pub imm_data: u32,
+    /// The local QP number.
+    pub qp_num: u32,
+    /// The source QP (UD receives).
+    pub src_qp: u32,
+    /// `ibv_wc_flags`.
+    pub wc_flags: u32,
+    /// P_Key index (0).
+    pub pkey_index: u16,
+    /// Source LID (0 on RoCE).
+    pub slid: u16,
+    /// Service level.
+    pub sl: u8,
+    /// DLID path bits (0 on RoCE).
+    pub dlid_path_bits: u8,
+    /// 1 if the message carried the solicited event bit.
+    pub solicited: u8,
+    /// Reserved, zero.
+    pub reserved0: u8,
+    /// When the daemon generated the completion, in nanoseconds of `CLOCK_MONOTONIC`.
+    pub timestamp_ns: u64,
+    /// Reserved, zero.
+    pub reserved1: u64,
+}
+
+/// The header of every ring: producer and consumer on separate cache lines, and the
+/// notification word of completion rings on a third.
+#[derive(Debug)]
+#[repr(C, align(64))]
+pub struct RingHeader {
+    /// Written by the producer (`Release`), read by the consumer (`Acquire`).
+    pub producer: AtomicU32,
+    _pad0: [u32; 15],
+    /// Written by the consumer (`Release`), read by the producer (`Acquire`).
+    pub consumer: AtomicU32,
+    _pad1: [u32; 15],
+    /// Completion rings: the application's notification request (`ibv_req_notify_cq`):
+    /// [`ARM_NONE`], [`ARM_NEXT`] or [`ARM_SOLICITED`]. The daemon swaps it back to
+    /// [`ARM_NONE`] when it raises the event.
+    pub arm: AtomicU32,
+    /// Completion rings: events raised so far (the daemon increments it).
+    pub events: AtomicU32,
+    /// Set to 1 by the daemon when the object broke (a garbage counter, an overflow): the
+    /// application reports errors from then on.
+    pub broken: AtomicU32,
+    _pad2: [u32; 13],
+}
+
+/// No notification requested.
+pub const ARM_NONE: u32 = 0;
+/// Notify on the next completion.
+pub const ARM_NEXT: u32 = 1;
+/// Notify on the next solicited (or error) completion.
+pub const ARM_SOLICITED: u32 = 2;
+
+/// The most pollers a daemon runs (the size of the [`WakePage`]).
+pub const MAX_POLLERS: usize = 64;
+
+/// One page the daemon shares read-only with every application: whether each poller
+/// sleeps (so needs its eventfd written after a post).
+#[derive(Debug)]
+#[repr(C, align(64))]
+pub struct WakePage {
+    /// Nonzero while poller `i` sleeps. Each word on its own cache line.
+    pub sleeping: [PaddedWord; MAX_POLLERS],
+}
+
+/// An atomic word alone on its cache line.
+#[derive(Debug)]
+#[repr(C, align(64))]
+pub struct PaddedWord {
+    /// The word.
+    pub value: AtomicU32,
+    _pad: [u32; 15],
+}
+
+/// The size of a ring mapping with `entries` slots of `slot` bytes.
+pub const fn ring_bytes(entries: u32, slot: usize) -> usize {
+    RING_HEADER_SIZE + entries as usize * slot
+}
+
+const _: () = {
+    assert!(size_of::<Sge>() == 16);
+    assert!(size_of::<SendWqe>() == 384);
+    assert!(size_of::<RecvWqe>() == 272);
+    assert!(size_of::<Cqe>() == 64);
+    assert!(size_of::<RingHeader>() == 192);
+    assert!(size_of::<RingHeader>() <= RING_HEADER_SIZE);
+    assert!(size_of::<PaddedWord>() == 64);
+    assert!(size_of::<WakePage>() == 64 * MAX_POLLERS);
+    assert!(MAX_SGE * size_of::<Sge>() == MAX_INLINE);
+    assert!(size_of::<SendWqe>().is_multiple_of(8) && size_of::<RecvWqe>().is_multiple_of(8));
+};
+
+/// `ibv_wr_opcode` values.
+pub mod wr_opcode {
+    /// RDMA WRITE.
+    pub const RDMA_WRITE: u32 = 0;
+    /// RDMA WRITE with immediate.
+    pub const RDMA_WRITE_WITH_IMM: u32 = 1;
+    /// SEND.
+    pub const SEND: u32 = 2;
+    /// SEND with immediate.
+    pub const SEND_WITH_IMM: u32 = 3;
+    /// RDMA READ.
+    pub const RDMA_READ: u32 = 4;
+    /// Atomic compare and swap.
+    pub const ATOMIC_CMP_AND_SWP: u32 = 5;
+    /// Atomic fetch and add.
+    pub const ATOMIC_FETCH_AND_ADD: u32 = 6;
+    /// Local invalidate (not supported).
+    pub const LOCAL_INV: u32 = 7;
+    /// Bind memory window (not supported).
+    pub const BIND_MW: u32 = 8;
+    /// SEND with invalidate.
+    pub const SEND_WITH_INV: u32 = 9;
+}
+
+/// `ibv_send_flags` values.
+pub mod send_flags {
+    /// Fence.
+    pub const FENCE: u32 = 1;
+    /// Signaled.
+    pub const SIGNALED: u32 = 1 << 1;
+    /// Solicited.
+    pub const SOLICITED: u32 = 1 << 2;
+    /// Inline.
+    pub const INLINE: u32 = 1 << 3;
+}

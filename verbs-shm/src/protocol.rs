@@ -1,0 +1,488 @@
+//! The control protocol: what an application asks the daemon over its control socket, and
+//! what the daemon answers.
+//!
+//! One `SOCK_SEQPACKET` connection per application context. Every message is one
+//! [`Request`] or [`Reply`], encoded with `postcard`, with file descriptors alongside
+//! (`SCM_RIGHTS`) where the message says so. Requests are answered in order, one reply
+//! each. Everything slow or rare goes here (creating objects, modifying QPs); nothing on
+//! the data path does.
+//!
+//! Two more channels carry what the daemon raises by itself, both as fixed-size records
+//! ([`EventRecord`], [`CompletionEvent`]) on sockets the application owns: asynchronous
+//! events (the context's `async_fd`) and completion events (a completion channel's fd).
+
+use serde::{Deserialize, Serialize};
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
+
+/// The largest encoded message.
+pub const MAX_MESSAGE: usize = 64 * 1024;
+
+/// A request from an application.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Request {
+    /// The first message: the contract version the application speaks.
+    Hello {
+        /// [`crate::contract::VERSION`].
+        version: u32,
+    },
+    /// `ibv_query_device`.
+    QueryDevice,
+    /// `ibv_query_port` (port 1) with the GID table.
+    QueryPort,
+    /// `ibv_alloc_pd`.
+    AllocPd,
+    /// `ibv_dealloc_pd`.
+    DeallocPd {
+        /// The PD handle.
+        pd: u32,
+    },
+    /// `ibv_reg_mr`: the memory file comes alongside; `length` bytes at `offset` in it
+    /// appear at `iova` in the application.
+    RegMr {
+        /// The PD handle.
+        pd: u32,
+        /// The address the application uses for the first byte.
+        iova: u64,
+        /// The length in bytes.
+        length: u64,
+        /// `ibv_access_flags`.
+        access: u32,
+        /// Where the region starts in the memory file.
+        offset: u64,
+    },
+    /// `ibv_dereg_mr`.
+    DeregMr {
+        /// The MR handle.
+        mr: u32,
+    },
+    /// `ibv_create_cq`. When `channel` is true the completion channel's socket comes
+    /// alongside: the daemon writes a [`CompletionEvent`] to it for each notification.
+    CreateCq {
+        /// The entries requested (rounded up to a power of two).
+        entries: u32,
+        /// A completion channel is attached.
+        channel: bool,
+    },
+    /// `ibv_destroy_cq`.
+    DestroyCq {
+        /// The CQ handle.
+        cq: u32,
+    },
+    /// `ibv_create_srq`.
+    CreateSrq {
+        /// The PD handle.
+        pd: u32,
+        /// Work requests.
+        max_wr: u32,
+        /// Scatter/gather elements per work request.
+        max_sge: u32,
+        /// Limit event threshold (0 = disarmed).
+        limit: u32,
+    },
+    /// `ibv_modify_srq` (only the limit can change).
+    ModifySrq {
+        /// The SRQ handle.
+        srq: u32,
+        /// The new limit.
+        limit: u32,
+    },
+    /// `ibv_query_srq`.
+    QuerySrq {
+        /// The SRQ handle.
+        srq: u32,
+    },
+    /// `ibv_destroy_srq`.
+    DestroySrq {
+        /// The SRQ handle.
+        srq: u32,
+    },
+    /// `ibv_create_qp`.
+    CreateQp {
+        /// The PD handle.
+        pd: u32,
+        /// `ibv_qp_type` (2 = RC, 3 = UC, 4 = UD).
+        qp_type: u32,
+        /// The send CQ handle.
+        send_cq: u32,
+        /// The receive CQ handle.
+        recv_cq: u32,
+        /// The SRQ handle, if any.
+        srq: Option<u32>,
+        /// Requested capacities (the reply says what was granted).
+        caps: QpCaps,
+        /// Every send work request completes with a completion.
+        sq_sig_all: bool,
+    },
+    /// `ibv_modify_qp`.
+    ModifyQp {
+        /// The QP handle.
+        qp: u32,
+        /// The attributes.
+        attr: QpAttr,
+        /// `ibv_qp_attr_mask`.
+        mask: u32,
+    },
+    /// `ibv_query_qp`.
+    QueryQp {
+        /// The QP handle.
+        qp: u32,
+    },
+    /// `ibv_destroy_qp`.
+    DestroyQp {
+        /// The QP handle.
+        qp: u32,
+    },
+    /// `ibv_create_ah`.
+    CreateAh {
+        /// The PD handle.
+        pd: u32,
+        /// The address vector.
+        attr: AhAttr,
+    },
+    /// `ibv_destroy_ah`.
+    DestroyAh {
+        /// The AH handle.
+        ah: u32,
+    },
+    /// The daemon's counters.
+    Stats,
+}
+
+/// The daemon's answer to one [`Request`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Reply {
+    /// The request failed: `errno` is what the verbs call returns or sets.
+    Error {
+        /// An `errno` value (`EINVAL`, `ENOMEM`, `EOPNOTSUPP`, …).
+        errno: i32,
+        /// What was wrong, for people.
+        message: String,
+    },
+    /// Accepted. Alongside: the wake page memory file, one eventfd per poller, and the
+    /// socket asynchronous events arrive on.
+    Hello {
+        /// The daemon's contract version.
+        version: u32,
+        /// The device's name (`xroce0`).
+        device: String,
+        /// The number of pollers (eventfds sent).
+        pollers: u32,
+    },
+    /// Device attributes.
+    Device(DeviceAttr),
+    /// Port attributes and GIDs.
+    Port(PortAttr),
+    /// A new PD.
+    Pd {
+        /// Its handle.
+        pd: u32,
+    },
+    /// A new MR.
+    Mr {
+        /// Its handle.
+        mr: u32,
+        /// Its local key.
+        lkey: u32,
+        /// Its remote key.
+        rkey: u32,
+    },
+    /// A new CQ. Alongside: its ring's memory file.
+    Cq {
+        /// Its handle.
+        cq: u32,
+        /// Slots in its ring.
+        entries: u32,
+        /// Bytes of the memory file.
+        ring_len: u64,
+    },
+    /// A new SRQ. Alongside: its ring's memory file.
+    Srq {
+        /// Its handle.
+        srq: u32,
+        /// Work requests granted.
+        max_wr: u32,
+        /// Scatter/gather elements granted.
+        max_sge: u32,
+        /// Slots in its ring.
+        entries: u32,
+        /// Bytes of the memory file.
+        ring_len: u64,
+        /// The poller whose wake word and eventfd to use after posting.
+        poller: u32,
+    },
+    /// SRQ attributes.
+    SrqAttr {
+        /// Work requests.
+        max_wr: u32,
+        /// Scatter/gather elements.
+        max_sge: u32,
+        /// Limit.
+        limit: u32,
+    },
+    /// A new QP. Alongside: the memory file holding its send ring at offset 0 and its
+    /// receive ring at `rq_offset`.
+    Qp {
+        /// Its handle.
+        qp: u32,
+        /// Its QP number.
+        qpn: u32,
+        /// Capacities granted.
+        caps: QpCaps,
+        /// Send ring slots.
+        sq_entries: u32,
+        /// Receive ring slots (0 with an SRQ).
+        rq_entries: u32,
+        /// Where the receive ring starts.
+        rq_offset: u64,
+        /// Bytes of the memory file.
+        ring_len: u64,
+        /// The poller whose wake word and eventfd to use after posting.
+        poller: u32,
+    },
+    /// QP attributes (`ibv_query_qp`).
+    QpAttr {
+        /// The attributes.
+        attr: QpAttr,
+        /// The capacities.
+        caps: QpCaps,
+    },
+    /// A new AH.
+    Ah {
+        /// Its handle.
+        ah: u32,
+    },
+    /// Counters, by name.
+    Stats {
+        /// `(name, value)`.
+        counters: Vec<(String, u64)>,
+    },
+    /// Done, nothing to return.
+    Done,
+}
+
+/// QP capacities (`ibv_qp_cap`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QpCaps {
+    /// Send work requests.
+    pub max_send_wr: u32,
+    /// Receive work requests.
+    pub max_recv_wr: u32,
+    /// Scatter/gather elements per send work request.
+    pub max_send_sge: u32,
+    /// Scatter/gather elements per receive work request.
+    pub max_recv_sge: u32,
+    /// Inline bytes per send work request.
+    pub max_inline_data: u32,
+}
+
+/// An address vector (`ibv_ah_attr` with its `ibv_global_route`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AhAttr {
+    /// Destination GID.
+    pub dgid: [u8; 16],
+    /// Flow label.
+    pub flow_label: u32,
+    /// Source GID index.
+    pub sgid_index: u8,
+    /// Hop limit.
+    pub hop_limit: u8,
+    /// Traffic class.
+    pub traffic_class: u8,
+    /// Service level.
+    pub sl: u8,
+    /// Whether the GRH is valid (always required on RoCE).
+    pub is_global: bool,
+    /// Port number.
+    pub port_num: u8,
+}
+
+/// QP attributes (`ibv_qp_attr`, the part xroce implements).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QpAttr {
+    /// `ibv_qp_state`.
+    pub qp_state: u32,
+    /// `ibv_qp_state`.
+    pub cur_qp_state: u32,
+    /// `ibv_mtu`.
+    pub path_mtu: u32,
+    /// Q_Key.
+    pub qkey: u32,
+    /// Receive PSN.
+    pub rq_psn: u32,
+    /// Send PSN.
+    pub sq_psn: u32,
+    /// Destination QP number.
+    pub dest_qp_num: u32,
+    /// `ibv_access_flags`.
+    pub qp_access_flags: u32,
+    /// Primary path.
+    pub ah_attr: AhAttr,
+    /// P_Key index.
+    pub pkey_index: u16,
+    /// Raise SQ drained.
+    pub en_sqd_async_notify: bool,
+    /// The SQ is draining (query only).
+    pub sq_draining: bool,
+    /// Requester READ/atomic depth.
+    pub max_rd_atomic: u8,
+    /// Responder READ/atomic depth.
+    pub max_dest_rd_atomic: u8,
+    /// RNR NAK timer code.
+    pub min_rnr_timer: u8,
+    /// Port.
+    pub port_num: u8,
+    /// Local ACK timeout code.
+    pub timeout: u8,
+    /// Retry count.
+    pub retry_cnt: u8,
+    /// RNR retry count.
+    pub rnr_retry: u8,
+}
+
+/// Device attributes (the part of `ibv_device_attr` that has meaning here).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceAttr {
+    /// Firmware version string.
+    pub fw_ver: String,
+    /// Node GUID (from the MAC, EUI-64).
+    pub node_guid: u64,
+    /// System image GUID.
+    pub sys_image_guid: u64,
+    /// Largest memory region.
+    pub max_mr_size: u64,
+    /// Supported page sizes.
+    pub page_size_cap: u64,
+    /// Vendor ID (0: perftest then takes its generic verbs path).
+    pub vendor_id: u32,
+    /// Vendor part ID.
+    pub vendor_part_id: u32,
+    /// Hardware version.
+    pub hw_ver: u32,
+    /// QPs.
+    pub max_qp: u32,
+    /// Work requests per queue.
+    pub max_qp_wr: u32,
+    /// `ibv_device_cap_flags`.
+    pub device_cap_flags: u32,
+    /// Scatter/gather elements.
+    pub max_sge: u32,
+    /// CQs.
+    pub max_cq: u32,
+    /// Entries per CQ.
+    pub max_cqe: u32,
+    /// MRs.
+    pub max_mr: u32,
+    /// PDs.
+    pub max_pd: u32,
+    /// READ/atomic depth per QP.
+    pub max_qp_rd_atom: u32,
+    /// READ/atomic resources in total.
+    pub max_res_rd_atom: u32,
+    /// Initiator READ/atomic depth per QP.
+    pub max_qp_init_rd_atom: u32,
+    /// `ibv_atomic_cap`.
+    pub atomic_cap: u32,
+    /// SRQs.
+    pub max_srq: u32,
+    /// Work requests per SRQ.
+    pub max_srq_wr: u32,
+    /// Scatter/gather elements per SRQ work request.
+    pub max_srq_sge: u32,
+    /// AHs.
+    pub max_ah: u32,
+    /// P_Keys.
+    pub max_pkeys: u16,
+    /// Inline data per work request.
+    pub max_inline_data: u32,
+}
+
+/// Port attributes (`ibv_port_attr`) and the GID table.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortAttr {
+    /// `ibv_port_state` (4 = ACTIVE, 1 = DOWN).
+    pub state: u32,
+    /// `ibv_mtu`: the largest MTU the port supports.
+    pub max_mtu: u32,
+    /// `ibv_mtu`: the active MTU (path MTU for the netdev).
+    pub active_mtu: u32,
+    /// GID table length.
+    pub gid_tbl_len: u32,
+    /// Largest message.
+    pub max_msg_sz: u32,
+    /// P_Key table length.
+    pub pkey_tbl_len: u16,
+    /// `ibv_port_phys_state` (5 = LINK_UP).
+    pub phys_state: u8,
+    /// Link width code.
+    pub active_width: u8,
+    /// Link speed code.
+    pub active_speed: u8,
+    /// The netdev's MTU.
+    pub netdev_mtu: u32,
+    /// The netdev's name.
+    pub netdev: String,
+    /// The netdev's MAC.
+    pub mac: [u8; 6],
+    /// The GID table (index 0 first); all RoCE v2.
+    pub gids: Vec<[u8; 16]>,
+}
+
+/// An asynchronous event as the daemon writes it to the context's event socket.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
+#[repr(C)]
+pub struct EventRecord {
+    /// `ibv_event_type`.
+    pub event_type: u32,
+    /// The handle of the QP, CQ or SRQ the event is about, or the port number.
+    pub element: u32,
+}
+
+/// A completion notification as the daemon writes it to a completion channel.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, FromBytes, IntoBytes, KnownLayout, Immutable,
+)]
+#[repr(C)]
+pub struct CompletionEvent {
+    /// The CQ handle.
+    pub cq: u32,
+    /// Reserved, zero.
+    pub reserved: u32,
+}
+
+/// Encodes a message.
+pub fn encode<T: Serialize>(message: &T) -> Vec<u8> {
+    // NOTE(unwrap): serialising these plain structures into a Vec cannot fail.
+    postcard::to_allocvec(message).unwrap_or_default()
+}
+
+/// Decodes a message; an error means the peer spoke nonsense.
+pub fn decode<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, postcard::Error> {
+    postcard::from_bytes(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_round_trip() {
+        let r = Request::ModifyQp {
+            qp: 3,
+            attr: QpAttr {
+                qp_state: 2,
+                dest_qp_num: 0x11,
+                ..Default::default()
+            },
+            mask: 0x1f,
+        };
+        assert_eq!(decode::<Request>(&encode(&r)).unwrap(), r);
+        let reply = Reply::Error {
+            errno: 22,
+            message: "bad".into(),
+        };
+        assert_eq!(decode::<Reply>(&encode(&reply)).unwrap(), reply);
+        assert!(decode::<Request>(&[0xff, 0xff, 0xff]).is_err());
+    }
+}
