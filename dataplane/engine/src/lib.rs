@@ -10,6 +10,10 @@
 //! - [`umem`]: the packet buffer memory shared with the kernel (hugepages when available).
 //! - [`xsk`]: AF_XDP ports, one socket per served queue: batched receive and transmit.
 
+pub mod control;
+pub mod daemon;
+pub mod memory;
+pub mod poller;
 pub mod umem;
 pub mod xdp;
 pub mod xsk;

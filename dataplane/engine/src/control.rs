@@ -1,0 +1,1225 @@
+//! The control plane: the daemon's control socket, one connection per application
+//! context, and the objects each application owns.
+//!
+//! Every request is validated here (handles must belong to the asking application, sizes
+//! are bounded, per-application limits apply) before a [`Command`] goes to the poller that
+//! owns the application's dataplane objects. When an application hangs up or dies, every
+//! object it owned is destroyed: its QPs vanish (so their peers' retries run out and they
+//! see the connection fail), its regions are unmapped.
+
+use std::collections::{HashMap, HashSet};
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::Arc;
+
+use crossbeam_channel::{Sender, bounded};
+use log::{debug, info, warn};
+use rand::Rng;
+use verbs_shm::contract::{self, Cqe, RecvWqe, SendWqe, ring_bytes};
+use verbs_shm::protocol::{
+    self, AhAttr, DeviceAttr, PortAttr, QpAttr as WireQpAttr, QpCaps, Reply, Request,
+};
+use verbs_shm::ring::{Consumer, Producer, Ring};
+use verbs_shm::sys::{self, Mapping};
+use xroce_transport::{
+    Access, AttrMask, Limits, Path, PdId, QpAttr, QpConfig, QpState, QpType, SrqAttr, SrqId,
+};
+use xroce_wire::{Gid, IbMtu, Psn, Qpn};
+
+use crate::memory::Region;
+use crate::poller::{Command, CqSetup, EventSink, PollerStats, QpSetup, SrqSetup};
+
+/// What the control plane needs to know about the port right now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PortView {
+    /// The interface name.
+    pub netdev: String,
+    /// Its MAC address.
+    pub mac: [u8; 6],
+    /// Its MTU.
+    pub mtu: u32,
+    /// The active path MTU.
+    pub active_mtu: IbMtu,
+    /// Whether the link is up.
+    pub up: bool,
+    /// The GID table.
+    pub gids: Vec<Gid>,
+}
+
+/// What the control plane needs from the host.
+pub trait Host {
+    /// The port as it is now.
+    fn port(&mut self) -> PortView;
+    /// The next-hop MAC address for a destination GID; the port's own MAC for a GID of
+    /// this host (loopback).
+    fn resolve(&mut self, dgid: Gid) -> Result<[u8; 6], String>;
+}
+
+/// Per-application limits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AppLimits {
+    /// Queue pairs.
+    pub max_qps: usize,
+    /// Completion queues.
+    pub max_cqs: usize,
+    /// Bytes of registered memory.
+    pub max_mr_bytes: u64,
+}
+
+impl Default for AppLimits {
+    fn default() -> AppLimits {
+        AppLimits {
+            max_qps: 4096,
+            max_cqs: 4096,
+            max_mr_bytes: 16 << 30,
+        }
+    }
+}
+
+/// The largest queue a QP, SRQ or CQ may have.
+pub const MAX_QUEUE: u32 = 32768;
+
+/// How the control plane reaches one poller.
+#[derive(Debug, Clone)]
+pub struct PollerLink {
+    /// Its command queue.
+    pub commands: Sender<Command>,
+    /// Its doorbell (written after every command so a sleeping poller wakes).
+    pub doorbell: Arc<OwnedFd>,
+}
+
+impl PollerLink {
+    fn call<T>(&self, make: impl FnOnce(Sender<T>) -> Command) -> Option<T> {
+        let (tx, rx) = bounded(1);
+        self.commands.send(make(tx)).ok()?;
+        sys::eventfd_signal(self.doorbell.as_fd());
+        rx.recv().ok()
+    }
+}
+
+#[derive(Debug)]
+struct MrInfo {
+    lkey: u32,
+    len: u64,
+}
+
+#[derive(Debug)]
+struct QpInfo {
+    qpn: Qpn,
+}
+
+#[derive(Debug)]
+struct Conn {
+    sock: OwnedFd,
+    pid: i32,
+    poller: usize,
+    hello: bool,
+    events: Option<Arc<EventSink>>,
+    pds: HashSet<u32>,
+    mrs: HashMap<u32, MrInfo>,
+    mr_bytes: u64,
+    cqs: HashSet<u32>,
+    qps: HashMap<u32, QpInfo>,
+    srqs: HashMap<u32, PdId>,
+    ahs: HashMap<u32, PdId>,
+}
+
+/// The control plane.
+pub struct Control {
+    device: String,
+    listener: OwnedFd,
+    pollers: Vec<PollerLink>,
+    wake_page: OwnedFd,
+    host: Box<dyn Host>,
+    limits: AppLimits,
+    conns: HashMap<u64, Conn>,
+    next_conn: u64,
+    next_handle: u32,
+    keys: HashSet<u32>,
+    qpns: HashSet<u32>,
+    gids: Vec<Gid>,
+}
+
+impl std::fmt::Debug for Control {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Control")
+            .field("device", &self.device)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A reply plus the descriptors that go with it.
+type Answer = (Reply, Vec<OwnedFd>);
+
+fn error(errno: i32, message: impl Into<String>) -> Answer {
+    (
+        Reply::Error {
+            errno,
+            message: message.into(),
+        },
+        Vec::new(),
+    )
+}
+
+fn ok(reply: Reply) -> Answer {
+    (reply, Vec::new())
+}
+
+impl Control {
+    /// A control plane listening as `device`, with these pollers.
+    pub fn new(
+        device: &str,
+        pollers: Vec<PollerLink>,
+        wake_page: OwnedFd,
+        mut host: Box<dyn Host>,
+        limits: AppLimits,
+    ) -> io::Result<Control> {
+        let listener = sys::listen(device)?;
+        let gids = host.port().gids;
+        Ok(Control {
+            device: device.to_owned(),
+            listener,
+            pollers,
+            wake_page,
+            host,
+            limits,
+            conns: HashMap::new(),
+            next_conn: 1,
+            next_handle: rand::rng().random_range(1..0x1000),
+            keys: HashSet::new(),
+            qpns: HashSet::new(),
+            gids,
+        })
+    }
+
+    /// The listening socket (for the daemon's poll set).
+    pub fn listener(&self) -> BorrowedFd<'_> {
+        self.listener.as_fd()
+    }
+
+    /// The descriptors to poll: the listener and every connection, with their ids.
+    pub fn poll_set(&self) -> Vec<(u64, BorrowedFd<'_>)> {
+        let mut v = vec![(0, self.listener.as_fd())];
+        v.extend(self.conns.iter().map(|(&id, c)| (id, c.sock.as_fd())));
+        v
+    }
+
+    /// Handles readiness of poll-set entry `id` (0 is the listener).
+    pub fn on_ready(&mut self, id: u64) {
+        if id == 0 {
+            self.accept();
+        } else {
+            self.serve(id);
+        }
+    }
+
+    /// Re-reads the port and tells every poller when the GID table changed (addresses
+    /// added or removed on the interface).
+    pub fn refresh_host(&mut self) {
+        let gids = self.host.port().gids;
+        if gids == self.gids || gids.is_empty() {
+            return;
+        }
+        info!(
+            "GID table changed: {:?}",
+            gids.iter().map(|g| g.to_ip()).collect::<Vec<_>>()
+        );
+        for p in &self.pollers {
+            let _ = p.commands.send(Command::SetGids(gids.clone()));
+            sys::eventfd_signal(p.doorbell.as_fd());
+        }
+        self.gids = gids;
+    }
+
+    fn accept(&mut self) {
+        loop {
+            let sock = match sys::accept(self.listener.as_fd()) {
+                Ok(s) => s,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) => {
+                    warn!("accept on the control socket failed: {e}");
+                    return;
+                }
+            };
+            let (pid, uid, _) = sys::peer_credentials(&sock).unwrap_or((0, u32::MAX, 0));
+            // Only the daemon's own user (or root) may attach: applications share memory
+            // with the daemon.
+            let me = nix::unistd::geteuid().as_raw();
+            if uid != me && uid != 0 {
+                warn!("refused a connection from pid {pid} uid {uid}");
+                continue;
+            }
+            let id = self.next_conn;
+            self.next_conn += 1;
+            let poller = (id as usize) % self.pollers.len().max(1);
+            debug!("application pid {pid} connected (context {id}, poller {poller})");
+            self.conns.insert(
+                id,
+                Conn {
+                    sock,
+                    pid,
+                    poller,
+                    hello: false,
+                    events: None,
+                    pds: HashSet::new(),
+                    mrs: HashMap::new(),
+                    mr_bytes: 0,
+                    cqs: HashSet::new(),
+                    qps: HashMap::new(),
+                    srqs: HashMap::new(),
+                    ahs: HashMap::new(),
+                },
+            );
+        }
+    }
+
+    fn serve(&mut self, id: u64) {
+        let mut buf = vec![0u8; protocol::MAX_MESSAGE];
+        let Some(conn) = self.conns.get(&id) else {
+            return;
+        };
+        let received = sys::recv_message(conn.sock.as_fd(), &mut buf);
+        let (n, fds) = match received {
+            Ok((0, _)) => return self.hang_up(id),
+            Ok(r) => r,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+            Err(e) => {
+                debug!("context {id}: {e}; closing");
+                return self.hang_up(id);
+            }
+        };
+        let (reply, out_fds) = match protocol::decode::<Request>(&buf[..n]) {
+            Ok(request) => self.handle(id, request, fds),
+            Err(e) => error(libc::EINVAL, format!("undecodable request: {e}")),
+        };
+        let bytes = protocol::encode(&reply);
+        let Some(conn) = self.conns.get(&id) else {
+            return;
+        };
+        let borrowed: Vec<BorrowedFd<'_>> = out_fds.iter().map(|f| f.as_fd()).collect();
+        if let Err(e) = sys::send_message(conn.sock.as_fd(), &bytes, &borrowed) {
+            debug!("context {id}: reply failed: {e}; closing");
+            self.hang_up(id);
+        }
+    }
+
+    fn alloc_handle(&mut self) -> u32 {
+        self.next_handle = self.next_handle.wrapping_add(1).max(1);
+        self.next_handle
+    }
+
+    fn alloc_key(&mut self) -> u32 {
+        let mut rng = rand::rng();
+        loop {
+            let k: u32 = rng.random();
+            if k != 0 && self.keys.insert(k) {
+                return k;
+            }
+        }
+    }
+
+    fn alloc_qpn(&mut self, poller: usize) -> Qpn {
+        let n = self.pollers.len().max(1) as u32;
+        let mut rng = rand::rng();
+        loop {
+            // QPN 0 and 1 are the special QPs; keep the poller's residue so packets land
+            // on the right poller.
+            let base: u32 = rng.random_range(0x20..0x00ff_ff00);
+            let qpn = base - base % n + poller as u32;
+            if self.qpns.insert(qpn) {
+                return Qpn::new(qpn);
+            }
+        }
+    }
+
+    fn handle(&mut self, id: u64, request: Request, fds: Vec<OwnedFd>) -> Answer {
+        let hello = self.conns.get(&id).is_some_and(|c| c.hello);
+        if !hello && !matches!(request, Request::Hello { .. }) {
+            return error(libc::EPROTO, "the first request must be Hello");
+        }
+        match request {
+            Request::Hello { version } => self.hello(id, version),
+            Request::QueryDevice => ok(Reply::Device(self.device_attr())),
+            Request::QueryPort => ok(Reply::Port(self.port_attr())),
+            Request::AllocPd => {
+                let pd = self.alloc_handle();
+                self.conn(id).pds.insert(pd);
+                ok(Reply::Pd { pd })
+            }
+            Request::DeallocPd { pd } => {
+                let c = self.conn(id);
+                let used = c.qps.is_empty()
+                    && c.srqs.values().all(|p| p.0 != pd)
+                    && c.ahs.values().all(|p| p.0 != pd);
+                if !c.pds.contains(&pd) {
+                    return error(libc::EINVAL, "no such protection domain");
+                }
+                if !used
+                    && (c.srqs.values().any(|p| p.0 == pd) || c.ahs.values().any(|p| p.0 == pd))
+                {
+                    return error(libc::EBUSY, "the protection domain still has objects");
+                }
+                c.pds.remove(&pd);
+                ok(Reply::Done)
+            }
+            Request::RegMr {
+                pd,
+                iova,
+                length,
+                access,
+                offset,
+            } => self.reg_mr(id, pd, iova, length, access, offset, fds),
+            Request::DeregMr { mr } => {
+                let Some(info) = self.conn(id).mrs.remove(&mr) else {
+                    return error(libc::EINVAL, "no such memory region");
+                };
+                let c = self.conn(id);
+                c.mr_bytes -= info.len;
+                let poller = c.poller;
+                self.pollers[poller].call(|tx| Command::DeregMr(info.lkey, tx));
+                ok(Reply::Done)
+            }
+            Request::CreateCq { entries, channel } => self.create_cq(id, entries, channel, fds),
+            Request::DestroyCq { cq } => {
+                if !self.conn(id).cqs.contains(&cq) {
+                    return error(libc::EINVAL, "no such completion queue");
+                }
+                let poller = self.conn(id).poller;
+                match self.pollers[poller].call(|tx| Command::DestroyCq(cq, tx)) {
+                    Some(Ok(())) => {
+                        self.conn(id).cqs.remove(&cq);
+                        ok(Reply::Done)
+                    }
+                    Some(Err(e)) => error(e, "the completion queue is still used by a QP"),
+                    None => error(libc::EIO, "the poller stopped"),
+                }
+            }
+            Request::CreateSrq {
+                pd,
+                max_wr,
+                max_sge,
+                limit,
+            } => self.create_srq(id, pd, max_wr, max_sge, limit),
+            Request::ModifySrq { srq, limit } => {
+                if !self.conn(id).srqs.contains_key(&srq) {
+                    return error(libc::EINVAL, "no such shared receive queue");
+                }
+                let poller = self.conn(id).poller;
+                match self.pollers[poller].call(|tx| Command::ModifySrq(srq, limit, tx)) {
+                    Some(Ok(a)) => ok(Reply::SrqAttr {
+                        max_wr: a.max_wr,
+                        max_sge: a.max_sge,
+                        limit: a.srq_limit,
+                    }),
+                    Some(Err(e)) => error(e, "srq_limit is larger than max_wr"),
+                    None => error(libc::EIO, "the poller stopped"),
+                }
+            }
+            Request::QuerySrq { srq } => {
+                if !self.conn(id).srqs.contains_key(&srq) {
+                    return error(libc::EINVAL, "no such shared receive queue");
+                }
+                let poller = self.conn(id).poller;
+                match self.pollers[poller].call(|tx| Command::QuerySrq(srq, tx)) {
+                    Some(Ok(a)) => ok(Reply::SrqAttr {
+                        max_wr: a.max_wr,
+                        max_sge: a.max_sge,
+                        limit: a.srq_limit,
+                    }),
+                    _ => error(libc::EINVAL, "no such shared receive queue"),
+                }
+            }
+            Request::DestroySrq { srq } => {
+                if !self.conn(id).srqs.contains_key(&srq) {
+                    return error(libc::EINVAL, "no such shared receive queue");
+                }
+                let poller = self.conn(id).poller;
+                match self.pollers[poller].call(|tx| Command::DestroySrq(srq, tx)) {
+                    Some(Ok(())) => {
+                        self.conn(id).srqs.remove(&srq);
+                        ok(Reply::Done)
+                    }
+                    Some(Err(e)) => error(e, "the shared receive queue is still attached to a QP"),
+                    None => error(libc::EIO, "the poller stopped"),
+                }
+            }
+            Request::CreateQp {
+                pd,
+                qp_type,
+                send_cq,
+                recv_cq,
+                srq,
+                caps,
+                sq_sig_all,
+            } => self.create_qp(id, pd, qp_type, send_cq, recv_cq, srq, caps, sq_sig_all),
+            Request::ModifyQp { qp, attr, mask } => self.modify_qp(id, qp, &attr, mask),
+            Request::QueryQp { qp } => {
+                let Some(info) = self.conn(id).qps.get(&qp) else {
+                    return error(libc::EINVAL, "no such queue pair");
+                };
+                let qpn = info.qpn;
+                let poller = self.conn(id).poller;
+                match self.pollers[poller]
+                    .call(|tx| Command::QueryQp(qpn, tx))
+                    .flatten()
+                {
+                    Some(a) => ok(Reply::QpAttr {
+                        attr: to_wire_attr(&a),
+                        caps: QpCaps::default(),
+                    }),
+                    None => error(libc::EINVAL, "no such queue pair"),
+                }
+            }
+            Request::DestroyQp { qp } => {
+                let Some(info) = self.conn(id).qps.remove(&qp) else {
+                    return error(libc::EINVAL, "no such queue pair");
+                };
+                let poller = self.conn(id).poller;
+                self.pollers[poller].call(|tx| Command::DestroyQp(info.qpn, tx));
+                self.qpns.remove(&info.qpn.value());
+                ok(Reply::Done)
+            }
+            Request::CreateAh { pd, attr } => self.create_ah(id, pd, &attr),
+            Request::DestroyAh { ah } => {
+                if self.conn(id).ahs.remove(&ah).is_none() {
+                    return error(libc::EINVAL, "no such address handle");
+                }
+                let poller = self.conn(id).poller;
+                self.pollers[poller].call(|tx| Command::DestroyAh(ah, tx));
+                ok(Reply::Done)
+            }
+            Request::Stats => ok(Reply::Stats {
+                counters: self.stats(),
+            }),
+        }
+    }
+
+    fn conn(&mut self, id: u64) -> &mut Conn {
+        // NOTE(unwrap): handle() is only called for connections that exist.
+        self.conns.get_mut(&id).expect("connection exists")
+    }
+
+    fn hello(&mut self, id: u64, version: u32) -> Answer {
+        if version != contract::VERSION {
+            return error(
+                libc::EPROTO,
+                format!(
+                    "contract version {version} is not the daemon's {}",
+                    contract::VERSION
+                ),
+            );
+        }
+        let (mine, theirs) = match nix::sys::socket::socketpair(
+            nix::sys::socket::AddressFamily::Unix,
+            nix::sys::socket::SockType::SeqPacket,
+            None,
+            nix::sys::socket::SockFlag::SOCK_CLOEXEC | nix::sys::socket::SockFlag::SOCK_NONBLOCK,
+        ) {
+            Ok(p) => p,
+            Err(e) => return error(e as i32, "cannot create the event socket"),
+        };
+        let c = self.conn(id);
+        c.hello = true;
+        c.events = Some(Arc::new(EventSink::new(mine)));
+        let mut fds = Vec::new();
+        match self.wake_page.try_clone() {
+            Ok(fd) => fds.push(fd),
+            Err(e) => return error(libc::EMFILE, format!("cannot share the wake page: {e}")),
+        }
+        fds.push(theirs);
+        for p in &self.pollers {
+            match p.doorbell.try_clone() {
+                Ok(fd) => fds.push(fd),
+                Err(e) => return error(libc::EMFILE, format!("cannot share a doorbell: {e}")),
+            }
+        }
+        let reply = Reply::Hello {
+            version: contract::VERSION,
+            device: self.device.clone(),
+            pollers: self.pollers.len() as u32,
+        };
+        (reply, fds)
+    }
+
+    fn device_attr(&mut self) -> DeviceAttr {
+        let port = self.host.port();
+        let guid = node_guid(port.mac);
+        DeviceAttr {
+            fw_ver: env!("CARGO_PKG_VERSION").to_owned(),
+            node_guid: guid,
+            sys_image_guid: guid,
+            max_mr_size: self.limits.max_mr_bytes,
+            page_size_cap: 0xffff_f000,
+            vendor_id: 0,
+            vendor_part_id: 0,
+            hw_ver: 0,
+            max_qp: self.limits.max_qps as u32,
+            max_qp_wr: MAX_QUEUE,
+            // RC_RNR_NAK_GEN | PORT_ACTIVE_EVENT | SRQ_RESIZE? no | N_NOTIFY_CQ
+            device_cap_flags: (1 << 12) | (1 << 15) | (1 << 14),
+            max_sge: contract::MAX_SGE as u32,
+            max_cq: self.limits.max_cqs as u32,
+            max_cqe: MAX_QUEUE,
+            max_mr: 1 << 20,
+            max_pd: 1 << 20,
+            max_qp_rd_atom: 16,
+            max_res_rd_atom: 16 * self.limits.max_qps as u32,
+            max_qp_init_rd_atom: 16,
+            // IBV_ATOMIC_HCA: atomic with respect to this device.
+            atomic_cap: 1,
+            max_srq: 1 << 16,
+            max_srq_wr: MAX_QUEUE,
+            max_srq_sge: contract::MAX_SGE as u32,
+            max_ah: 1 << 20,
+            max_pkeys: 1,
+            max_inline_data: contract::MAX_INLINE as u32,
+        }
+    }
+
+    fn port_attr(&mut self) -> PortAttr {
+        let p = self.host.port();
+        PortAttr {
+            state: if p.up { 4 } else { 1 },
+            max_mtu: u32::from(IbMtu::Mtu4096.code()),
+            active_mtu: u32::from(p.active_mtu.code()),
+            gid_tbl_len: p.gids.len().max(1) as u32,
+            max_msg_sz: 1 << 31,
+            pkey_tbl_len: 1,
+            phys_state: if p.up { 5 } else { 3 },
+            // 4X at 25 Gb/s reads as 100 Gb/s, like an RDMA NIC; the truth is the netdev's.
+            active_width: 2,
+            active_speed: 32,
+            netdev_mtu: p.mtu,
+            netdev: p.netdev,
+            mac: p.mac,
+            gids: p.gids.iter().map(|g| g.0).collect(),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn reg_mr(
+        &mut self,
+        id: u64,
+        pd: u32,
+        iova: u64,
+        length: u64,
+        access: u32,
+        offset: u64,
+        mut fds: Vec<OwnedFd>,
+    ) -> Answer {
+        let max_bytes = self.limits.max_mr_bytes;
+        let c = self.conn(id);
+        if !c.pds.contains(&pd) {
+            return error(libc::EINVAL, "no such protection domain");
+        }
+        if length == 0 {
+            return error(libc::EINVAL, "a memory region needs at least one byte");
+        }
+        if c.mr_bytes.saturating_add(length) > max_bytes {
+            return error(
+                libc::ENOMEM,
+                format!(
+                    "registering {length} more bytes exceeds this application's limit of {max_bytes}"
+                ),
+            );
+        }
+        if fds.len() != 1 {
+            return error(libc::EINVAL, "RegMr needs exactly one memory file");
+        }
+        let fd = fds.remove(0);
+        let size = match sys::sealed_size(&fd) {
+            Ok(s) => s,
+            Err(e) => return error(libc::EINVAL, format!("memory file refused: {e}")),
+        };
+        if offset.checked_add(length).is_none_or(|end| end > size) {
+            return error(libc::EINVAL, "the region lies outside its memory file");
+        }
+        let page = 4096u64;
+        let map_offset = offset - offset % page;
+        let delta = offset - map_offset;
+        let map_len = (delta + length).div_ceil(page) * page;
+        let map_len = map_len.min(size - map_offset);
+        let map = match Mapping::map(fd.as_fd(), map_len as usize, map_offset, true) {
+            Ok(m) => Arc::new(m),
+            Err(e) => return error(libc::ENOMEM, format!("cannot map the region: {e}")),
+        };
+        let lkey = self.alloc_key();
+        let rkey = self.alloc_key();
+        let handle = self.alloc_handle();
+        let region = Region {
+            map,
+            start: delta as usize,
+            iova,
+            len: length,
+            access: Access::from_bits(access),
+            pd: PdId(pd),
+            lkey,
+            rkey: Some(rkey),
+        };
+        let poller = self.conn(id).poller;
+        match self.pollers[poller].call(|tx| Command::RegMr(region, tx)) {
+            Some(Ok(())) => {}
+            Some(Err(e)) => return error(libc::EINVAL, e),
+            None => return error(libc::EIO, "the poller stopped"),
+        }
+        let c = self.conn(id);
+        c.mrs.insert(handle, MrInfo { lkey, len: length });
+        c.mr_bytes += length;
+        ok(Reply::Mr {
+            mr: handle,
+            lkey,
+            rkey,
+        })
+    }
+
+    fn ring_memory(name: &str, len: usize) -> Result<(OwnedFd, Arc<Mapping>), (i32, String)> {
+        let fd = sys::memfd(name, len, false)
+            .map_err(|e| (libc::ENOMEM, format!("cannot create ring memory: {e}")))?;
+        let map = Mapping::map(fd.as_fd(), len, 0, true)
+            .map_err(|e| (libc::ENOMEM, format!("cannot map ring memory: {e}")))?;
+        Ok((fd, Arc::new(map)))
+    }
+
+    fn create_cq(&mut self, id: u64, entries: u32, channel: bool, mut fds: Vec<OwnedFd>) -> Answer {
+        let max = self.limits.max_cqs;
+        if self.conn(id).cqs.len() >= max {
+            return error(
+                libc::ENOMEM,
+                format!("this application already has {max} completion queues"),
+            );
+        }
+        if entries == 0 || entries > MAX_QUEUE {
+            return error(
+                libc::EINVAL,
+                format!("a completion queue holds 1 to {MAX_QUEUE} entries"),
+            );
+        }
+        let channel = if channel {
+            if fds.len() != 1 {
+                return error(
+                    libc::EINVAL,
+                    "a completion channel socket must come with CreateCq",
+                );
+            }
+            Some(Arc::new(fds.remove(0)))
+        } else {
+            None
+        };
+        let entries = entries.next_power_of_two();
+        let len = ring_bytes(entries, size_of::<Cqe>());
+        let (fd, map) = match Self::ring_memory("xroce-cq", len) {
+            Ok(x) => x,
+            Err((errno, message)) => return error(errno, message),
+        };
+        let Ok(ring) = Ring::<Cqe>::new(map, 0, entries) else {
+            return error(libc::EINVAL, "bad completion queue geometry");
+        };
+        let handle = self.alloc_handle();
+        let c = self.conn(id);
+        let Some(events) = c.events.clone() else {
+            return error(libc::EPROTO, "no event socket");
+        };
+        let poller = c.poller;
+        let setup = CqSetup {
+            handle,
+            ring: Producer::new(ring),
+            channel,
+            events,
+        };
+        if self.pollers[poller]
+            .call(|tx| Command::CreateCq(Box::new(setup), tx))
+            .is_none()
+        {
+            return error(libc::EIO, "the poller stopped");
+        }
+        self.conn(id).cqs.insert(handle);
+        (
+            Reply::Cq {
+                cq: handle,
+                entries,
+                ring_len: len as u64,
+            },
+            vec![fd],
+        )
+    }
+
+    fn create_srq(&mut self, id: u64, pd: u32, max_wr: u32, max_sge: u32, limit: u32) -> Answer {
+        if !self.conn(id).pds.contains(&pd) {
+            return error(libc::EINVAL, "no such protection domain");
+        }
+        if max_wr == 0 || max_wr > MAX_QUEUE || max_sge as usize > contract::MAX_SGE {
+            return error(
+                libc::EINVAL,
+                format!(
+                    "an SRQ holds 1 to {MAX_QUEUE} work requests of up to {} SGEs",
+                    contract::MAX_SGE
+                ),
+            );
+        }
+        let entries = max_wr.next_power_of_two();
+        let len = ring_bytes(entries, size_of::<RecvWqe>());
+        let (fd, map) = match Self::ring_memory("xroce-srq", len) {
+            Ok(x) => x,
+            Err((errno, message)) => return error(errno, message),
+        };
+        let Ok(ring) = Ring::<RecvWqe>::new(map, 0, entries) else {
+            return error(libc::EINVAL, "bad SRQ geometry");
+        };
+        let handle = self.alloc_handle();
+        let c = self.conn(id);
+        let Some(events) = c.events.clone() else {
+            return error(libc::EPROTO, "no event socket");
+        };
+        let poller = c.poller;
+        let attr = SrqAttr {
+            max_wr: entries,
+            max_sge: max_sge.max(1),
+            srq_limit: limit.min(entries),
+        };
+        let setup = SrqSetup {
+            handle,
+            pd: PdId(pd),
+            attr,
+            ring: Consumer::new(ring),
+            events,
+        };
+        match self.pollers[poller].call(|tx| Command::CreateSrq(Box::new(setup), tx)) {
+            Some(Ok(())) => {}
+            Some(Err(e)) => return error(libc::EINVAL, e),
+            None => return error(libc::EIO, "the poller stopped"),
+        }
+        self.conn(id).srqs.insert(handle, PdId(pd));
+        let reply = Reply::Srq {
+            srq: handle,
+            max_wr: entries,
+            max_sge: attr.max_sge,
+            entries,
+            ring_len: len as u64,
+            poller: poller as u32,
+        };
+        (reply, vec![fd])
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn create_qp(
+        &mut self,
+        id: u64,
+        pd: u32,
+        qp_type: u32,
+        send_cq: u32,
+        recv_cq: u32,
+        srq: Option<u32>,
+        caps: QpCaps,
+        sq_sig_all: bool,
+    ) -> Answer {
+        let max_qps = self.limits.max_qps;
+        let c = self.conn(id);
+        if c.qps.len() >= max_qps {
+            return error(
+                libc::ENOMEM,
+                format!("this application already has {max_qps} queue pairs"),
+            );
+        }
+        if !c.pds.contains(&pd) {
+            return error(libc::EINVAL, "no such protection domain");
+        }
+        if !c.cqs.contains(&send_cq) || !c.cqs.contains(&recv_cq) {
+            return error(libc::EINVAL, "no such completion queue");
+        }
+        if let Some(s) = srq {
+            match c.srqs.get(&s) {
+                Some(p) if p.0 == pd => {}
+                Some(_) => {
+                    return error(libc::EINVAL, "the SRQ belongs to another protection domain");
+                }
+                None => return error(libc::EINVAL, "no such shared receive queue"),
+            }
+        }
+        let qp_type = match qp_type {
+            2 => QpType::Rc,
+            3 => QpType::Uc,
+            4 => QpType::Ud,
+            t => {
+                return error(
+                    libc::EOPNOTSUPP,
+                    format!("QP type {t} is not supported (RC, UC, UD are)"),
+                );
+            }
+        };
+        if caps.max_send_wr > MAX_QUEUE || caps.max_recv_wr > MAX_QUEUE {
+            return error(
+                libc::EINVAL,
+                format!("queues hold at most {MAX_QUEUE} work requests"),
+            );
+        }
+        if caps.max_send_sge as usize > contract::MAX_SGE
+            || caps.max_recv_sge as usize > contract::MAX_SGE
+        {
+            return error(
+                libc::EINVAL,
+                format!("at most {} scatter/gather elements", contract::MAX_SGE),
+            );
+        }
+        if caps.max_inline_data as usize > contract::MAX_INLINE {
+            return error(
+                libc::EINVAL,
+                format!("at most {} bytes of inline data", contract::MAX_INLINE),
+            );
+        }
+        let sq_entries = caps.max_send_wr.max(1).next_power_of_two();
+        let rq_entries = if srq.is_some() {
+            0
+        } else {
+            caps.max_recv_wr.max(1).next_power_of_two()
+        };
+        let sq_len = ring_bytes(sq_entries, size_of::<SendWqe>());
+        let rq_offset = sq_len.div_ceil(4096) * 4096;
+        let len = rq_offset
+            + if rq_entries > 0 {
+                ring_bytes(rq_entries, size_of::<RecvWqe>())
+            } else {
+                0
+            };
+        let (fd, map) = match Self::ring_memory("xroce-qp", len) {
+            Ok(x) => x,
+            Err((errno, message)) => return error(errno, message),
+        };
+        let Ok(sq) = Ring::<SendWqe>::new(map.clone(), 0, sq_entries) else {
+            return error(libc::EINVAL, "bad send queue geometry");
+        };
+        let rq = if rq_entries > 0 {
+            let Ok(rq) = Ring::<RecvWqe>::new(map, rq_offset, rq_entries) else {
+                return error(libc::EINVAL, "bad receive queue geometry");
+            };
+            Some(Consumer::new(rq))
+        } else {
+            None
+        };
+        let granted = QpCaps {
+            max_send_wr: sq_entries,
+            max_recv_wr: rq_entries,
+            max_send_sge: caps.max_send_sge.max(1),
+            max_recv_sge: if srq.is_some() {
+                0
+            } else {
+                caps.max_recv_sge.max(1)
+            },
+            max_inline_data: caps.max_inline_data,
+        };
+        let poller = self.conn(id).poller;
+        let qpn = self.alloc_qpn(poller);
+        let handle = self.alloc_handle();
+        let active = self.host.port().active_mtu;
+        let config = QpConfig {
+            qpn,
+            qp_type,
+            pd: PdId(pd),
+            caps: xroce_transport::QpCaps {
+                max_send_wr: granted.max_send_wr,
+                max_recv_wr: granted.max_recv_wr,
+                max_send_sge: granted.max_send_sge,
+                max_recv_sge: granted.max_recv_sge,
+                max_inline_data: granted.max_inline_data,
+            },
+            srq: srq.map(SrqId),
+            sq_sig_all,
+            limits: Limits {
+                max_mtu: active,
+                ..Limits::default()
+            },
+        };
+        let Some(events) = self.conn(id).events.clone() else {
+            return error(libc::EPROTO, "no event socket");
+        };
+        let setup = QpSetup {
+            handle,
+            config,
+            sq: Consumer::new(sq),
+            rq,
+            send_cq,
+            recv_cq,
+            srq,
+            events,
+        };
+        match self.pollers[poller].call(|tx| Command::CreateQp(Box::new(setup), tx)) {
+            Some(Ok(())) => {}
+            Some(Err(e)) => {
+                self.qpns.remove(&qpn.value());
+                return error(libc::EINVAL, e);
+            }
+            None => return error(libc::EIO, "the poller stopped"),
+        }
+        self.conn(id).qps.insert(handle, QpInfo { qpn });
+        let reply = Reply::Qp {
+            qp: handle,
+            qpn: qpn.value(),
+            caps: granted,
+            sq_entries,
+            rq_entries,
+            rq_offset: rq_offset as u64,
+            ring_len: len as u64,
+            poller: poller as u32,
+        };
+        (reply, vec![fd])
+    }
+
+    fn path(&mut self, ah: &AhAttr) -> Result<Path, (i32, String)> {
+        let dgid = Gid(ah.dgid);
+        let port = self.host.port();
+        if usize::from(ah.sgid_index) >= port.gids.len() {
+            return Err((libc::EINVAL, format!("no GID at index {}", ah.sgid_index)));
+        }
+        let dmac = self.host.resolve(dgid).map_err(|e| {
+            (
+                libc::EHOSTUNREACH,
+                format!("cannot reach {}: {e}", dgid.to_ip()),
+            )
+        })?;
+        Ok(Path {
+            dgid,
+            sgid_index: ah.sgid_index,
+            dmac,
+            traffic_class: ah.traffic_class,
+            flow_label: ah.flow_label,
+            hop_limit: ah.hop_limit,
+            udp_sport: 0,
+            vlan: None,
+        })
+    }
+
+    fn modify_qp(&mut self, id: u64, qp: u32, attr: &WireQpAttr, mask: u32) -> Answer {
+        let Some(info) = self.conn(id).qps.get(&qp) else {
+            return error(libc::EINVAL, "no such queue pair");
+        };
+        let qpn = info.qpn;
+        let mask = AttrMask(mask);
+        let mut t = match from_wire_attr(attr, mask) {
+            Ok(t) => t,
+            Err(e) => return error(libc::EINVAL, e),
+        };
+        if mask.contains(AttrMask::AV) {
+            match self.path(&attr.ah_attr) {
+                Ok(p) => t.path = p,
+                Err((errno, message)) => return error(errno, message),
+            }
+        }
+        let poller = self.conn(id).poller;
+        match self.pollers[poller].call(|tx| Command::ModifyQp(qpn, Box::new(t), mask, tx)) {
+            Some(Ok(())) => ok(Reply::Done),
+            Some(Err(e)) => error(libc::EINVAL, e),
+            None => error(libc::EIO, "the poller stopped"),
+        }
+    }
+
+    fn create_ah(&mut self, id: u64, pd: u32, attr: &AhAttr) -> Answer {
+        if !self.conn(id).pds.contains(&pd) {
+            return error(libc::EINVAL, "no such protection domain");
+        }
+        let path = match self.path(attr) {
+            Ok(p) => p,
+            Err((errno, message)) => return error(errno, message),
+        };
+        let handle = self.alloc_handle();
+        let poller = self.conn(id).poller;
+        if self.pollers[poller]
+            .call(|tx| Command::CreateAh(handle, PdId(pd), path, tx))
+            .is_none()
+        {
+            return error(libc::EIO, "the poller stopped");
+        }
+        self.conn(id).ahs.insert(handle, PdId(pd));
+        ok(Reply::Ah { ah: handle })
+    }
+
+    fn stats(&self) -> Vec<(String, u64)> {
+        let mut transport = xroce_transport::Counters::default();
+        let mut daemon: Vec<(String, u64)> = Vec::new();
+        for p in &self.pollers {
+            let Some(s): Option<PollerStats> = p.call(Command::Stats) else {
+                continue;
+            };
+            transport.add(&s.transport);
+            for (name, v) in s.daemon {
+                match daemon.iter_mut().find(|(n, _)| n == name) {
+                    Some((_, total)) => *total += v,
+                    None => daemon.push((name.to_owned(), v)),
+                }
+            }
+        }
+        daemon.extend(transport.iter().map(|(n, v)| (n.to_owned(), v)));
+        daemon
+    }
+
+    /// An application went away: destroy everything it owned.
+    fn hang_up(&mut self, id: u64) {
+        let Some(c) = self.conns.remove(&id) else {
+            return;
+        };
+        let link = &self.pollers[c.poller];
+        let (qps, srqs, cqs, mrs, ahs) = (
+            c.qps.len(),
+            c.srqs.len(),
+            c.cqs.len(),
+            c.mrs.len(),
+            c.ahs.len(),
+        );
+        for (_, qp) in c.qps {
+            link.call(|tx| Command::DestroyQp(qp.qpn, tx));
+            self.qpns.remove(&qp.qpn.value());
+        }
+        for srq in c.srqs.keys() {
+            link.call(|tx| Command::DestroySrq(*srq, tx));
+        }
+        for cq in c.cqs {
+            link.call(|tx| Command::DestroyCq(cq, tx));
+        }
+        for (_, mr) in c.mrs {
+            link.call(|tx| Command::DeregMr(mr.lkey, tx));
+            self.keys.remove(&mr.lkey);
+        }
+        for ah in c.ahs.keys() {
+            link.call(|tx| Command::DestroyAh(*ah, tx));
+        }
+        info!(
+            "application pid {} (context {id}) went away: released {qps} QPs, {srqs} SRQs, {cqs} CQs, {mrs} MRs, {ahs} AHs",
+            c.pid
+        );
+    }
+}
+
+/// The EUI-64 node GUID of a MAC address (as RDMA NICs and rxe derive it).
+pub fn node_guid(mac: [u8; 6]) -> u64 {
+    let b = [
+        mac[0] ^ 2,
+        mac[1],
+        mac[2],
+        0xff,
+        0xfe,
+        mac[3],
+        mac[4],
+        mac[5],
+    ];
+    u64::from_be_bytes(b)
+}
+
+/// Converts protocol QP attributes into the transport's, checking every value a mask bit
+/// names.
+fn from_wire_attr(a: &WireQpAttr, mask: AttrMask) -> Result<QpAttr, String> {
+    let state = |v: u32| QpState::from_raw(v).ok_or_else(|| format!("invalid QP state {v}"));
+    let mut t = QpAttr::default();
+    if mask.contains(AttrMask::STATE) {
+        t.qp_state = state(a.qp_state)?;
+    }
+    if mask.contains(AttrMask::CUR_STATE) {
+        t.cur_qp_state = state(a.cur_qp_state)?;
+    }
+    if mask.contains(AttrMask::PATH_MTU) {
+        t.path_mtu = u8::try_from(a.path_mtu)
+            .ok()
+            .and_then(IbMtu::from_code)
+            .ok_or_else(|| format!("invalid path MTU code {}", a.path_mtu))?;
+    }
+    if mask.contains(AttrMask::DEST_QPN) {
+        t.dest_qpn = Qpn::checked(a.dest_qp_num).ok_or_else(|| {
+            format!(
+                "destination QP number {:#x} is larger than 24 bits",
+                a.dest_qp_num
+            )
+        })?;
+    }
+    for (bit, value, name) in [
+        (AttrMask::RQ_PSN, a.rq_psn, "rq_psn"),
+        (AttrMask::SQ_PSN, a.sq_psn, "sq_psn"),
+    ] {
+        if mask.contains(bit) && value > Psn::MASK {
+            return Err(format!("{name} {value:#x} is larger than 24 bits"));
+        }
+    }
+    t.rq_psn = Psn::new(a.rq_psn);
+    t.sq_psn = Psn::new(a.sq_psn);
+    t.qkey = a.qkey;
+    t.access = Access::from_bits(a.qp_access_flags);
+    t.pkey_index = a.pkey_index;
+    t.en_sqd_async_notify = a.en_sqd_async_notify;
+    t.max_rd_atomic = a.max_rd_atomic;
+    t.max_dest_rd_atomic = a.max_dest_rd_atomic;
+    t.min_rnr_timer = a.min_rnr_timer;
+    t.port_num = a.port_num;
+    t.timeout = a.timeout;
+    t.retry_cnt = a.retry_cnt;
+    t.rnr_retry = a.rnr_retry;
+    Ok(t)
+}
+
+/// Converts transport QP attributes into the protocol's (`ibv_query_qp`).
+fn to_wire_attr(t: &QpAttr) -> WireQpAttr {
+    WireQpAttr {
+        qp_state: t.qp_state as u32,
+        cur_qp_state: t.cur_qp_state as u32,
+        path_mtu: u32::from(t.path_mtu.code()),
+        qkey: t.qkey,
+        rq_psn: t.rq_psn.value(),
+        sq_psn: t.sq_psn.value(),
+        dest_qp_num: t.dest_qpn.value(),
+        qp_access_flags: t.access.bits(),
+        ah_attr: AhAttr {
+            dgid: t.path.dgid.0,
+            flow_label: t.path.flow_label,
+            sgid_index: t.path.sgid_index,
+            hop_limit: t.path.hop_limit,
+            traffic_class: t.path.traffic_class,
+            sl: 0,
+            is_global: true,
+            port_num: 1,
+        },
+        pkey_index: t.pkey_index,
+        en_sqd_async_notify: t.en_sqd_async_notify,
+        sq_draining: false,
+        max_rd_atomic: t.max_rd_atomic,
+        max_dest_rd_atomic: t.max_dest_rd_atomic,
+        min_rnr_timer: t.min_rnr_timer,
+        port_num: t.port_num,
+        timeout: t.timeout,
+        retry_cnt: t.retry_cnt,
+        rnr_retry: t.rnr_retry,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_guid_is_eui64() {
+        assert_eq!(
+            node_guid([0x52, 0x54, 0x00, 0x77, 0x00, 0x02]),
+            0x5054_00ff_fe77_0002
+        );
+    }
+
+    #[test]
+    fn attributes_are_checked() {
+        let a = WireQpAttr {
+            qp_state: 9,
+            ..Default::default()
+        };
+        assert!(from_wire_attr(&a, AttrMask::STATE).is_err());
+        let a = WireQpAttr {
+            dest_qp_num: 1 << 24,
+            ..Default::default()
+        };
+        assert!(from_wire_attr(&a, AttrMask::DEST_QPN).is_err());
+        let a = WireQpAttr {
+            path_mtu: 6,
+            ..Default::default()
+        };
+        assert!(from_wire_attr(&a, AttrMask::PATH_MTU).is_err());
+        let a = WireQpAttr {
+            path_mtu: 3,
+            sq_psn: 0x123456,
+            ..Default::default()
+        };
+        let t = from_wire_attr(&a, AttrMask::PATH_MTU | AttrMask::SQ_PSN).unwrap();
+        assert_eq!((t.path_mtu, t.sq_psn), (IbMtu::Mtu1024, Psn::new(0x123456)));
+    }
+}

@@ -1,0 +1,224 @@
+//! The daemon: sets up the XDP program and one poller per served queue, then runs the
+//! control plane until it is told to stop (SIGINT or SIGTERM), and tears everything down.
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use anyhow::{Context, Result, anyhow, bail};
+use crossbeam_channel::{bounded, unbounded};
+use log::{info, warn};
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::signal::{SigSet, Signal};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use verbs_shm::contract::WakePage;
+use verbs_shm::sys::{self, Mapping};
+use xroce_transport::{Endpoint, EndpointConfig, Limits};
+use xroce_wire::IbMtu;
+
+use crate::control::{AppLimits, Control, Host, PollerLink};
+use crate::poller::{Command, Poller, PollerConfig};
+use crate::umem::HugepagePolicy;
+use crate::xdp::{AttachRequest, XdpProgram};
+use crate::xsk::{Port, PortConfig, ZeroCopy};
+
+/// How the daemon runs.
+#[derive(Clone, Debug)]
+pub struct DaemonConfig {
+    /// The interface to serve.
+    pub interface: String,
+    /// The device name applications see (`xroce0`).
+    pub device: String,
+    /// The receive queues to serve, one poller each.
+    pub queues: Vec<u32>,
+    /// The cores to pin the pollers to, in order (none: not pinned).
+    pub cores: Vec<usize>,
+    /// Native or generic XDP.
+    pub xdp: AttachRequest,
+    /// Hugepages for the AF_XDP buffers.
+    pub hugepages: HugepagePolicy,
+    /// Zero-copy AF_XDP.
+    pub zero_copy: ZeroCopy,
+    /// Per-application limits.
+    pub limits: AppLimits,
+}
+
+/// The largest path MTU the daemon supports: a 4096-byte AF_XDP frame holds a 2048-byte
+/// IB payload with every header; 4096 would need multi-buffer frames.
+pub const MAX_PATH_MTU: IbMtu = IbMtu::Mtu2048;
+
+struct Running {
+    link: PollerLink,
+    thread: JoinHandle<()>,
+}
+
+/// Runs the daemon until SIGINT or SIGTERM.
+pub fn run(cfg: DaemonConfig, mut host: Box<dyn Host>) -> Result<()> {
+    // Block the stop signals in every thread; the control loop reads them from a signalfd.
+    let mut signals = SigSet::empty();
+    signals.add(Signal::SIGINT);
+    signals.add(Signal::SIGTERM);
+    signals.thread_block().context("blocking SIGINT/SIGTERM")?;
+    let signalfd = SignalFd::with_flags(&signals, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
+        .context("creating a signalfd")?;
+
+    let port = host.port();
+    if port.gids.is_empty() {
+        bail!(
+            "{} has no IP address: RoCEv2 needs one (its GID)",
+            cfg.interface
+        );
+    }
+    info!(
+        "serving {} ({} MTU {}, path MTU {}, GIDs {:?}) as {}",
+        cfg.interface,
+        fmt_mac(port.mac),
+        port.mtu,
+        port.active_mtu.bytes(),
+        port.gids.iter().map(|g| g.to_ip()).collect::<Vec<_>>(),
+        cfg.device
+    );
+
+    let wake_len = size_of::<WakePage>();
+    let wake_fd = sys::memfd("xroce-wake", wake_len, false).context("creating the wake page")?;
+    let wake_page = Arc::new(Mapping::map(wake_fd.as_fd(), wake_len, 0, true)?);
+    // Applications may only map it read-only from now on.
+    nix::fcntl::fcntl(
+        wake_fd.as_fd(),
+        nix::fcntl::FcntlArg::F_ADD_SEALS(nix::fcntl::SealFlag::F_SEAL_FUTURE_WRITE),
+    )
+    .map_err(|e| anyhow!("sealing the wake page: {e}"))?;
+
+    let queues = cfg.queues.iter().copied().max().map_or(1, |q| q + 1);
+    let mut xdp = XdpProgram::load(queues).map_err(|e| anyhow!("{e}"))?;
+    let mode = xdp
+        .attach(&cfg.interface, cfg.xdp)
+        .map_err(|e| anyhow!("{e}"))?;
+    info!("XDP program attached to {} ({mode:?})", cfg.interface);
+
+    let mut pollers = Vec::new();
+    for (index, &queue) in cfg.queues.iter().enumerate() {
+        let (tx, rx) = unbounded();
+        let doorbell = Arc::new(sys::eventfd()?);
+        let (ready_tx, ready_rx) = bounded::<Result<OwnedFd, String>>(1);
+        let core = cfg.cores.get(index).map(|&id| core_affinity::CoreId { id });
+        let pcfg = PollerConfig {
+            index,
+            wake_page: wake_page.clone(),
+            doorbell: doorbell.clone(),
+            commands: rx,
+            core,
+        };
+        let mut port_cfg = PortConfig::new(&cfg.interface, queue);
+        port_cfg.hugepages = cfg.hugepages;
+        port_cfg.zero_copy = cfg.zero_copy;
+        let endpoint_cfg = EndpointConfig {
+            mac: port.mac,
+            gids: port.gids.clone(),
+            limits: Limits {
+                max_mtu: port.active_mtu,
+                ..Limits::default()
+            },
+            default_hop_limit: 64,
+        };
+        let mac = port.mac;
+        let thread = std::thread::Builder::new()
+            .name(format!("xroce-poller-{index}"))
+            .spawn(move || {
+                let port = match Port::open(&port_cfg) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e.to_string()));
+                        return;
+                    }
+                };
+                let fd = match port.as_fd().try_clone_to_owned() {
+                    Ok(fd) => fd,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e.to_string()));
+                        return;
+                    }
+                };
+                let _ = ready_tx.send(Ok(fd));
+                Poller::new(pcfg, port, Endpoint::new(endpoint_cfg), mac).run();
+            })?;
+        let socket = ready_rx
+            .recv()
+            .map_err(|_| anyhow!("poller {index} died while opening its port"))?
+            .map_err(|e| anyhow!("opening AF_XDP on {} queue {queue}: {e}", cfg.interface))?;
+        xdp.insert_socket(queue, socket.as_fd())
+            .map_err(|e| anyhow!("{e}"))?;
+        info!(
+            "poller {index}: queue {queue}{}",
+            core.map(|c| format!(", core {}", c.id)).unwrap_or_default()
+        );
+        pollers.push(Running {
+            link: PollerLink {
+                commands: tx,
+                doorbell,
+            },
+            thread,
+        });
+    }
+
+    let links = pollers.iter().map(|p| p.link.clone()).collect();
+    let mut control = Control::new(&cfg.device, links, wake_fd, host, cfg.limits)
+        .with_context(|| format!("listening on @{}{}", sys::SOCKET_PREFIX, cfg.device))?;
+    info!(
+        "ready: applications reach {} at @{}{}",
+        cfg.device,
+        sys::SOCKET_PREFIX,
+        cfg.device
+    );
+
+    loop {
+        let set = control.poll_set();
+        let mut fds: Vec<PollFd<'_>> = set
+            .iter()
+            .map(|(_, fd)| PollFd::new(*fd, PollFlags::POLLIN))
+            .collect();
+        fds.push(PollFd::new(signalfd.as_fd(), PollFlags::POLLIN));
+        match poll(&mut fds, PollTimeout::from(1000u16)) {
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => bail!("poll: {e}"),
+        }
+        let stop = fds
+            .last()
+            .and_then(|f| f.revents())
+            .is_some_and(|r| !r.is_empty());
+        let ready: Vec<u64> = set
+            .iter()
+            .zip(fds.iter())
+            .filter(|(_, f)| f.revents().is_some_and(|r| !r.is_empty()))
+            .map(|((id, _), _)| *id)
+            .collect();
+        drop(fds);
+        drop(set);
+        if stop {
+            info!("stopping");
+            break;
+        }
+        for id in ready {
+            control.on_ready(id);
+        }
+        control.refresh_host();
+    }
+    drop(control);
+    for p in pollers {
+        let _ = p.link.commands.send(Command::Stop);
+        sys::eventfd_signal(p.link.doorbell.as_fd());
+        if p.thread.join().is_err() {
+            warn!("a poller panicked");
+        }
+    }
+    xdp.detach().map_err(|e| anyhow!("{e}"))?;
+    Ok(())
+}
+
+fn fmt_mac(mac: [u8; 6]) -> String {
+    mac.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}

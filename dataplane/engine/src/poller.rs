@@ -1,0 +1,1050 @@
+//! A poller: one pinned thread that owns one AF_XDP port, one transport [`Endpoint`], the
+//! memory regions, and the queue pairs, completion queues and shared receive queues of the
+//! applications assigned to it.
+//!
+//! One loop, batched, with no lock and no allocation on the packet path:
+//!
+//! ```text
+//! commands from the control thread (create/modify/destroy; rare)
+//! RX batch        -> Endpoint::handle_frame          (ICRC, QP, copy into the MR)
+//! SQ/RQ/SRQ rings -> Endpoint::post_send/post_recv   (copied out, validated)
+//! timers          -> Endpoint::handle_timeout
+//! Endpoint::poll_transmit -> TX frames               (headers + payload from the MR)
+//! completions     -> CQ rings (+ completion channel), events -> the application
+//! idle            -> spin, yield, then sleep on the socket, the doorbell and the timer
+//! ```
+//!
+//! Frames the endpoint addresses to one of its own GIDs never reach the NIC: they are
+//! delivered straight back to the endpoint (loopback), through exactly the same transport
+//! code as frames from the wire.
+
+use std::collections::{HashMap, VecDeque};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering, fence};
+use std::time::{Duration, Instant as StdInstant};
+
+use crossbeam_channel::{Receiver as CmdReceiver, Sender};
+use log::{debug, warn};
+use verbs_shm::contract::{self, ARM_NEXT, ARM_NONE, ARM_SOLICITED, Cqe, RecvWqe, SendWqe};
+use verbs_shm::protocol::{CompletionEvent, EventRecord};
+use verbs_shm::ring::{Consumer, Producer};
+use verbs_shm::sys::Mapping;
+use xroce_transport::{
+    AsyncEvent, AttrMask, Completion, CompletionQueue, Counters, Endpoint, Gather, Instant, Path,
+    PdId, QpAttr, QpConfig, QpState, RecvWqe as TRecvWqe, SendFlags, SendOp, SendWqe as TSendWqe,
+    Sge as TSge, SgeList, Srq, SrqAttr, SrqId, UdDest, WcFlags, WcOpcode, WcStatus,
+};
+use xroce_wire::Qpn;
+use zerocopy::IntoBytes;
+
+use crate::memory::{MrTable, Region};
+use crate::xsk::Port;
+
+/// `ibv_event_type` values the daemon raises.
+pub mod event_type {
+    /// `IBV_EVENT_CQ_ERR`.
+    pub const CQ_ERR: u32 = 0;
+    /// `IBV_EVENT_QP_FATAL`.
+    pub const QP_FATAL: u32 = 1;
+    /// `IBV_EVENT_QP_REQ_ERR`.
+    pub const QP_REQ_ERR: u32 = 2;
+    /// `IBV_EVENT_QP_ACCESS_ERR`.
+    pub const QP_ACCESS_ERR: u32 = 3;
+    /// `IBV_EVENT_COMM_EST`.
+    pub const COMM_EST: u32 = 4;
+    /// `IBV_EVENT_SQ_DRAINED`.
+    pub const SQ_DRAINED: u32 = 5;
+    /// `IBV_EVENT_SRQ_LIMIT_REACHED`.
+    pub const SRQ_LIMIT_REACHED: u32 = 15;
+    /// `IBV_EVENT_QP_LAST_WQE_REACHED`.
+    pub const QP_LAST_WQE_REACHED: u32 = 16;
+}
+
+/// Where an application's asynchronous events go.
+#[derive(Debug)]
+pub struct EventSink {
+    sock: OwnedFd,
+}
+
+impl EventSink {
+    /// Events are written to `sock` (the daemon's end of the application's event socket).
+    pub fn new(sock: OwnedFd) -> EventSink {
+        EventSink { sock }
+    }
+
+    fn raise(&self, event_type: u32, element: u32) {
+        let record = EventRecord {
+            event_type,
+            element,
+        };
+        // Non-blocking: an application that never reads its events loses them, not us.
+        let _ = nix::sys::socket::send(
+            self.sock.as_raw_fd(),
+            record.as_bytes(),
+            nix::sys::socket::MsgFlags::MSG_DONTWAIT | nix::sys::socket::MsgFlags::MSG_NOSIGNAL,
+        );
+    }
+}
+
+/// A request from the control thread, with the channel its answer goes back on.
+#[derive(Debug)]
+pub enum Command {
+    /// Registers a memory region.
+    RegMr(Region, Sender<Result<(), String>>),
+    /// Removes a memory region (by lkey).
+    DeregMr(u32, Sender<()>),
+    /// Adds a completion queue.
+    CreateCq(Box<CqSetup>, Sender<()>),
+    /// Removes a completion queue.
+    DestroyCq(u32, Sender<Result<(), i32>>),
+    /// Adds a shared receive queue.
+    CreateSrq(Box<SrqSetup>, Sender<Result<(), String>>),
+    /// Arms an SRQ's limit.
+    ModifySrq(u32, u32, Sender<Result<SrqAttr, i32>>),
+    /// Reads an SRQ's attributes.
+    QuerySrq(u32, Sender<Result<SrqAttr, i32>>),
+    /// Removes a shared receive queue.
+    DestroySrq(u32, Sender<Result<(), i32>>),
+    /// Adds a queue pair (in RESET).
+    CreateQp(Box<QpSetup>, Sender<Result<(), String>>),
+    /// Modifies a queue pair.
+    ModifyQp(Qpn, Box<QpAttr>, AttrMask, Sender<Result<(), String>>),
+    /// Reads a queue pair's attributes.
+    QueryQp(Qpn, Sender<Option<QpAttr>>),
+    /// Removes a queue pair.
+    DestroyQp(Qpn, Sender<()>),
+    /// Adds an address handle.
+    CreateAh(u32, PdId, Path, Sender<()>),
+    /// Removes an address handle.
+    DestroyAh(u32, Sender<()>),
+    /// Reads the counters.
+    Stats(Sender<PollerStats>),
+    /// Replaces the GID table.
+    SetGids(Vec<xroce_wire::Gid>),
+    /// Stops the poller.
+    Stop,
+}
+
+/// A completion queue to add.
+#[derive(Debug)]
+pub struct CqSetup {
+    /// Its handle.
+    pub handle: u32,
+    /// Its ring (the daemon produces).
+    pub ring: Producer<Cqe>,
+    /// The completion channel to notify, if any.
+    pub channel: Option<Arc<OwnedFd>>,
+    /// The owner's event sink.
+    pub events: Arc<EventSink>,
+}
+
+/// A shared receive queue to add.
+#[derive(Debug)]
+pub struct SrqSetup {
+    /// Its handle.
+    pub handle: u32,
+    /// Its protection domain.
+    pub pd: PdId,
+    /// Its transport attributes.
+    pub attr: SrqAttr,
+    /// Its ring (the application produces).
+    pub ring: Consumer<RecvWqe>,
+    /// The owner's event sink.
+    pub events: Arc<EventSink>,
+}
+
+/// A queue pair to add.
+#[derive(Debug)]
+pub struct QpSetup {
+    /// Its handle.
+    pub handle: u32,
+    /// The transport's creation parameters.
+    pub config: QpConfig,
+    /// Its send ring.
+    pub sq: Consumer<SendWqe>,
+    /// Its receive ring (none with an SRQ).
+    pub rq: Option<Consumer<RecvWqe>>,
+    /// The send CQ handle.
+    pub send_cq: u32,
+    /// The receive CQ handle.
+    pub recv_cq: u32,
+    /// The SRQ handle.
+    pub srq: Option<u32>,
+    /// The owner's event sink.
+    pub events: Arc<EventSink>,
+}
+
+/// What the poller reports.
+#[derive(Clone, Debug, Default)]
+pub struct PollerStats {
+    /// Transport counters.
+    pub transport: Counters,
+    /// Daemon counters.
+    pub daemon: Vec<(&'static str, u64)>,
+}
+
+#[derive(Debug)]
+struct QpEntry {
+    handle: u32,
+    sq: Consumer<SendWqe>,
+    rq: Option<Consumer<RecvWqe>>,
+    /// Send work requests handed to the transport (its SQ ring index).
+    sq_taken: u32,
+    rq_taken: u32,
+    send_cq: u32,
+    recv_cq: u32,
+    pd: PdId,
+    max_send_sge: u32,
+    max_recv_sge: u32,
+    max_inline: u32,
+    events: Arc<EventSink>,
+}
+
+#[derive(Debug)]
+struct CqEntry {
+    ring: Producer<Cqe>,
+    channel: Option<Arc<OwnedFd>>,
+    events: Arc<EventSink>,
+    broken: bool,
+    /// Something was written since the notification check.
+    wrote: bool,
+    wrote_solicited: bool,
+}
+
+#[derive(Debug)]
+struct SrqEntry {
+    ring: Consumer<RecvWqe>,
+    taken: u32,
+    events: Arc<EventSink>,
+    handle: u32,
+}
+
+#[derive(Debug, Default)]
+struct DaemonCounters {
+    bad_wqe: u64,
+    broken_rings: u64,
+    cq_overflow: u64,
+    loopback_frames: u64,
+    tx_full: u64,
+    idle_sleeps: u64,
+    rx_frames: u64,
+    tx_frames: u64,
+}
+
+/// How a poller is set up.
+#[derive(Debug)]
+pub struct PollerConfig {
+    /// Its index (its word in the wake page).
+    pub index: usize,
+    /// The wake page, shared read-only with applications.
+    pub wake_page: Arc<Mapping>,
+    /// Applications write this eventfd to wake the poller.
+    pub doorbell: Arc<OwnedFd>,
+    /// Commands arrive here.
+    pub commands: CmdReceiver<Command>,
+    /// The CPU to pin to, if any.
+    pub core: Option<core_affinity::CoreId>,
+}
+
+/// One poller.
+pub struct Poller {
+    cfg: PollerConfig,
+    port: Port,
+    endpoint: Endpoint,
+    mem: MrTable,
+    qps: HashMap<u32, QpEntry>,
+    cqs: HashMap<u32, CqEntry>,
+    srqs: HashMap<u32, SrqEntry>,
+    ahs: HashMap<u32, (PdId, Path)>,
+    epoch: StdInstant,
+    counters: DaemonCounters,
+    mac: [u8; 6],
+    loopback: Vec<u8>,
+    /// Completions the daemon generates itself (refused work requests), after the
+    /// transport's.
+    pending: VecDeque<Completion>,
+}
+
+impl std::fmt::Debug for Poller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Poller")
+            .field("index", &self.cfg.index)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How long an idle poller spins before yielding, and yields before sleeping.
+const SPIN: Duration = Duration::from_micros(50);
+const YIELD: Duration = Duration::from_millis(1);
+/// The longest sleep (so the poller notices a stop even with no traffic).
+const MAX_SLEEP: Duration = Duration::from_millis(100);
+
+impl Poller {
+    /// A poller over `port` and `endpoint`.
+    pub fn new(cfg: PollerConfig, port: Port, endpoint: Endpoint, mac: [u8; 6]) -> Poller {
+        Poller {
+            cfg,
+            port,
+            endpoint,
+            mem: MrTable::new(),
+            qps: HashMap::new(),
+            cqs: HashMap::new(),
+            srqs: HashMap::new(),
+            ahs: HashMap::new(),
+            epoch: StdInstant::now(),
+            counters: DaemonCounters::default(),
+            mac,
+            loopback: vec![0u8; xroce_transport::frame::MAX_FRAME],
+            pending: VecDeque::new(),
+        }
+    }
+
+    fn now(&self) -> Instant {
+        Instant::from_nanos(self.epoch.elapsed().as_nanos() as u64)
+    }
+
+    fn sleeping_word(&self) -> &AtomicU32 {
+        let at = self.cfg.index * core::mem::size_of::<contract::PaddedWord>();
+        // NOTE(unwrap): the wake page has MAX_POLLERS words and index < MAX_POLLERS.
+        self.cfg
+            .wake_page
+            .u32_at(at)
+            .expect("poller word inside the wake page")
+    }
+
+    /// Runs until [`Command::Stop`].
+    pub fn run(mut self) {
+        if let Some(core) = self.cfg.core
+            && !core_affinity::set_for_current(core)
+        {
+            warn!(
+                "poller {}: could not pin to core {}",
+                self.cfg.index, core.id
+            );
+        }
+        let mut idle_since: Option<StdInstant> = None;
+        loop {
+            let mut work = 0usize;
+            match self.commands() {
+                Some(n) => work += n,
+                None => return,
+            }
+            let now = self.now();
+            work += self.receive(now);
+            work += self.pull_rings(now);
+            if self.endpoint.poll_timeout().is_some_and(|t| t <= now) {
+                self.endpoint.handle_timeout(now, &mut self.mem);
+                work += 1;
+            }
+            work += self.transmit(now);
+            work += self.deliver(now);
+            if work > 0 {
+                idle_since = None;
+                continue;
+            }
+            let idle = idle_since.get_or_insert_with(StdInstant::now).elapsed();
+            if idle < SPIN {
+                std::hint::spin_loop();
+            } else if idle < YIELD {
+                std::thread::yield_now();
+            } else {
+                self.sleep();
+            }
+        }
+    }
+
+    /// Sleeps until a frame, a doorbell, a command or the next timer.
+    fn sleep(&mut self) {
+        let word = self.sleeping_word();
+        word.store(1, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        // A post that raced with the store above is visible now.
+        let now = self.now();
+        let pending = self.pull_rings(now) + self.transmit(now) + self.deliver(now);
+        if pending == 0 && self.cfg.commands.is_empty() {
+            let timeout = match self.endpoint.poll_timeout() {
+                Some(t) => (t.saturating_duration_since(self.now())).min(MAX_SLEEP),
+                None => MAX_SLEEP,
+            };
+            let millis = timeout.as_millis().clamp(1, MAX_SLEEP.as_millis()) as u16;
+            let fds = [
+                nix::poll::PollFd::new(self.port.as_fd(), nix::poll::PollFlags::POLLIN),
+                nix::poll::PollFd::new(self.cfg.doorbell.as_fd(), nix::poll::PollFlags::POLLIN),
+            ];
+            let mut fds = fds;
+            let _ = nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(millis));
+            self.counters.idle_sleeps += 1;
+        }
+        self.sleeping_word().store(0, Ordering::SeqCst);
+        verbs_shm::sys::eventfd_drain(self.cfg.doorbell.as_fd());
+    }
+
+    /// Handles pending commands. `None` means stop.
+    fn commands(&mut self) -> Option<usize> {
+        let mut n = 0;
+        while let Ok(cmd) = self.cfg.commands.try_recv() {
+            n += 1;
+            if !self.command(cmd) {
+                return None;
+            }
+        }
+        Some(n)
+    }
+
+    fn command(&mut self, cmd: Command) -> bool {
+        let now = self.now();
+        match cmd {
+            Command::RegMr(region, reply) => {
+                let r = self.mem.insert(region).map_err(|e| e.to_string());
+                let _ = reply.send(r);
+            }
+            Command::DeregMr(lkey, reply) => {
+                self.mem.remove(lkey);
+                let _ = reply.send(());
+            }
+            Command::CreateCq(setup, reply) => {
+                let s = *setup;
+                self.cqs.insert(
+                    s.handle,
+                    CqEntry {
+                        ring: s.ring,
+                        channel: s.channel,
+                        events: s.events,
+                        broken: false,
+                        wrote: false,
+                        wrote_solicited: false,
+                    },
+                );
+                let _ = reply.send(());
+            }
+            Command::DestroyCq(handle, reply) => {
+                let busy = self
+                    .qps
+                    .values()
+                    .any(|q| q.send_cq == handle || q.recv_cq == handle);
+                let r = if busy {
+                    Err(libc::EBUSY)
+                } else if self.cqs.remove(&handle).is_some() {
+                    Ok(())
+                } else {
+                    Err(libc::EINVAL)
+                };
+                let _ = reply.send(r);
+            }
+            Command::CreateSrq(setup, reply) => {
+                let s = *setup;
+                let r = self
+                    .endpoint
+                    .create_srq(Srq::new(SrqId(s.handle), s.pd, s.attr))
+                    .map_err(|e| e.to_string());
+                if r.is_ok() {
+                    self.srqs.insert(
+                        s.handle,
+                        SrqEntry {
+                            ring: s.ring,
+                            taken: 0,
+                            events: s.events,
+                            handle: s.handle,
+                        },
+                    );
+                }
+                let _ = reply.send(r);
+            }
+            Command::ModifySrq(handle, limit, reply) => {
+                let r = match self.endpoint.srq(SrqId(handle)).map(|s| s.attr()) {
+                    Some(mut attr) => {
+                        attr.srq_limit = limit;
+                        self.endpoint
+                            .modify_srq(SrqId(handle), attr)
+                            .map(|()| attr)
+                            .map_err(|_| libc::EINVAL)
+                    }
+                    None => Err(libc::EINVAL),
+                };
+                let _ = reply.send(r);
+            }
+            Command::QuerySrq(handle, reply) => {
+                let r = self
+                    .endpoint
+                    .srq(SrqId(handle))
+                    .map(|s| s.attr())
+                    .ok_or(libc::EINVAL);
+                let _ = reply.send(r);
+            }
+            Command::DestroySrq(handle, reply) => {
+                let r = match self.endpoint.destroy_srq(SrqId(handle)) {
+                    Ok(()) => {
+                        self.srqs.remove(&handle);
+                        Ok(())
+                    }
+                    Err(xroce_transport::EndpointError::SrqBusy(_)) => Err(libc::EBUSY),
+                    Err(_) => Err(libc::EINVAL),
+                };
+                let _ = reply.send(r);
+            }
+            Command::CreateQp(setup, reply) => {
+                let s = *setup;
+                let qpn = s.config.qpn;
+                let caps = s.config.caps;
+                let r = self.endpoint.create_qp(s.config).map_err(|e| e.to_string());
+                if r.is_ok() {
+                    self.qps.insert(
+                        qpn.value(),
+                        QpEntry {
+                            handle: s.handle,
+                            sq: s.sq,
+                            rq: s.rq,
+                            sq_taken: 0,
+                            rq_taken: 0,
+                            send_cq: s.send_cq,
+                            recv_cq: s.recv_cq,
+                            pd: s.config.pd,
+                            max_send_sge: caps.max_send_sge,
+                            max_recv_sge: caps.max_recv_sge,
+                            max_inline: caps.max_inline_data,
+                            events: s.events,
+                        },
+                    );
+                }
+                let _ = reply.send(r);
+            }
+            Command::ModifyQp(qpn, attr, mask, reply) => {
+                let r = self
+                    .endpoint
+                    .modify_qp(now, qpn, &attr, mask)
+                    .map_err(|e| e.to_string());
+                if r.is_ok() && mask.contains(AttrMask::STATE) && attr.qp_state == QpState::Reset {
+                    // RESET discards every work request: the rings restart empty.
+                    if let Some(q) = self.qps.get_mut(&qpn.value()) {
+                        Self::reset_rings(q);
+                    }
+                }
+                let _ = reply.send(r);
+            }
+            Command::QueryQp(qpn, reply) => {
+                let _ = reply.send(self.endpoint.qp(qpn).map(|q| q.attr()));
+            }
+            Command::DestroyQp(qpn, reply) => {
+                let _ = self.endpoint.destroy_qp(qpn);
+                self.qps.remove(&qpn.value());
+                let _ = reply.send(());
+            }
+            Command::CreateAh(handle, pd, path, reply) => {
+                self.ahs.insert(handle, (pd, path));
+                let _ = reply.send(());
+            }
+            Command::DestroyAh(handle, reply) => {
+                self.ahs.remove(&handle);
+                let _ = reply.send(());
+            }
+            Command::Stats(reply) => {
+                let c = &self.counters;
+                let port = self.port.counters();
+                let stats = PollerStats {
+                    transport: self.endpoint.counters().clone(),
+                    daemon: vec![
+                        ("rx_frames", c.rx_frames),
+                        ("tx_frames", c.tx_frames),
+                        ("loopback_frames", c.loopback_frames),
+                        ("tx_ring_full", c.tx_full),
+                        ("bad_work_requests", c.bad_wqe),
+                        ("broken_rings", c.broken_rings),
+                        ("cq_overflows", c.cq_overflow),
+                        ("idle_sleeps", c.idle_sleeps),
+                        ("xsk_rx_fill_ring_empty", port.rx.fill_ring_empty),
+                        ("xsk_tx_kicks", port.tx.kicks),
+                    ],
+                };
+                let _ = reply.send(stats);
+            }
+            Command::SetGids(gids) => self.endpoint.set_gids(gids),
+            Command::Stop => return false,
+        }
+        true
+    }
+
+    fn reset_rings(q: &mut QpEntry) {
+        // Skip whatever the application had posted: the transport dropped its copies.
+        let avail = q.sq.available().unwrap_or(0);
+        q.sq.release(avail);
+        q.sq_taken = 0;
+        if let Some(rq) = q.rq.as_mut() {
+            let avail = rq.available().unwrap_or(0);
+            rq.release(avail);
+        }
+        q.rq_taken = 0;
+    }
+
+    /// Receives a batch of frames.
+    fn receive(&mut self, now: Instant) -> usize {
+        let batch = self.port.rx().poll();
+        let n = batch.len();
+        for frame in batch.iter() {
+            self.endpoint.handle_frame(now, frame, &mut self.mem);
+        }
+        drop(batch);
+        self.counters.rx_frames += n as u64;
+        n
+    }
+
+    /// Moves new work requests from the applications' rings into the transport, and
+    /// publishes how many the transport has retired.
+    fn pull_rings(&mut self, now: Instant) -> usize {
+        let mut moved = 0;
+        for (&qpn, q) in self.qps.iter_mut() {
+            moved += Self::pull_qp(
+                &mut self.endpoint,
+                &self.ahs,
+                &mut self.counters,
+                &mut self.pending,
+                now,
+                Qpn::new(qpn),
+                q,
+            );
+        }
+        for (&id, s) in self.srqs.iter_mut() {
+            moved += Self::pull_srq(&mut self.endpoint, &mut self.counters, id, s);
+        }
+        moved
+    }
+
+    fn pull_qp(
+        endpoint: &mut Endpoint,
+        ahs: &HashMap<u32, (PdId, Path)>,
+        counters: &mut DaemonCounters,
+        pending: &mut VecDeque<Completion>,
+        now: Instant,
+        qpn: Qpn,
+        q: &mut QpEntry,
+    ) -> usize {
+        let mut moved = 0;
+        let Some(qp) = endpoint.qp(qpn) else {
+            return 0;
+        };
+        let room = (qp.config().caps.max_send_wr as usize).saturating_sub(qp.send_queue_len());
+        match q.sq.available() {
+            Err(_) => {
+                counters.broken_rings += 1;
+                Self::break_qp(endpoint, now, qpn, q);
+                return 1;
+            }
+            Ok(avail) => {
+                let mut take = (avail as usize).min(room) as u32;
+                for i in 0..take {
+                    let raw = q.sq.peek(i);
+                    let refused = match convert_send(&raw, q, ahs) {
+                        Ok(wqe) => endpoint
+                            .post_send(now, qpn, wqe)
+                            .err()
+                            .map(|e| e.to_string()),
+                        Err(why) => Some(why.to_string()),
+                    };
+                    if let Some(why) = refused {
+                        debug!("QP {qpn}: bad send work request {:#x}: {why}", raw.wr_id);
+                        counters.bad_wqe += 1;
+                        pending
+                            .push_back(Self::fail_wqe(endpoint, now, qpn, raw.wr_id, raw.opcode));
+                        // Later work requests wait for the next pass, so that their flush
+                        // completions follow this one's error.
+                        take = i + 1;
+                        break;
+                    }
+                }
+                q.sq_taken = q.sq_taken.wrapping_add(take);
+                moved += take as usize;
+            }
+        }
+        // The ring slots of retired work requests (completed, signaled or not) are free.
+        if let Some(qp) = endpoint.qp(qpn) {
+            let retired = q.sq_taken.wrapping_sub(qp.send_queue_len() as u32);
+            let consumed = retired.wrapping_sub(q.sq.ring().consumer());
+            if consumed != 0 {
+                q.sq.release(consumed);
+            }
+        }
+        if let Some(rq) = q.rq.as_mut() {
+            let Some(qp) = endpoint.qp(qpn) else {
+                return moved;
+            };
+            let room = (qp.config().caps.max_recv_wr as usize).saturating_sub(qp.recv_queue_len());
+            match rq.available() {
+                Err(_) => {
+                    counters.broken_rings += 1;
+                    Self::break_qp(endpoint, now, qpn, q);
+                    return moved + 1;
+                }
+                Ok(avail) => {
+                    let take = (avail as usize).min(room) as u32;
+                    for i in 0..take {
+                        let raw = rq.peek(i);
+                        let posted = convert_recv(&raw, q.max_recv_sge)
+                            .ok()
+                            .map(|w| endpoint.post_recv(now, qpn, w).is_ok())
+                            .unwrap_or(false);
+                        if !posted {
+                            counters.bad_wqe += 1;
+                        }
+                    }
+                    q.rq_taken = q.rq_taken.wrapping_add(take);
+                    moved += take as usize;
+                    let retired = q.rq_taken.wrapping_sub(qp_recv_len(endpoint, qpn));
+                    let consumed = retired.wrapping_sub(rq.ring().consumer());
+                    if consumed != 0 {
+                        rq.release(consumed);
+                    }
+                }
+            }
+        }
+        moved
+    }
+
+    fn pull_srq(
+        endpoint: &mut Endpoint,
+        counters: &mut DaemonCounters,
+        id: u32,
+        s: &mut SrqEntry,
+    ) -> usize {
+        let Some(srq) = endpoint.srq(SrqId(id)) else {
+            return 0;
+        };
+        let attr = srq.attr();
+        let room = (attr.max_wr as usize).saturating_sub(srq.len());
+        let avail = match s.ring.available() {
+            Ok(a) => a,
+            Err(_) => {
+                counters.broken_rings += 1;
+                s.ring.ring().broken().store(1, Ordering::Release);
+                s.events.raise(14, s.handle); // IBV_EVENT_SRQ_ERR
+                return 0;
+            }
+        };
+        let take = (avail as usize).min(room) as u32;
+        for i in 0..take {
+            let raw = s.ring.peek(i);
+            let ok = convert_recv(&raw, attr.max_sge)
+                .ok()
+                .map(|w| endpoint.post_srq_recv(SrqId(id), w).is_ok())
+                .unwrap_or(false);
+            if !ok {
+                counters.bad_wqe += 1;
+            }
+        }
+        s.taken = s.taken.wrapping_add(take);
+        let now_held = endpoint.srq(SrqId(id)).map_or(0, |s| s.len() as u32);
+        let retired = s.taken.wrapping_sub(now_held);
+        let consumed = retired.wrapping_sub(s.ring.ring().consumer());
+        if consumed != 0 {
+            s.ring.release(consumed);
+        }
+        take as usize
+    }
+
+    /// A work request the daemon refuses: it completes with a local QP operation error and
+    /// the QP enters the error state (what an RDMA NIC does with a malformed WQE).
+    fn fail_wqe(
+        endpoint: &mut Endpoint,
+        now: Instant,
+        qpn: Qpn,
+        wr_id: u64,
+        opcode: u32,
+    ) -> Completion {
+        let attr = QpAttr {
+            qp_state: QpState::Err,
+            ..QpAttr::default()
+        };
+        let _ = endpoint.modify_qp(now, qpn, &attr, AttrMask::STATE);
+        let opcode = match opcode {
+            contract::wr_opcode::RDMA_READ => WcOpcode::RdmaRead,
+            contract::wr_opcode::RDMA_WRITE | contract::wr_opcode::RDMA_WRITE_WITH_IMM => {
+                WcOpcode::RdmaWrite
+            }
+            contract::wr_opcode::ATOMIC_CMP_AND_SWP => WcOpcode::CompSwap,
+            contract::wr_opcode::ATOMIC_FETCH_AND_ADD => WcOpcode::FetchAdd,
+            _ => WcOpcode::Send,
+        };
+        let mut c = Completion::flushed(wr_id, opcode, CompletionQueue::Send, qpn.value());
+        c.status = WcStatus::LocQpOpErr;
+        c
+    }
+
+    /// A ring with impossible counters: the QP goes to the error state and its owner gets
+    /// a fatal event. Nothing else is affected.
+    fn break_qp(endpoint: &mut Endpoint, now: Instant, qpn: Qpn, q: &mut QpEntry) {
+        let attr = QpAttr {
+            qp_state: QpState::Err,
+            ..QpAttr::default()
+        };
+        let _ = endpoint.modify_qp(now, qpn, &attr, AttrMask::STATE);
+        q.sq.ring().broken().store(1, Ordering::Release);
+        q.events.raise(event_type::QP_FATAL, q.handle);
+        // Stop reading its rings: they cannot be trusted.
+        Self::reset_rings(q);
+    }
+
+    /// Sends what the transport has to send.
+    fn transmit(&mut self, now: Instant) -> usize {
+        let mut sent = 0;
+        self.port.tx().poll_completions();
+        loop {
+            if !self.endpoint.has_transmit() && self.endpoint.poll_timeout().is_none_or(|t| t > now)
+            {
+                break;
+            }
+            let tx = self.port.tx();
+            let Some(mut frame) = tx.frame() else {
+                self.counters.tx_full += 1;
+                break;
+            };
+            let Some(t) = self.endpoint.poll_transmit(now, frame.buf(), &mut self.mem) else {
+                break;
+            };
+            let buf = frame.buf();
+            if buf[..6] == self.mac {
+                // Addressed to ourselves: deliver it here, as the NIC would not.
+                let len = t.len;
+                self.loopback[..len].copy_from_slice(&buf[..len]);
+                drop(frame);
+                let lb = std::mem::take(&mut self.loopback);
+                self.endpoint.handle_frame(now, &lb[..len], &mut self.mem);
+                self.loopback = lb;
+                self.counters.loopback_frames += 1;
+            } else {
+                frame.submit(t.len);
+                self.counters.tx_frames += 1;
+            }
+            sent += 1;
+        }
+        if sent > 0 {
+            self.port.tx().flush();
+        }
+        sent
+    }
+
+    /// Writes completions into CQ rings, raises notifications and events.
+    fn deliver(&mut self, _now: Instant) -> usize {
+        let mut n = 0;
+        while let Some(c) = self
+            .endpoint
+            .poll_completion()
+            .or_else(|| self.pending.pop_front())
+        {
+            n += 1;
+            let Some(q) = self.qps.get(&c.qpn) else {
+                continue;
+            };
+            let cq = match c.queue {
+                CompletionQueue::Send => q.send_cq,
+                CompletionQueue::Recv => q.recv_cq,
+            };
+            let Some(entry) = self.cqs.get_mut(&cq) else {
+                continue;
+            };
+            if entry.broken {
+                continue;
+            }
+            let cqe = to_cqe(&c, self.epoch.elapsed());
+            match entry.ring.push(&cqe) {
+                Ok(true) => {
+                    entry.wrote = true;
+                    entry.wrote_solicited |= c.solicited || c.status != WcStatus::Success;
+                }
+                Ok(false) | Err(_) => {
+                    // IBTA 10.10.2.3: CQ overrun is a CQ error; the application hears of it.
+                    self.counters.cq_overflow += 1;
+                    entry.broken = true;
+                    entry.ring.ring().broken().store(1, Ordering::Release);
+                    entry.events.raise(event_type::CQ_ERR, cq);
+                }
+            }
+        }
+        for (&handle, entry) in self.cqs.iter_mut() {
+            if !entry.wrote {
+                continue;
+            }
+            let arm = entry.ring.ring().arm();
+            let mode = arm.load(Ordering::Acquire);
+            let fire = mode == ARM_NEXT || (mode == ARM_SOLICITED && entry.wrote_solicited);
+            if fire
+                && arm
+                    .compare_exchange(mode, ARM_NONE, Ordering::AcqRel, Ordering::Acquire)
+                    .is_ok()
+            {
+                entry.ring.ring().events().fetch_add(1, Ordering::AcqRel);
+                if let Some(ch) = &entry.channel {
+                    let ev = CompletionEvent {
+                        cq: handle,
+                        reserved: 0,
+                    };
+                    let _ = nix::unistd::write(ch.as_fd(), ev.as_bytes());
+                }
+            }
+            entry.wrote = false;
+            entry.wrote_solicited = false;
+        }
+        while let Some(e) = self.endpoint.poll_event() {
+            n += 1;
+            self.raise(e);
+        }
+        n
+    }
+
+    fn raise(&self, e: AsyncEvent) {
+        let (qpn, kind) = match e {
+            AsyncEvent::QpFatal(q) => (q, event_type::QP_FATAL),
+            AsyncEvent::QpRequestError(q) => (q, event_type::QP_REQ_ERR),
+            AsyncEvent::QpAccessError(q) => (q, event_type::QP_ACCESS_ERR),
+            AsyncEvent::CommEstablished(q) => (q, event_type::COMM_EST),
+            AsyncEvent::SqDrained(q) => (q, event_type::SQ_DRAINED),
+            AsyncEvent::LastWqeReached(q) => (q, event_type::QP_LAST_WQE_REACHED),
+            AsyncEvent::SrqLimitReached(id) => {
+                if let Some(s) = self.srqs.get(&id.0) {
+                    s.events.raise(event_type::SRQ_LIMIT_REACHED, s.handle);
+                }
+                return;
+            }
+        };
+        if let Some(q) = self.qps.get(&qpn.value()) {
+            q.events.raise(kind, q.handle);
+        }
+    }
+}
+
+fn qp_recv_len(endpoint: &Endpoint, qpn: Qpn) -> u32 {
+    endpoint.qp(qpn).map_or(0, |q| q.recv_queue_len() as u32)
+}
+
+/// Converts a completion into the shared CQE format.
+fn to_cqe(c: &Completion, at: Duration) -> Cqe {
+    // Immediate data travels in network byte order through verbs (`__be32 imm_data`); the
+    // invalidated rkey is a host-order number.
+    let imm = if c.flags.contains(WcFlags::WITH_IMM) {
+        c.imm.to_be()
+    } else {
+        c.imm
+    };
+    Cqe {
+        wr_id: c.wr_id,
+        status: c.status as u32,
+        opcode: c.opcode as u32,
+        vendor_err: 0,
+        byte_len: c.byte_len,
+        imm_data: imm,
+        qp_num: c.qpn,
+        src_qp: c.src_qp,
+        wc_flags: c.flags.0,
+        pkey_index: 0,
+        slid: 0,
+        sl: 0,
+        dlid_path_bits: 0,
+        solicited: u8::from(c.solicited),
+        reserved0: 0,
+        timestamp_ns: at.as_nanos() as u64,
+        reserved1: 0,
+    }
+}
+
+/// Validates and converts a send work request copied out of shared memory.
+fn convert_send(
+    w: &SendWqe,
+    q: &QpEntry,
+    ahs: &HashMap<u32, (PdId, Path)>,
+) -> Result<TSendWqe, &'static str> {
+    use contract::{send_flags as f, wr_opcode as o};
+    let op = match w.opcode {
+        o::RDMA_WRITE => SendOp::Write {
+            remote_addr: w.remote_addr,
+            rkey: w.rkey,
+        },
+        o::RDMA_WRITE_WITH_IMM => SendOp::WriteWithImm {
+            remote_addr: w.remote_addr,
+            rkey: w.rkey,
+            imm: u32::from_be(w.imm_data),
+        },
+        o::SEND => SendOp::Send,
+        o::SEND_WITH_IMM => SendOp::SendWithImm {
+            imm: u32::from_be(w.imm_data),
+        },
+        o::SEND_WITH_INV => SendOp::SendWithInv { rkey: w.imm_data },
+        o::RDMA_READ => SendOp::Read {
+            remote_addr: w.remote_addr,
+            rkey: w.rkey,
+        },
+        o::ATOMIC_CMP_AND_SWP => SendOp::CompareSwap {
+            remote_addr: w.remote_addr,
+            rkey: w.rkey,
+            compare: w.compare_add,
+            swap: w.swap,
+        },
+        o::ATOMIC_FETCH_AND_ADD => SendOp::FetchAdd {
+            remote_addr: w.remote_addr,
+            rkey: w.rkey,
+            add: w.compare_add,
+        },
+        _ => return Err("unsupported opcode"),
+    };
+    let known = f::FENCE | f::SIGNALED | f::SOLICITED | f::INLINE;
+    let flags = SendFlags(w.send_flags & known);
+    let data = if w.send_flags & f::INLINE != 0 && !op.is_read_or_atomic() {
+        let len = w.num_sge as usize;
+        if len > contract::MAX_INLINE || len as u32 > q.max_inline {
+            return Err("inline data longer than max_inline_data");
+        }
+        Gather::inline(&w.data[..len]).map_err(|_| "inline data too long")?
+    } else {
+        if w.num_sge > q.max_send_sge || w.num_sge as usize > contract::MAX_SGE {
+            return Err("more scatter/gather elements than max_send_sge");
+        }
+        let mut list = SgeList::new();
+        for i in 0..w.num_sge as usize {
+            let s = w.sge(i);
+            list.push(TSge {
+                addr: s.addr,
+                length: s.length,
+                lkey: s.lkey,
+            })
+            .map_err(|_| "too many scatter/gather elements")?;
+        }
+        Gather::Sges(list)
+    };
+    let ud = if w.ah != 0 || w.remote_qpn != 0 {
+        match ahs.get(&w.ah) {
+            Some(&(pd, path)) if pd == q.pd => Some(UdDest {
+                path,
+                remote_qpn: w.remote_qpn & 0x00ff_ffff,
+                remote_qkey: w.remote_qkey,
+            }),
+            Some(_) => return Err("the address handle belongs to another protection domain"),
+            None => return Err("unknown address handle"),
+        }
+    } else {
+        None
+    };
+    Ok(TSendWqe {
+        wr_id: w.wr_id,
+        op,
+        flags,
+        data,
+        ud,
+    })
+}
+
+/// Validates and converts a receive work request copied out of shared memory.
+fn convert_recv(w: &RecvWqe, max_sge: u32) -> Result<TRecvWqe, &'static str> {
+    if w.num_sge > max_sge || w.num_sge as usize > contract::MAX_SGE {
+        return Err("more scatter/gather elements than max_recv_sge");
+    }
+    let mut list = SgeList::new();
+    for s in &w.sge[..w.num_sge as usize] {
+        list.push(TSge {
+            addr: s.addr,
+            length: s.length,
+            lkey: s.lkey,
+        })
+        .map_err(|_| "too many scatter/gather elements")?;
+    }
+    Ok(TRecvWqe {
+        wr_id: w.wr_id,
+        sges: list,
+    })
+}
