@@ -11,6 +11,7 @@
 //! plus a doorbell write when the daemon's poller sleeps. This crate never talks to the
 //! network and never trusts what it reads from shared memory beyond the checks it makes.
 
+pub mod client;
 pub mod contract;
 pub mod protocol;
 pub mod ring;

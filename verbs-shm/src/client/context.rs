@@ -1,0 +1,205 @@
+//! Devices and contexts: the connection to a daemon.
+
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{Ordering, fence};
+use std::sync::{Arc, Mutex};
+
+use zerocopy::FromBytes;
+
+use super::cq::{CompChannel, Cq};
+use super::qp::Pd;
+use super::{Error, Result};
+use crate::contract::{self, PaddedWord, WakePage};
+use crate::protocol::{self, DeviceAttr, EventRecord, PortAttr, Reply, Request};
+use crate::sys::{self, Mapping};
+
+/// The xroce devices (daemons) serving the caller's network namespace, by name.
+pub fn devices() -> Result<Vec<String>> {
+    Ok(sys::list_devices()?)
+}
+
+pub(crate) struct Inner {
+    pub(crate) device: String,
+    sock: Mutex<OwnedFd>,
+    wake: Mapping,
+    doorbells: Vec<OwnedFd>,
+    events: OwnedFd,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("device", &self.device)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Inner {
+    /// Sends a request and waits for its reply.
+    pub(crate) fn call(
+        &self,
+        request: &Request,
+        fds: &[BorrowedFd<'_>],
+    ) -> Result<(Reply, Vec<OwnedFd>)> {
+        let bytes = protocol::encode(request);
+        // NOTE(unwrap): a poisoned lock means another thread panicked mid-call; the socket
+        // itself is still usable, so carry on with it.
+        let sock = self.sock.lock().unwrap_or_else(|e| e.into_inner());
+        sys::send_message(sock.as_fd(), &bytes, fds)?;
+        let mut buf = vec![0u8; protocol::MAX_MESSAGE];
+        let (n, fds) = sys::recv_message(sock.as_fd(), &mut buf)?;
+        if n == 0 {
+            return Err(Error::Protocol("the daemon closed the connection".into()));
+        }
+        let reply: Reply = protocol::decode(&buf[..n])
+            .map_err(|e| Error::Protocol(format!("undecodable reply: {e}")))?;
+        match reply {
+            Reply::Error { errno, message } => Err(Error::Daemon { errno, message }),
+            r => Ok((r, fds)),
+        }
+    }
+
+    /// Rings poller `poller`'s doorbell if it sleeps. Called after publishing work.
+    pub(crate) fn doorbell(&self, poller: u32) {
+        fence(Ordering::SeqCst);
+        let at = poller as usize * size_of::<PaddedWord>();
+        let sleeping = self
+            .wake
+            .u32_at(at)
+            .map(|w| w.load(Ordering::SeqCst))
+            .unwrap_or(1);
+        if sleeping != 0
+            && let Some(fd) = self.doorbells.get(poller as usize)
+        {
+            sys::eventfd_signal(fd.as_fd());
+        }
+    }
+}
+
+/// An open device: the connection to one xroce daemon.
+#[derive(Debug, Clone)]
+pub struct Context {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl Context {
+    /// Opens the device `name` (as listed by [`devices`]).
+    pub fn open(name: &str) -> Result<Context> {
+        let sock = sys::connect(name).map_err(|e| match e.raw_os_error() {
+            Some(libc::ECONNREFUSED) | Some(libc::ENOENT) => Error::NoDevice(name.to_owned()),
+            _ => Error::Io(e),
+        })?;
+        let bytes = protocol::encode(&Request::Hello {
+            version: contract::VERSION,
+        });
+        sys::send_message(sock.as_fd(), &bytes, &[])?;
+        let mut buf = vec![0u8; protocol::MAX_MESSAGE];
+        let (n, mut fds) = sys::recv_message(sock.as_fd(), &mut buf)?;
+        let reply: Reply = protocol::decode(&buf[..n])
+            .map_err(|e| Error::Protocol(format!("undecodable hello: {e}")))?;
+        let (device, pollers) = match reply {
+            Reply::Hello {
+                device, pollers, ..
+            } => (device, pollers as usize),
+            Reply::Error { errno, message } => return Err(Error::Daemon { errno, message }),
+            other => return Err(Error::Protocol(format!("unexpected hello reply {other:?}"))),
+        };
+        if fds.len() != 2 + pollers {
+            return Err(Error::Protocol(format!(
+                "hello brought {} descriptors",
+                fds.len()
+            )));
+        }
+        let doorbells = fds.split_off(2);
+        let events = fds
+            .pop()
+            .ok_or_else(|| Error::Protocol("no event socket".into()))?;
+        let wake_fd = fds
+            .pop()
+            .ok_or_else(|| Error::Protocol("no wake page".into()))?;
+        let wake = Mapping::map(wake_fd.as_fd(), size_of::<WakePage>(), 0, false)?;
+        Ok(Context {
+            inner: Arc::new(Inner {
+                device,
+                sock: Mutex::new(sock),
+                wake,
+                doorbells,
+                events,
+            }),
+        })
+    }
+
+    /// Opens the first device serving this network namespace.
+    pub fn open_default() -> Result<Context> {
+        let list = devices()?;
+        let name = list
+            .first()
+            .ok_or_else(|| Error::NoDevice("(any)".into()))?;
+        Context::open(name)
+    }
+
+    /// The device's name.
+    pub fn device(&self) -> &str {
+        &self.inner.device
+    }
+
+    /// Device attributes (`ibv_query_device`).
+    pub fn query_device(&self) -> Result<DeviceAttr> {
+        match self.inner.call(&Request::QueryDevice, &[])?.0 {
+            Reply::Device(d) => Ok(d),
+            other => Err(Error::Protocol(format!("unexpected reply {other:?}"))),
+        }
+    }
+
+    /// Port attributes and GID table (`ibv_query_port`, `ibv_query_gid`).
+    pub fn query_port(&self) -> Result<PortAttr> {
+        match self.inner.call(&Request::QueryPort, &[])?.0 {
+            Reply::Port(p) => Ok(p),
+            other => Err(Error::Protocol(format!("unexpected reply {other:?}"))),
+        }
+    }
+
+    /// A protection domain (`ibv_alloc_pd`).
+    pub fn alloc_pd(&self) -> Result<Pd> {
+        match self.inner.call(&Request::AllocPd, &[])?.0 {
+            Reply::Pd { pd } => Ok(Pd::new(self.inner.clone(), pd)),
+            other => Err(Error::Protocol(format!("unexpected reply {other:?}"))),
+        }
+    }
+
+    /// A completion channel (`ibv_create_comp_channel`).
+    pub fn create_comp_channel(&self) -> Result<CompChannel> {
+        CompChannel::new()
+    }
+
+    /// A completion queue of at least `entries` entries (`ibv_create_cq`), notifying
+    /// `channel` when armed.
+    pub fn create_cq(&self, entries: u32, channel: Option<&CompChannel>) -> Result<Cq> {
+        Cq::create(self.inner.clone(), entries, channel)
+    }
+
+    /// The descriptor asynchronous events arrive on (readable when one waits).
+    pub fn async_fd(&self) -> BorrowedFd<'_> {
+        self.inner.events.as_fd()
+    }
+
+    /// The next asynchronous event, if one waits (non-blocking).
+    pub fn poll_async_event(&self) -> Option<EventRecord> {
+        let mut b = [0u8; size_of::<EventRecord>()];
+        let n = nix::sys::socket::recv(
+            std::os::fd::AsRawFd::as_raw_fd(&self.inner.events),
+            &mut b,
+            nix::sys::socket::MsgFlags::MSG_DONTWAIT,
+        )
+        .ok()?;
+        EventRecord::read_from_bytes(b.get(..n)?).ok()
+    }
+
+    /// The daemon's counters.
+    pub fn stats(&self) -> Result<Vec<(String, u64)>> {
+        match self.inner.call(&Request::Stats, &[])?.0 {
+            Reply::Stats { counters } => Ok(counters),
+            other => Err(Error::Protocol(format!("unexpected reply {other:?}"))),
+        }
+    }
+}

@@ -1,0 +1,154 @@
+//! Completion queues and completion channels.
+
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use zerocopy::FromBytes;
+
+use super::context::Inner;
+use super::{Error, Result};
+use crate::contract::{ARM_NEXT, ARM_SOLICITED, Cqe};
+use crate::protocol::{CompletionEvent, Reply, Request};
+use crate::ring::{Consumer, Ring};
+use crate::sys::Mapping;
+
+/// A work completion (`ibv_wc`).
+pub type WorkCompletion = Cqe;
+
+/// A completion channel: a descriptor that becomes readable when an armed CQ gets a
+/// completion (`ibv_comp_channel`).
+#[derive(Debug)]
+pub struct CompChannel {
+    /// Our end: read completion events here.
+    ours: OwnedFd,
+    /// The daemon's end, handed over (duplicated) with every CQ that uses the channel.
+    theirs: OwnedFd,
+}
+
+impl CompChannel {
+    pub(crate) fn new() -> Result<CompChannel> {
+        let (ours, theirs) = nix::sys::socket::socketpair(
+            nix::sys::socket::AddressFamily::Unix,
+            nix::sys::socket::SockType::SeqPacket,
+            None,
+            nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+        )
+        .map_err(|e| std::io::Error::from_raw_os_error(e as i32))?;
+        Ok(CompChannel { ours, theirs })
+    }
+
+    /// The descriptor to poll (readable when an event waits).
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.ours.as_fd()
+    }
+
+    /// Waits for the next event and returns the handle of the CQ it is for
+    /// (`ibv_get_cq_event`). Honours `O_NONBLOCK` set on [`CompChannel::fd`].
+    pub fn get_event(&self) -> Result<u32> {
+        let mut b = [0u8; size_of::<CompletionEvent>()];
+        let n = nix::unistd::read(self.ours.as_fd(), &mut b)
+            .map_err(|e| std::io::Error::from_raw_os_error(e as i32))?;
+        let ev = CompletionEvent::read_from_bytes(&b[..n])
+            .map_err(|_| Error::Protocol("short completion event".into()))?;
+        Ok(ev.cq)
+    }
+
+    pub(crate) fn daemon_end(&self) -> BorrowedFd<'_> {
+        self.theirs.as_fd()
+    }
+}
+
+/// A completion queue.
+#[derive(Debug)]
+pub struct Cq {
+    pub(crate) ctx: Arc<Inner>,
+    handle: u32,
+    entries: u32,
+    ring: Mutex<Consumer<Cqe>>,
+}
+
+impl Cq {
+    pub(crate) fn create(
+        ctx: Arc<Inner>,
+        entries: u32,
+        channel: Option<&CompChannel>,
+    ) -> Result<Cq> {
+        let req = Request::CreateCq {
+            entries,
+            channel: channel.is_some(),
+        };
+        let fds: Vec<BorrowedFd<'_>> = channel.map(|c| c.daemon_end()).into_iter().collect();
+        let (reply, mut fds) = ctx.call(&req, &fds)?;
+        let Reply::Cq {
+            cq,
+            entries,
+            ring_len,
+        } = reply
+        else {
+            return Err(Error::Protocol(format!("unexpected reply {reply:?}")));
+        };
+        let fd = fds
+            .pop()
+            .ok_or_else(|| Error::Protocol("no ring memory".into()))?;
+        let map = Arc::new(Mapping::map(fd.as_fd(), ring_len as usize, 0, true)?);
+        let ring = Ring::new(map, 0, entries).map_err(|e| Error::Protocol(e.to_string()))?;
+        Ok(Cq {
+            ctx,
+            handle: cq,
+            entries,
+            ring: Mutex::new(Consumer::new(ring)),
+        })
+    }
+
+    /// The daemon's handle (what completion events name).
+    pub fn handle(&self) -> u32 {
+        self.handle
+    }
+
+    /// The number of entries.
+    pub fn entries(&self) -> u32 {
+        self.entries
+    }
+
+    /// Moves up to `out.len()` completions into `out` and returns how many
+    /// (`ibv_poll_cq`). Shared memory only.
+    pub fn poll(&self, out: &mut [WorkCompletion]) -> Result<usize> {
+        // NOTE(unwrap): the ring state stays consistent even if a poller panicked.
+        let mut ring = self.ring.lock().unwrap_or_else(|e| e.into_inner());
+        if ring.ring().broken().load(Ordering::Acquire) != 0 {
+            return Err(Error::Broken);
+        }
+        let avail = ring.available().map_err(|_| Error::Broken)? as usize;
+        let n = avail.min(out.len());
+        for (i, slot) in out.iter_mut().enumerate().take(n) {
+            *slot = ring.peek(i as u32);
+        }
+        ring.release(n as u32);
+        Ok(n)
+    }
+
+    /// Asks for a completion event on the next completion, or only on the next solicited
+    /// or error completion (`ibv_req_notify_cq`).
+    pub fn req_notify(&self, solicited_only: bool) {
+        let ring = self.ring.lock().unwrap_or_else(|e| e.into_inner());
+        let mode = if solicited_only {
+            ARM_SOLICITED
+        } else {
+            ARM_NEXT
+        };
+        ring.ring().arm().store(mode, Ordering::Release);
+    }
+
+    /// Completion events raised so far for this CQ.
+    pub fn events_raised(&self) -> u32 {
+        let ring = self.ring.lock().unwrap_or_else(|e| e.into_inner());
+        ring.ring().events().load(Ordering::Acquire)
+    }
+}
+
+impl Drop for Cq {
+    fn drop(&mut self) {
+        let _ = self.ctx.call(&Request::DestroyCq { cq: self.handle }, &[]);
+    }
+}

@@ -1,0 +1,278 @@
+//! Memory regions: memory the daemon reads and writes directly, without a copy through the
+//! application.
+//!
+//! Two ways to get one:
+//!
+//! - [`super::Pd::alloc_mr`] allocates fresh memory from a memory file (2 MiB huge pages
+//!   when the pool has them, ordinary pages otherwise) and shares it with the daemon.
+//! - [`super::Pd::register`] registers memory the application already owns (the drop-in
+//!   libibverbs needs this: perftest allocates its own buffers). The pages holding the range
+//!   are replaced in place by pages of a new memory file with the same contents
+//!   (`mmap(MAP_FIXED)` over the range), and that file is shared with the daemon. The
+//!   application keeps using the same addresses; from then on the daemon sees and writes
+//!   the very same bytes, even while the application is blocked elsewhere.
+//!
+//! Trade-offs of the second way, which every software RDMA stack without a kernel driver
+//! faces: the whole pages around the range are remapped (other data on those pages moves
+//! with them, contents intact); bytes written by another thread *during* the registration
+//! copy may be lost; and a range that partly overlaps an earlier registration cannot be
+//! registered (fully contained ranges share the earlier memory file). The remapped pages
+//! stay shared until the process exits.
+
+use std::collections::BTreeMap;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::{Arc, Mutex};
+
+use super::context::Inner;
+use super::{Error, Result};
+use crate::protocol::{Reply, Request};
+use crate::sys::{self, Mapping};
+
+/// Access rights (`ibv_access_flags`, same bits).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Access(pub u32);
+
+impl Access {
+    /// The daemon may write received data here (receive buffers, READ results).
+    pub const LOCAL_WRITE: Access = Access(1);
+    /// Peers may RDMA WRITE here.
+    pub const REMOTE_WRITE: Access = Access(1 << 1);
+    /// Peers may RDMA READ from here.
+    pub const REMOTE_READ: Access = Access(1 << 2);
+    /// Peers may perform atomics here.
+    pub const REMOTE_ATOMIC: Access = Access(1 << 3);
+    /// Every right.
+    pub const ALL: Access = Access(0xf);
+}
+
+impl core::ops::BitOr for Access {
+    type Output = Access;
+    fn bitor(self, rhs: Access) -> Access {
+        Access(self.0 | rhs.0)
+    }
+}
+
+const PAGE: usize = 4096;
+const HUGE_PAGE: usize = 2 << 20;
+
+/// A registered memory region.
+#[derive(Debug)]
+pub struct Mr {
+    pub(crate) ctx: Arc<Inner>,
+    handle: u32,
+    lkey: u32,
+    rkey: u32,
+    addr: u64,
+    len: usize,
+    /// Memory this region owns (from `alloc_mr`).
+    owned: Option<Mapping>,
+}
+
+impl Mr {
+    /// The local key (for scatter/gather elements).
+    pub fn lkey(&self) -> u32 {
+        self.lkey
+    }
+
+    /// The remote key (for peers' RDMA operations).
+    pub fn rkey(&self) -> u32 {
+        self.rkey
+    }
+
+    /// The address of the first byte, as work requests and peers name it.
+    pub fn addr(&self) -> u64 {
+        self.addr
+    }
+
+    /// The length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the region is empty (never).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The daemon's handle.
+    pub fn handle(&self) -> u32 {
+        self.handle
+    }
+
+    /// Copies `dst.len()` bytes at `offset` out of a region from `alloc_mr`. Returns
+    /// `false` if the range is outside it (or the region was registered from existing
+    /// memory, which the application reads directly).
+    pub fn read(&self, offset: usize, dst: &mut [u8]) -> bool {
+        self.owned
+            .as_ref()
+            .is_some_and(|m| offset + dst.len() <= self.len && m.copy_out(offset, dst))
+    }
+
+    /// Copies `src` into a region from `alloc_mr` at `offset`. Returns `false` if the range
+    /// is outside it.
+    pub fn write(&self, offset: usize, src: &[u8]) -> bool {
+        self.owned
+            .as_ref()
+            .is_some_and(|m| offset + src.len() <= self.len && m.copy_in(offset, src))
+    }
+
+    /// The 64-bit word at `offset` (8-byte aligned), read atomically (for atomics targets).
+    pub fn load_u64(&self, offset: usize) -> Option<u64> {
+        let m = self.owned.as_ref()?;
+        (offset + 8 <= self.len)
+            .then(|| m.u64_at(offset))?
+            .map(|w| w.load(std::sync::atomic::Ordering::Acquire))
+    }
+
+    pub(crate) fn alloc(ctx: Arc<Inner>, pd: u32, len: usize, access: Access) -> Result<Mr> {
+        if len == 0 {
+            return Err(Error::Invalid("a memory region needs at least one byte"));
+        }
+        // Huge pages first; ordinary pages when the pool is short.
+        let huge_len = len.div_ceil(HUGE_PAGE) * HUGE_PAGE;
+        let (fd, map_len) = match sys::memfd("xroce-mr", huge_len, true) {
+            Ok(fd) => (fd, huge_len),
+            Err(_) => {
+                let l = len.div_ceil(PAGE) * PAGE;
+                (sys::memfd("xroce-mr", l, false)?, l)
+            }
+        };
+        let map = Mapping::map(fd.as_fd(), map_len, 0, true)?;
+        let addr = map.as_ptr() as u64;
+        let (handle, lkey, rkey) = register(&ctx, pd, &fd, 0, addr, len, access)?;
+        Ok(Mr {
+            ctx,
+            handle,
+            lkey,
+            rkey,
+            addr,
+            len,
+            owned: Some(map),
+        })
+    }
+
+    /// # Safety
+    ///
+    /// `[addr, addr + len)` must be memory of this process that stays mapped, that nothing
+    /// else remaps concurrently, and whose pages may be replaced in place (see the module
+    /// documentation).
+    pub(crate) unsafe fn register_existing(
+        ctx: Arc<Inner>,
+        pd: u32,
+        addr: *mut u8,
+        len: usize,
+        access: Access,
+    ) -> Result<Mr> {
+        if len == 0 {
+            return Err(Error::Invalid("a memory region needs at least one byte"));
+        }
+        // Safety: forwarded from the caller.
+        let (fd, offset) = unsafe { share_range(addr as usize, len)? };
+        let iova = addr as u64;
+        let (handle, lkey, rkey) = register(&ctx, pd, &fd, offset, iova, len, access)?;
+        Ok(Mr {
+            ctx,
+            handle,
+            lkey,
+            rkey,
+            addr: iova,
+            len,
+            owned: None,
+        })
+    }
+}
+
+fn register(
+    ctx: &Inner,
+    pd: u32,
+    fd: &OwnedFd,
+    offset: u64,
+    iova: u64,
+    len: usize,
+    access: Access,
+) -> Result<(u32, u32, u32)> {
+    let req = Request::RegMr {
+        pd,
+        iova,
+        length: len as u64,
+        access: access.0,
+        offset,
+    };
+    match ctx.call(&req, &[fd.as_fd()])?.0 {
+        Reply::Mr { mr, lkey, rkey } => Ok((mr, lkey, rkey)),
+        other => Err(Error::Protocol(format!("unexpected reply {other:?}"))),
+    }
+}
+
+impl Drop for Mr {
+    fn drop(&mut self) {
+        let _ = self.ctx.call(&Request::DeregMr { mr: self.handle }, &[]);
+    }
+}
+
+/// Ranges of application memory already moved onto shared memory files: start → (end,
+/// file). Never removed: the application keeps using those pages.
+static SEGMENTS: Mutex<BTreeMap<usize, (usize, Arc<OwnedFd>)>> = Mutex::new(BTreeMap::new());
+
+/// Moves the pages holding `[addr, addr + len)` onto a shared memory file (or finds the
+/// file they are already on) and returns the file and the range's offset in it.
+///
+/// # Safety
+///
+/// As for [`Mr::register_existing`].
+unsafe fn share_range(addr: usize, len: usize) -> Result<(OwnedFd, u64)> {
+    let start = addr - addr % PAGE;
+    let end = (addr + len).div_ceil(PAGE) * PAGE;
+    // NOTE(unwrap): a poisoned registry only means a panic elsewhere; its contents are
+    // still consistent (entries are inserted whole).
+    let mut segments = SEGMENTS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((&s, (e, fd))) = segments.range(..=start).next_back()
+        && end <= *e
+    {
+        return Ok((fd.try_clone()?, (addr - s) as u64));
+    }
+    if segments.range(start..end).next().is_some()
+        || segments
+            .range(..start)
+            .next_back()
+            .is_some_and(|(_, (e, _))| *e > start)
+    {
+        return Err(Error::Invalid(
+            "the range partly overlaps an earlier registration",
+        ));
+    }
+    let size = end - start;
+    let fd = sys::memfd("xroce-app-mr", size, false)?;
+    // Copy the current contents into the file, then map the file over the range.
+    // Safety: the caller guarantees the range is mapped memory of this process.
+    let current = unsafe { std::slice::from_raw_parts(start as *const u8, size) };
+    let mut written = 0;
+    while written < size {
+        let n = nix::sys::uio::pwrite(&fd, &current[written..], written as i64)
+            .map_err(|e| std::io::Error::from_raw_os_error(e as i32))?;
+        if n == 0 {
+            return Err(Error::Io(std::io::Error::other(
+                "short write copying a region",
+            )));
+        }
+        written += n;
+    }
+    let length = std::num::NonZeroUsize::new(size).ok_or(Error::Invalid("empty range"))?;
+    let at = std::num::NonZeroUsize::new(start).ok_or(Error::Invalid("null address"))?;
+    // Safety: MAP_FIXED replaces exactly the pages of the range the caller handed us, with
+    // a file holding the same bytes; Rust objects in those pages keep their contents.
+    unsafe {
+        nix::sys::mman::mmap(
+            Some(at),
+            length,
+            nix::sys::mman::ProtFlags::PROT_READ | nix::sys::mman::ProtFlags::PROT_WRITE,
+            nix::sys::mman::MapFlags::MAP_SHARED | nix::sys::mman::MapFlags::MAP_FIXED,
+            &fd,
+            0,
+        )
+    }
+    .map_err(|e| std::io::Error::from_raw_os_error(e as i32))?;
+    let fd = Arc::new(fd);
+    segments.insert(start, (end, fd.clone()));
+    Ok((fd.try_clone()?, (addr - start) as u64))
+}

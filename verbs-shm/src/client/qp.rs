@@ -1,0 +1,721 @@
+//! Protection domains, queue pairs, shared receive queues and address handles.
+
+use std::os::fd::AsFd;
+use std::sync::{Arc, Mutex};
+
+use super::context::Inner;
+use super::cq::Cq;
+use super::mr::{Access, Mr};
+use super::{Error, Result};
+use crate::contract::{MAX_INLINE, MAX_SGE, RecvWqe, SendWqe, Sge, send_flags, wr_opcode};
+use crate::protocol::{AhAttr, QpAttr, QpCaps, Reply, Request};
+use crate::ring::{Producer, Ring};
+use crate::sys::Mapping;
+
+/// A protection domain.
+#[derive(Debug, Clone)]
+pub struct Pd {
+    inner: Arc<PdInner>,
+}
+
+#[derive(Debug)]
+struct PdInner {
+    ctx: Arc<Inner>,
+    handle: u32,
+}
+
+impl Drop for PdInner {
+    fn drop(&mut self) {
+        let _ = self.ctx.call(&Request::DeallocPd { pd: self.handle }, &[]);
+    }
+}
+
+impl Pd {
+    pub(crate) fn new(ctx: Arc<Inner>, handle: u32) -> Pd {
+        Pd {
+            inner: Arc::new(PdInner { ctx, handle }),
+        }
+    }
+
+    /// The daemon's handle.
+    pub fn handle(&self) -> u32 {
+        self.inner.handle
+    }
+
+    /// Allocates and registers `len` bytes of shared memory (huge pages when available).
+    pub fn alloc_mr(&self, len: usize, access: Access) -> Result<Mr> {
+        Mr::alloc(self.inner.ctx.clone(), self.inner.handle, len, access)
+    }
+
+    /// Registers memory the application already owns (`ibv_reg_mr` on an existing
+    /// buffer): its pages are moved onto shared memory in place (see [`Mr`]'s module
+    /// documentation for the trade-offs).
+    ///
+    /// # Safety
+    ///
+    /// `[addr, addr + len)` must be mapped, readable and writable memory of this process
+    /// that nothing remaps concurrently; the pages holding it are replaced in place by
+    /// pages with the same contents.
+    pub unsafe fn register(&self, addr: *mut u8, len: usize, access: Access) -> Result<Mr> {
+        // Safety: forwarded from the caller.
+        unsafe {
+            Mr::register_existing(self.inner.ctx.clone(), self.inner.handle, addr, len, access)
+        }
+    }
+
+    /// Creates a queue pair (`ibv_create_qp`), in RESET.
+    pub fn create_qp(&self, init: &QpInit<'_>) -> Result<Qp> {
+        Qp::create(self, init)
+    }
+
+    /// Creates a shared receive queue (`ibv_create_srq`).
+    pub fn create_srq(&self, max_wr: u32, max_sge: u32, limit: u32) -> Result<Srq> {
+        Srq::create(self, max_wr, max_sge, limit)
+    }
+
+    /// Creates an address handle for UD sends (`ibv_create_ah`).
+    pub fn create_ah(&self, attr: &AhAttr) -> Result<Ah> {
+        let req = Request::CreateAh {
+            pd: self.inner.handle,
+            attr: *attr,
+        };
+        match self.inner.ctx.call(&req, &[])?.0 {
+            Reply::Ah { ah } => Ok(Ah {
+                ctx: self.inner.ctx.clone(),
+                handle: ah,
+                _pd: self.clone(),
+            }),
+            other => Err(Error::Protocol(format!("unexpected reply {other:?}"))),
+        }
+    }
+}
+
+/// The transport service of a queue pair.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QpType {
+    /// Reliable connected.
+    Rc,
+    /// Unreliable connected.
+    Uc,
+    /// Unreliable datagram.
+    Ud,
+}
+
+impl QpType {
+    /// The `ibv_qp_type` value.
+    pub fn raw(self) -> u32 {
+        match self {
+            QpType::Rc => 2,
+            QpType::Uc => 3,
+            QpType::Ud => 4,
+        }
+    }
+}
+
+/// How to create a queue pair (`ibv_qp_init_attr`).
+#[derive(Debug, Clone)]
+pub struct QpInit<'a> {
+    /// The transport service.
+    pub qp_type: QpType,
+    /// The send completion queue.
+    pub send_cq: &'a Cq,
+    /// The receive completion queue.
+    pub recv_cq: &'a Cq,
+    /// A shared receive queue instead of a receive queue.
+    pub srq: Option<&'a Srq>,
+    /// Requested capacities.
+    pub caps: QpCaps,
+    /// Every send work request generates a completion.
+    pub sq_sig_all: bool,
+}
+
+impl<'a> QpInit<'a> {
+    /// Defaults: 128 send and receive work requests of one SGE, 64 inline bytes.
+    pub fn new(qp_type: QpType, send_cq: &'a Cq, recv_cq: &'a Cq) -> QpInit<'a> {
+        QpInit {
+            qp_type,
+            send_cq,
+            recv_cq,
+            srq: None,
+            caps: QpCaps {
+                max_send_wr: 128,
+                max_recv_wr: 128,
+                max_send_sge: 1,
+                max_recv_sge: 1,
+                max_inline_data: 64,
+            },
+            sq_sig_all: false,
+        }
+    }
+}
+
+/// A UD destination.
+#[derive(Debug, Clone, Copy)]
+pub struct UdTarget<'a> {
+    /// The address handle.
+    pub ah: &'a Ah,
+    /// The destination QP number.
+    pub qpn: u32,
+    /// The Q_Key.
+    pub qkey: u32,
+}
+
+/// What a send work request does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendOp {
+    /// SEND.
+    Send,
+    /// SEND with immediate data (host order here; it travels big-endian).
+    SendWithImm(u32),
+    /// SEND with invalidate of an rkey at the responder.
+    SendWithInv(u32),
+    /// RDMA WRITE to `remote_addr` with `rkey`.
+    Write {
+        /// Remote address.
+        remote_addr: u64,
+        /// Remote key.
+        rkey: u32,
+    },
+    /// RDMA WRITE with immediate data.
+    WriteWithImm {
+        /// Remote address.
+        remote_addr: u64,
+        /// Remote key.
+        rkey: u32,
+        /// Immediate data (host order).
+        imm: u32,
+    },
+    /// RDMA READ.
+    Read {
+        /// Remote address.
+        remote_addr: u64,
+        /// Remote key.
+        rkey: u32,
+    },
+    /// Atomic compare and swap.
+    CompareSwap {
+        /// Remote address (8-byte aligned).
+        remote_addr: u64,
+        /// Remote key.
+        rkey: u32,
+        /// Compare value.
+        compare: u64,
+        /// Swap value.
+        swap: u64,
+    },
+    /// Atomic fetch and add.
+    FetchAdd {
+        /// Remote address (8-byte aligned).
+        remote_addr: u64,
+        /// Remote key.
+        rkey: u32,
+        /// Addend.
+        add: u64,
+    },
+}
+
+/// A send work request.
+#[derive(Debug, Clone, Copy)]
+pub struct SendWr<'a> {
+    /// Returned in the completion.
+    pub wr_id: u64,
+    /// The operation.
+    pub op: SendOp,
+    /// Local data (ignored when `inline` is set).
+    pub sges: &'a [Sge],
+    /// Copy these bytes into the work request instead of gathering from memory.
+    pub inline: Option<&'a [u8]>,
+    /// Generate a completion on success.
+    pub signaled: bool,
+    /// Set the solicited event bit.
+    pub solicited: bool,
+    /// Wait for earlier READs and atomics.
+    pub fence: bool,
+    /// UD destination.
+    pub ud: Option<UdTarget<'a>>,
+}
+
+impl<'a> SendWr<'a> {
+    /// A signaled work request with these local elements.
+    pub fn new(wr_id: u64, op: SendOp, sges: &'a [Sge]) -> SendWr<'a> {
+        SendWr {
+            wr_id,
+            op,
+            sges,
+            inline: None,
+            signaled: true,
+            solicited: false,
+            fence: false,
+            ud: None,
+        }
+    }
+
+    /// The shared-memory form.
+    pub fn encode(&self) -> Result<SendWqe> {
+        let mut w = SendWqe {
+            wr_id: self.wr_id,
+            opcode: 0,
+            send_flags: 0,
+            num_sge: 0,
+            imm_data: 0,
+            remote_addr: 0,
+            rkey: 0,
+            remote_qpn: 0,
+            compare_add: 0,
+            swap: 0,
+            ah: 0,
+            remote_qkey: 0,
+            data: [0; MAX_INLINE],
+            reserved: [0; 8],
+        };
+        match self.op {
+            SendOp::Send => w.opcode = wr_opcode::SEND,
+            SendOp::SendWithImm(imm) => {
+                w.opcode = wr_opcode::SEND_WITH_IMM;
+                w.imm_data = imm.to_be();
+            }
+            SendOp::SendWithInv(rkey) => {
+                w.opcode = wr_opcode::SEND_WITH_INV;
+                w.imm_data = rkey;
+            }
+            SendOp::Write { remote_addr, rkey } => {
+                w.opcode = wr_opcode::RDMA_WRITE;
+                (w.remote_addr, w.rkey) = (remote_addr, rkey);
+            }
+            SendOp::WriteWithImm {
+                remote_addr,
+                rkey,
+                imm,
+            } => {
+                w.opcode = wr_opcode::RDMA_WRITE_WITH_IMM;
+                (w.remote_addr, w.rkey, w.imm_data) = (remote_addr, rkey, imm.to_be());
+            }
+            SendOp::Read { remote_addr, rkey } => {
+                w.opcode = wr_opcode::RDMA_READ;
+                (w.remote_addr, w.rkey) = (remote_addr, rkey);
+            }
+            SendOp::CompareSwap {
+                remote_addr,
+                rkey,
+                compare,
+                swap,
+            } => {
+                w.opcode = wr_opcode::ATOMIC_CMP_AND_SWP;
+                (w.remote_addr, w.rkey, w.compare_add, w.swap) = (remote_addr, rkey, compare, swap);
+            }
+            SendOp::FetchAdd {
+                remote_addr,
+                rkey,
+                add,
+            } => {
+                w.opcode = wr_opcode::ATOMIC_FETCH_AND_ADD;
+                (w.remote_addr, w.rkey, w.compare_add) = (remote_addr, rkey, add);
+            }
+        }
+        if self.signaled {
+            w.send_flags |= send_flags::SIGNALED;
+        }
+        if self.solicited {
+            w.send_flags |= send_flags::SOLICITED;
+        }
+        if self.fence {
+            w.send_flags |= send_flags::FENCE;
+        }
+        if let Some(bytes) = self.inline {
+            if bytes.len() > MAX_INLINE {
+                return Err(Error::Invalid("inline data longer than 256 bytes"));
+            }
+            w.send_flags |= send_flags::INLINE;
+            w.num_sge = bytes.len() as u32;
+            w.data[..bytes.len()].copy_from_slice(bytes);
+        } else {
+            if self.sges.len() > MAX_SGE {
+                return Err(Error::Invalid("more than 16 scatter/gather elements"));
+            }
+            w.num_sge = self.sges.len() as u32;
+            for (i, s) in self.sges.iter().enumerate() {
+                w.set_sge(i, *s);
+            }
+        }
+        if let Some(ud) = self.ud {
+            w.ah = ud.ah.handle;
+            w.remote_qpn = ud.qpn;
+            w.remote_qkey = ud.qkey;
+        }
+        Ok(w)
+    }
+}
+
+/// A receive work request.
+#[derive(Debug, Clone, Copy)]
+pub struct RecvWr<'a> {
+    /// Returned in the completion.
+    pub wr_id: u64,
+    /// Where data lands.
+    pub sges: &'a [Sge],
+}
+
+impl RecvWr<'_> {
+    /// The shared-memory form.
+    pub fn encode(&self) -> Result<RecvWqe> {
+        if self.sges.len() > MAX_SGE {
+            return Err(Error::Invalid("more than 16 scatter/gather elements"));
+        }
+        let mut w = RecvWqe {
+            wr_id: self.wr_id,
+            num_sge: self.sges.len() as u32,
+            reserved: 0,
+            sge: [Sge::default(); MAX_SGE],
+        };
+        w.sge[..self.sges.len()].copy_from_slice(self.sges);
+        Ok(w)
+    }
+}
+
+/// A queue pair.
+#[derive(Debug)]
+pub struct Qp {
+    ctx: Arc<Inner>,
+    handle: u32,
+    qpn: u32,
+    qp_type: QpType,
+    caps: QpCaps,
+    poller: u32,
+    sq: Mutex<Producer<SendWqe>>,
+    rq: Option<Mutex<Producer<RecvWqe>>>,
+    _keep: (Pd, Option<Srq>),
+}
+
+impl Qp {
+    fn create(pd: &Pd, init: &QpInit<'_>) -> Result<Qp> {
+        let ctx = pd.inner.ctx.clone();
+        let req = Request::CreateQp {
+            pd: pd.handle(),
+            qp_type: init.qp_type.raw(),
+            send_cq: init.send_cq.handle(),
+            recv_cq: init.recv_cq.handle(),
+            srq: init.srq.map(|s| s.handle),
+            caps: init.caps,
+            sq_sig_all: init.sq_sig_all,
+        };
+        let (reply, mut fds) = ctx.call(&req, &[])?;
+        let Reply::Qp {
+            qp,
+            qpn,
+            caps,
+            sq_entries,
+            rq_entries,
+            rq_offset,
+            ring_len,
+            poller,
+        } = reply
+        else {
+            return Err(Error::Protocol(format!("unexpected reply {reply:?}")));
+        };
+        let fd = fds
+            .pop()
+            .ok_or_else(|| Error::Protocol("no ring memory".into()))?;
+        let map = Arc::new(Mapping::map(fd.as_fd(), ring_len as usize, 0, true)?);
+        let bad = |e: crate::ring::RingError| Error::Protocol(e.to_string());
+        let sq = Producer::new(Ring::new(map.clone(), 0, sq_entries).map_err(bad)?);
+        let rq = if rq_entries > 0 {
+            Some(Mutex::new(Producer::new(
+                Ring::new(map, rq_offset as usize, rq_entries).map_err(bad)?,
+            )))
+        } else {
+            None
+        };
+        Ok(Qp {
+            ctx,
+            handle: qp,
+            qpn,
+            qp_type: init.qp_type,
+            caps,
+            poller,
+            sq: Mutex::new(sq),
+            rq,
+            _keep: (pd.clone(), init.srq.cloned()),
+        })
+    }
+
+    /// The QP number.
+    pub fn qpn(&self) -> u32 {
+        self.qpn
+    }
+
+    /// The daemon's handle (what asynchronous events name).
+    pub fn handle(&self) -> u32 {
+        self.handle
+    }
+
+    /// The transport service.
+    pub fn qp_type(&self) -> QpType {
+        self.qp_type
+    }
+
+    /// The capacities granted.
+    pub fn caps(&self) -> QpCaps {
+        self.caps
+    }
+
+    /// Modifies the QP (`ibv_modify_qp`); `mask` has the `ibv_qp_attr_mask` bits.
+    pub fn modify(&self, attr: &QpAttr, mask: u32) -> Result<()> {
+        match self
+            .ctx
+            .call(
+                &Request::ModifyQp {
+                    qp: self.handle,
+                    attr: *attr,
+                    mask,
+                },
+                &[],
+            )?
+            .0
+        {
+            Reply::Done => Ok(()),
+            other => Err(Error::Protocol(format!("unexpected reply {other:?}"))),
+        }
+    }
+
+    /// The QP's attributes (`ibv_query_qp`).
+    pub fn query(&self) -> Result<QpAttr> {
+        match self.ctx.call(&Request::QueryQp { qp: self.handle }, &[])?.0 {
+            Reply::QpAttr { attr, .. } => Ok(attr),
+            other => Err(Error::Protocol(format!("unexpected reply {other:?}"))),
+        }
+    }
+
+    /// Posts send work requests (`ibv_post_send`). Shared memory plus a doorbell when the
+    /// poller sleeps. On error, the index of the first request not posted comes with it.
+    pub fn post_send(&self, wrs: &[SendWr<'_>]) -> std::result::Result<(), (usize, Error)> {
+        let mut sq = self.sq.lock().unwrap_or_else(|e| e.into_inner());
+        for (i, wr) in wrs.iter().enumerate() {
+            let w = wr.encode().map_err(|e| (i, e))?;
+            if wr.inline.is_some() && w.num_sge > self.caps.max_inline_data {
+                return Err((i, Error::Invalid("more inline data than max_inline_data")));
+            }
+            if wr.inline.is_none() && w.num_sge > self.caps.max_send_sge {
+                return Err((
+                    i,
+                    Error::Invalid("more scatter/gather elements than max_send_sge"),
+                ));
+            }
+            match sq.stage(&w) {
+                Ok(true) => {}
+                Ok(false) => {
+                    sq.publish();
+                    self.ctx.doorbell(self.poller);
+                    return Err((i, Error::QueueFull));
+                }
+                Err(_) => return Err((i, Error::Broken)),
+            }
+        }
+        sq.publish();
+        drop(sq);
+        self.ctx.doorbell(self.poller);
+        Ok(())
+    }
+
+    /// Posts raw shared-memory send work requests (for the drop-in libibverbs).
+    pub fn post_send_raw(&self, wqe: &SendWqe) -> Result<()> {
+        let mut sq = self.sq.lock().unwrap_or_else(|e| e.into_inner());
+        match sq.push(wqe) {
+            Ok(true) => {}
+            Ok(false) => return Err(Error::QueueFull),
+            Err(_) => return Err(Error::Broken),
+        }
+        drop(sq);
+        self.ctx.doorbell(self.poller);
+        Ok(())
+    }
+
+    /// Posts receive work requests (`ibv_post_recv`).
+    pub fn post_recv(&self, wrs: &[RecvWr<'_>]) -> std::result::Result<(), (usize, Error)> {
+        let Some(rq) = &self.rq else {
+            return Err((0, Error::Invalid("the QP uses a shared receive queue")));
+        };
+        let mut rq = rq.lock().unwrap_or_else(|e| e.into_inner());
+        for (i, wr) in wrs.iter().enumerate() {
+            if wr.sges.len() > self.caps.max_recv_sge as usize {
+                return Err((
+                    i,
+                    Error::Invalid("more scatter/gather elements than max_recv_sge"),
+                ));
+            }
+            let w = wr.encode().map_err(|e| (i, e))?;
+            match rq.stage(&w) {
+                Ok(true) => {}
+                Ok(false) => {
+                    rq.publish();
+                    self.ctx.doorbell(self.poller);
+                    return Err((i, Error::QueueFull));
+                }
+                Err(_) => return Err((i, Error::Broken)),
+            }
+        }
+        rq.publish();
+        drop(rq);
+        self.ctx.doorbell(self.poller);
+        Ok(())
+    }
+}
+
+impl Drop for Qp {
+    fn drop(&mut self) {
+        let _ = self.ctx.call(&Request::DestroyQp { qp: self.handle }, &[]);
+    }
+}
+
+/// A shared receive queue.
+#[derive(Debug, Clone)]
+pub struct Srq {
+    handle: u32,
+    inner: Arc<SrqInner>,
+}
+
+#[derive(Debug)]
+struct SrqInner {
+    ctx: Arc<Inner>,
+    handle: u32,
+    max_sge: u32,
+    poller: u32,
+    ring: Mutex<Producer<RecvWqe>>,
+    _pd: Pd,
+}
+
+impl Drop for SrqInner {
+    fn drop(&mut self) {
+        let _ = self
+            .ctx
+            .call(&Request::DestroySrq { srq: self.handle }, &[]);
+    }
+}
+
+impl Srq {
+    fn create(pd: &Pd, max_wr: u32, max_sge: u32, limit: u32) -> Result<Srq> {
+        let ctx = pd.inner.ctx.clone();
+        let req = Request::CreateSrq {
+            pd: pd.handle(),
+            max_wr,
+            max_sge,
+            limit,
+        };
+        let (reply, mut fds) = ctx.call(&req, &[])?;
+        let Reply::Srq {
+            srq,
+            max_sge,
+            entries,
+            ring_len,
+            poller,
+            ..
+        } = reply
+        else {
+            return Err(Error::Protocol(format!("unexpected reply {reply:?}")));
+        };
+        let fd = fds
+            .pop()
+            .ok_or_else(|| Error::Protocol("no ring memory".into()))?;
+        let map = Arc::new(Mapping::map(fd.as_fd(), ring_len as usize, 0, true)?);
+        let ring = Ring::new(map, 0, entries).map_err(|e| Error::Protocol(e.to_string()))?;
+        Ok(Srq {
+            handle: srq,
+            inner: Arc::new(SrqInner {
+                ctx,
+                handle: srq,
+                max_sge,
+                poller,
+                ring: Mutex::new(Producer::new(ring)),
+                _pd: pd.clone(),
+            }),
+        })
+    }
+
+    /// The daemon's handle.
+    pub fn handle(&self) -> u32 {
+        self.handle
+    }
+
+    /// Posts receive work requests (`ibv_post_srq_recv`).
+    pub fn post_recv(&self, wrs: &[RecvWr<'_>]) -> std::result::Result<(), (usize, Error)> {
+        let mut ring = self.inner.ring.lock().unwrap_or_else(|e| e.into_inner());
+        for (i, wr) in wrs.iter().enumerate() {
+            if wr.sges.len() > self.inner.max_sge as usize {
+                return Err((
+                    i,
+                    Error::Invalid("more scatter/gather elements than max_sge"),
+                ));
+            }
+            let w = wr.encode().map_err(|e| (i, e))?;
+            match ring.stage(&w) {
+                Ok(true) => {}
+                Ok(false) => {
+                    ring.publish();
+                    self.inner.ctx.doorbell(self.inner.poller);
+                    return Err((i, Error::QueueFull));
+                }
+                Err(_) => return Err((i, Error::Broken)),
+            }
+        }
+        ring.publish();
+        drop(ring);
+        self.inner.ctx.doorbell(self.inner.poller);
+        Ok(())
+    }
+
+    /// Arms the limit event (`ibv_modify_srq` with `IBV_SRQ_LIMIT`).
+    pub fn set_limit(&self, limit: u32) -> Result<()> {
+        match self
+            .inner
+            .ctx
+            .call(
+                &Request::ModifySrq {
+                    srq: self.handle,
+                    limit,
+                },
+                &[],
+            )?
+            .0
+        {
+            Reply::SrqAttr { .. } => Ok(()),
+            other => Err(Error::Protocol(format!("unexpected reply {other:?}"))),
+        }
+    }
+
+    /// `(max_wr, max_sge, limit)` (`ibv_query_srq`).
+    pub fn query(&self) -> Result<(u32, u32, u32)> {
+        match self
+            .inner
+            .ctx
+            .call(&Request::QuerySrq { srq: self.handle }, &[])?
+            .0
+        {
+            Reply::SrqAttr {
+                max_wr,
+                max_sge,
+                limit,
+            } => Ok((max_wr, max_sge, limit)),
+            other => Err(Error::Protocol(format!("unexpected reply {other:?}"))),
+        }
+    }
+}
+
+/// An address handle.
+#[derive(Debug)]
+pub struct Ah {
+    ctx: Arc<Inner>,
+    handle: u32,
+    _pd: Pd,
+}
+
+impl Ah {
+    /// The daemon's handle.
+    pub fn handle(&self) -> u32 {
+        self.handle
+    }
+}
+
+impl Drop for Ah {
+    fn drop(&mut self) {
+        let _ = self.ctx.call(&Request::DestroyAh { ah: self.handle }, &[]);
+    }
+}
