@@ -79,6 +79,10 @@ fn host_query_reads_mac_mtu_state_and_addresses() {
         Err(HostError::NoSuchInterface { name }) => assert_eq!(name, "xr-nothing"),
         other => panic!("a missing interface: {other:?}"),
     }
+    match in_ns(ns, || Interface::query("xr-a-name-longer-than-ifnamsiz")) {
+        Err(HostError::NoSuchInterface { .. }) => {}
+        other => panic!("a name Linux cannot have: {other:?}"),
+    }
     match in_ns(ns, || Interface::query_index(999_999)) {
         Err(HostError::NoSuchIfindex { ifindex }) => assert_eq!(ifindex, 999_999),
         other => panic!("a missing index: {other:?}"),

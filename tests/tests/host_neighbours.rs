@@ -58,6 +58,34 @@ fn host_resolve_a_neighbour_missing_from_the_table() {
         let after = after.expect("an entry after resolving");
         assert_eq!(after.usable_mac(), Some(peer_mac), "{after:?}");
     }
+
+    // A STALE entry is used, and nudged: the kernel starts confirming it at once.
+    let peer = IpAddr::from(lab.b.ipv4);
+    let mac = host_support::mac_text(peer_mac);
+    let peer_text = peer.to_string();
+    ip(
+        ns,
+        &[
+            "neigh", "change", &peer_text, "dev", dev, "lladdr", &mac, "nud", "stale",
+        ],
+    );
+    let (stale, looked_up, nudged) = in_ns(ns, || {
+        let mut neighbours = Neighbours::new().expect("neighbours");
+        let stale = neighbours.entry(ifindex, peer).expect("entry");
+        let looked_up = neighbours.lookup(ifindex, peer).expect("lookup");
+        (
+            stale,
+            looked_up,
+            neighbours.entry(ifindex, peer).expect("entry"),
+        )
+    });
+    assert_eq!(stale.map(|e| e.state), Some(NeighbourState::Stale));
+    assert_eq!(looked_up, Lookup::Resolved(peer_mac));
+    let nudged = nudged.expect("still there");
+    assert!(
+        nudged.state != NeighbourState::Stale && nudged.state.is_valid(),
+        "{nudged:?}"
+    );
 }
 
 #[test]

@@ -40,6 +40,14 @@ pub fn ip_link_mac(ns: &str, dev: &str) -> Mac {
     Mac::try_from(bytes.as_slice()).expect("6 bytes")
 }
 
+/// `02:78:72:00:00:0a`, as `ip` takes it.
+pub fn mac_text(mac: Mac) -> String {
+    mac.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
 /// The addresses of `dev` in namespace `ns` in `ip address show`'s order, for one family
 /// (`"-4"` or `"-6"`) and optional scope, with `ip`'s flags words (`tentative`, ...).
 pub fn ip_addresses(

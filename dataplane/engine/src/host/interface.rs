@@ -332,6 +332,18 @@ pub(crate) enum Selector<'a> {
     Index(u32),
 }
 
+impl fmt::Display for Selector<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Selector::Name(name) => write!(f, "{name}"),
+            Selector::Index(ifindex) => write!(f, "with index {ifindex}"),
+        }
+    }
+}
+
+/// `IFNAMSIZ` less the terminating zero: the longest interface name Linux accepts.
+const MAX_NAME_LEN: usize = 15;
+
 pub(crate) fn open_socket() -> Result<RequestSocket, HostError> {
     RequestSocket::open().map_err(|e| HostError::netlink("opening a NETLINK_ROUTE socket", e))
 }
@@ -341,6 +353,13 @@ pub(crate) fn query_link(
     socket: &mut RequestSocket,
     which: Selector<'_>,
 ) -> Result<Link, HostError> {
+    if let Selector::Name(name) = which
+        && (name.is_empty() || name.len() > MAX_NAME_LEN)
+    {
+        return Err(HostError::NoSuchInterface {
+            name: name.to_owned(),
+        });
+    }
     let mut request = LinkMessage::default();
     match which {
         Selector::Name(name) => request
@@ -361,7 +380,7 @@ pub(crate) fn query_link(
         .request(RouteNetlinkMessage::GetLink(request), 0)
         .map_err(|e| match e.raw_os_error() {
             Some(libc::ENODEV) => not_found(),
-            _ => HostError::netlink(format_args!("reading interface {which:?}"), e),
+            _ => HostError::netlink(format_args!("reading interface {which}"), e),
         })?;
     replies
         .iter()

@@ -318,6 +318,9 @@ impl Neighbours {
     /// next hop's Ethernet address when the kernel knows it, [`Lookup::Pending`] after asking
     /// the kernel to find it out, [`Lookup::Local`] for the interface's own addresses.
     ///
+    /// A valid entry is used as it is; a STALE one is also nudged (`NTF_USE`), so that the
+    /// kernel confirms it as it does for entries its own traffic uses.
+    ///
     /// Multicast destinations map to their multicast Ethernet address (RFC 1112 6.4, RFC
     /// 2464 7). Errors: the interface is down, no route, the route leaves through another
     /// interface, a local address of another interface, broadcast or unspecified addresses.
@@ -357,8 +360,18 @@ impl Neighbours {
         let next_hop = route.next_hop();
         let key = (ifindex, next_hop);
         let entry = self.entry(ifindex, next_hop)?;
-        if let Some(mac) = entry.and_then(|e| e.usable_mac()) {
+        if let Some(e) = entry
+            && let Some(mac) = e.usable_mac()
+        {
             self.attempts.remove(&key);
+            if e.state == NeighbourState::Stale {
+                // xroce's frames bypass the kernel, so nothing else tells it that the entry
+                // is in use: nudged, it confirms it (STALE, DELAY, PROBE) as it would for its
+                // own traffic, and a neighbour that left turns FAILED instead of lingering.
+                if let Err(err) = self.trigger(ifindex, next_hop) {
+                    log::debug!("neighbour {next_hop}: could not ask for confirmation: {err}");
+                }
+            }
             return Ok(Lookup::Resolved(mac));
         }
         match entry.map(|e| e.state) {
