@@ -10,8 +10,10 @@
 //! - [`Watcher`]: rtnetlink notifications (links, addresses, neighbours, routes) behind a
 //!   pollable file descriptor, turned into [`Change`]s; lost notifications (`ENOBUFS`) are
 //!   made good by a full dump.
-//! - [`Neighbours`]: next-hop resolution: route lookup, the kernel's neighbour table, and a
-//!   nudge to the kernel to send ARP or neighbour solicitations when an entry is missing.
+//! - [`Neighbours`] and [`resolve`]: next-hop resolution: route lookup, the kernel's
+//!   neighbour table, and a nudge to the kernel to send ARP requests or neighbour
+//!   solicitations when an entry is missing or failed (or to confirm it when stale).
+//!   Destinations that are the interface's own addresses come back as local.
 //! - [`path_mtu`]: the largest InfiniBand MTU the interface carries.
 //!
 //! Every socket belongs to the network namespace of the thread that opened it; the daemon
