@@ -201,9 +201,10 @@ fn fallocate_all(fd: &OwnedFd, len: usize) -> io::Result<()> {
     nix::fcntl::fallocate(fd, nix::fcntl::FallocateFlags::empty(), 0, len).map_err(to_io)
 }
 
-/// Seals a memory file against shrinking and growing.
+/// Seals a memory file against shrinking and growing. Further seals can still be added
+/// (the daemon makes its wake page read-only for applications that way).
 pub fn seal(fd: &impl AsFd) -> io::Result<()> {
-    let seals = SealFlag::F_SEAL_SHRINK | SealFlag::F_SEAL_GROW | SealFlag::F_SEAL_SEAL;
+    let seals = SealFlag::F_SEAL_SHRINK | SealFlag::F_SEAL_GROW;
     fcntl(fd.as_fd(), FcntlArg::F_ADD_SEALS(seals)).map_err(to_io)?;
     Ok(())
 }
@@ -350,10 +351,12 @@ pub fn peer_credentials(sock: &impl AsFd) -> io::Result<(i32, u32, u32)> {
     Ok((c.pid(), c.uid(), c.gid()))
 }
 
-/// The devices whose daemons listen in this network namespace, from `/proc/net/unix`
-/// (which shows the namespace of the reading process), sorted by name.
+/// The devices whose daemons listen in this network namespace, from the calling thread's
+/// view of the unix socket table (`/proc/thread-self/net/unix`: a thread that entered
+/// another namespace sees that namespace's daemons), sorted by name.
 pub fn list_devices() -> io::Result<Vec<String>> {
-    let table = std::fs::read_to_string("/proc/net/unix")?;
+    let table = std::fs::read_to_string("/proc/thread-self/net/unix")
+        .or_else(|_| std::fs::read_to_string("/proc/net/unix"))?;
     let mut devices: Vec<String> = table
         .lines()
         .filter_map(|line| line.split_whitespace().nth(7))

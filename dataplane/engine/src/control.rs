@@ -19,7 +19,7 @@ use verbs_shm::contract::{self, Cqe, RecvWqe, SendWqe, ring_bytes};
 use verbs_shm::protocol::{
     self, AhAttr, DeviceAttr, PortAttr, QpAttr as WireQpAttr, QpCaps, Reply, Request,
 };
-use verbs_shm::ring::{Consumer, Producer, Ring};
+use verbs_shm::ring::{Producer, Ring};
 use verbs_shm::sys::{self, Mapping};
 use xroce_transport::{
     Access, AttrMask, Limits, Path, PdId, QpAttr, QpConfig, QpState, QpType, SrqAttr, SrqId,
@@ -780,7 +780,7 @@ impl Control {
             handle,
             pd: PdId(pd),
             attr,
-            ring: Consumer::new(ring),
+            ring,
             events,
         };
         match self.pollers[poller].call(|tx| Command::CreateSrq(Box::new(setup), tx)) {
@@ -891,7 +891,7 @@ impl Control {
             let Ok(rq) = Ring::<RecvWqe>::new(map, rq_offset, rq_entries) else {
                 return error(libc::EINVAL, "bad receive queue geometry");
             };
-            Some(Consumer::new(rq))
+            Some(rq)
         } else {
             None
         };
@@ -934,7 +934,7 @@ impl Control {
         let setup = QpSetup {
             handle,
             config,
-            sq: Consumer::new(sq),
+            sq,
             rq,
             send_cq,
             recv_cq,

@@ -85,7 +85,9 @@ pub fn run(cfg: DaemonConfig, mut host: Box<dyn Host>) -> Result<()> {
     // Applications may only map it read-only from now on.
     nix::fcntl::fcntl(
         wake_fd.as_fd(),
-        nix::fcntl::FcntlArg::F_ADD_SEALS(nix::fcntl::SealFlag::F_SEAL_FUTURE_WRITE),
+        nix::fcntl::FcntlArg::F_ADD_SEALS(
+            nix::fcntl::SealFlag::F_SEAL_FUTURE_WRITE | nix::fcntl::SealFlag::F_SEAL_SEAL,
+        ),
     )
     .map_err(|e| anyhow!("sealing the wake page: {e}"))?;
 
@@ -221,4 +223,70 @@ fn fmt_mac(mac: [u8; 6]) -> String {
         .map(|b| format!("{b:02x}"))
         .collect::<Vec<_>>()
         .join(":")
+}
+
+/// The host as the kernel describes it, over rtnetlink.
+#[derive(Debug)]
+pub struct NetlinkHost {
+    ifindex: u32,
+    neighbours: crate::host::Neighbours,
+    last: Option<crate::control::PortView>,
+    timeout: std::time::Duration,
+}
+
+impl NetlinkHost {
+    /// The host view of interface `name` (in the calling thread's namespace).
+    pub fn new(name: &str) -> Result<NetlinkHost> {
+        let iface = crate::host::Interface::query(name)?;
+        Ok(NetlinkHost {
+            ifindex: iface.ifindex,
+            neighbours: crate::host::Neighbours::new()?,
+            last: None,
+            timeout: std::time::Duration::from_secs(3),
+        })
+    }
+}
+
+impl Host for NetlinkHost {
+    fn port(&mut self) -> crate::control::PortView {
+        match crate::host::Interface::query_index(self.ifindex) {
+            Ok(iface) => {
+                let active = crate::host::path_mtu(&iface, MAX_PATH_MTU).unwrap_or(IbMtu::Mtu256);
+                let view = crate::control::PortView {
+                    netdev: iface.name.clone(),
+                    mac: iface.mac,
+                    mtu: iface.mtu,
+                    active_mtu: active,
+                    up: iface.is_up(),
+                    gids: iface.gid_table().entries().iter().map(|e| e.gid).collect(),
+                };
+                self.last = Some(view.clone());
+                view
+            }
+            Err(e) => {
+                warn!("cannot read the interface: {e}");
+                let mut v = self.last.clone().unwrap_or(crate::control::PortView {
+                    netdev: String::new(),
+                    mac: [0; 6],
+                    mtu: 0,
+                    active_mtu: IbMtu::Mtu256,
+                    up: false,
+                    gids: Vec::new(),
+                });
+                v.up = false;
+                v
+            }
+        }
+    }
+
+    fn resolve(&mut self, dgid: xroce_wire::Gid) -> std::result::Result<[u8; 6], String> {
+        match self
+            .neighbours
+            .resolve(self.ifindex, dgid.to_ip(), self.timeout)
+        {
+            Ok(crate::host::NextHop::Mac(mac)) => Ok(mac),
+            Ok(crate::host::NextHop::Local) => Ok(self.port().mac),
+            Err(e) => Err(e.to_string()),
+        }
+    }
 }

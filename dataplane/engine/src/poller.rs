@@ -28,7 +28,7 @@ use crossbeam_channel::{Receiver as CmdReceiver, Sender};
 use log::{debug, warn};
 use verbs_shm::contract::{self, ARM_NEXT, ARM_NONE, ARM_SOLICITED, Cqe, RecvWqe, SendWqe};
 use verbs_shm::protocol::{CompletionEvent, EventRecord};
-use verbs_shm::ring::{Consumer, Producer};
+use verbs_shm::ring::{Producer, Ring, RingError};
 use verbs_shm::sys::Mapping;
 use xroce_transport::{
     AsyncEvent, AttrMask, Completion, CompletionQueue, Counters, Endpoint, Gather, Instant, Path,
@@ -55,6 +55,8 @@ pub mod event_type {
     pub const COMM_EST: u32 = 4;
     /// `IBV_EVENT_SQ_DRAINED`.
     pub const SQ_DRAINED: u32 = 5;
+    /// `IBV_EVENT_SRQ_ERR`.
+    pub const SRQ_ERR: u32 = 14;
     /// `IBV_EVENT_SRQ_LIMIT_REACHED`.
     pub const SRQ_LIMIT_REACHED: u32 = 15;
     /// `IBV_EVENT_QP_LAST_WQE_REACHED`.
@@ -149,7 +151,7 @@ pub struct SrqSetup {
     /// Its transport attributes.
     pub attr: SrqAttr,
     /// Its ring (the application produces).
-    pub ring: Consumer<RecvWqe>,
+    pub ring: Ring<RecvWqe>,
     /// The owner's event sink.
     pub events: Arc<EventSink>,
 }
@@ -162,9 +164,9 @@ pub struct QpSetup {
     /// The transport's creation parameters.
     pub config: QpConfig,
     /// Its send ring.
-    pub sq: Consumer<SendWqe>,
+    pub sq: Ring<SendWqe>,
     /// Its receive ring (none with an SRQ).
-    pub rq: Option<Consumer<RecvWqe>>,
+    pub rq: Option<Ring<RecvWqe>>,
     /// The send CQ handle.
     pub send_cq: u32,
     /// The receive CQ handle.
@@ -187,11 +189,8 @@ pub struct PollerStats {
 #[derive(Debug)]
 struct QpEntry {
     handle: u32,
-    sq: Consumer<SendWqe>,
-    rq: Option<Consumer<RecvWqe>>,
-    /// Send work requests handed to the transport (its SQ ring index).
-    sq_taken: u32,
-    rq_taken: u32,
+    sq: Intake<SendWqe>,
+    rq: Option<Intake<RecvWqe>>,
     send_cq: u32,
     recv_cq: u32,
     pd: PdId,
@@ -214,10 +213,58 @@ struct CqEntry {
 
 #[derive(Debug)]
 struct SrqEntry {
-    ring: Consumer<RecvWqe>,
-    taken: u32,
+    ring: Intake<RecvWqe>,
     events: Arc<EventSink>,
     handle: u32,
+}
+
+/// The daemon's end of a ring an application fills. What the daemon has taken (copied into
+/// the transport) and what it has retired (completed, so the slots are free again) are two
+/// counters: a slot stays the application's until its work request completes, which is
+/// what makes `max_send_wr` mean what verbs says.
+#[derive(Debug)]
+struct Intake<T> {
+    ring: Ring<T>,
+    taken: u32,
+}
+
+impl<T: zerocopy::FromBytes + zerocopy::IntoBytes + zerocopy::Immutable> Intake<T> {
+    fn new(ring: Ring<T>) -> Intake<T> {
+        let taken = ring.consumer();
+        Intake { ring, taken }
+    }
+
+    /// Work requests posted and not taken yet; an impossible producer counter is an error.
+    fn ready(&self) -> Result<u32, RingError> {
+        let n = self.ring.producer().wrapping_sub(self.taken);
+        if n > self.ring.entries() {
+            return Err(RingError::Corrupt);
+        }
+        Ok(n)
+    }
+
+    /// The `i`-th work request not taken yet, copied out.
+    fn read(&self, i: u32) -> T {
+        self.ring.read(self.taken.wrapping_add(i))
+    }
+
+    fn take(&mut self, n: u32) {
+        self.taken = self.taken.wrapping_add(n);
+    }
+
+    /// Frees the slots of everything taken except the `outstanding` newest.
+    fn retire(&self, outstanding: u32) {
+        let retired = self.taken.wrapping_sub(outstanding);
+        if retired != self.ring.consumer() {
+            self.ring.publish_consumer(retired);
+        }
+    }
+
+    /// Drops everything posted (RESET, or a ring that cannot be trusted).
+    fn skip_all(&mut self) {
+        self.taken = self.ring.producer();
+        self.ring.publish_consumer(self.taken);
+    }
 }
 
 #[derive(Debug, Default)]
@@ -442,8 +489,7 @@ impl Poller {
                     self.srqs.insert(
                         s.handle,
                         SrqEntry {
-                            ring: s.ring,
-                            taken: 0,
+                            ring: Intake::new(s.ring),
                             events: s.events,
                             handle: s.handle,
                         },
@@ -493,10 +539,8 @@ impl Poller {
                         qpn.value(),
                         QpEntry {
                             handle: s.handle,
-                            sq: s.sq,
-                            rq: s.rq,
-                            sq_taken: 0,
-                            rq_taken: 0,
+                            sq: Intake::new(s.sq),
+                            rq: s.rq.map(Intake::new),
                             send_cq: s.send_cq,
                             recv_cq: s.recv_cq,
                             pd: s.config.pd,
@@ -566,14 +610,10 @@ impl Poller {
 
     fn reset_rings(q: &mut QpEntry) {
         // Skip whatever the application had posted: the transport dropped its copies.
-        let avail = q.sq.available().unwrap_or(0);
-        q.sq.release(avail);
-        q.sq_taken = 0;
+        q.sq.skip_all();
         if let Some(rq) = q.rq.as_mut() {
-            let avail = rq.available().unwrap_or(0);
-            rq.release(avail);
+            rq.skip_all();
         }
-        q.rq_taken = 0;
     }
 
     /// Receives a batch of frames.
@@ -623,78 +663,61 @@ impl Poller {
             return 0;
         };
         let room = (qp.config().caps.max_send_wr as usize).saturating_sub(qp.send_queue_len());
-        match q.sq.available() {
-            Err(_) => {
-                counters.broken_rings += 1;
-                Self::break_qp(endpoint, now, qpn, q);
-                return 1;
-            }
-            Ok(avail) => {
-                let mut take = (avail as usize).min(room) as u32;
-                for i in 0..take {
-                    let raw = q.sq.peek(i);
-                    let refused = match convert_send(&raw, q, ahs) {
-                        Ok(wqe) => endpoint
-                            .post_send(now, qpn, wqe)
-                            .err()
-                            .map(|e| e.to_string()),
-                        Err(why) => Some(why.to_string()),
-                    };
-                    if let Some(why) = refused {
-                        debug!("QP {qpn}: bad send work request {:#x}: {why}", raw.wr_id);
-                        counters.bad_wqe += 1;
-                        pending
-                            .push_back(Self::fail_wqe(endpoint, now, qpn, raw.wr_id, raw.opcode));
-                        // Later work requests wait for the next pass, so that their flush
-                        // completions follow this one's error.
-                        take = i + 1;
-                        break;
-                    }
-                }
-                q.sq_taken = q.sq_taken.wrapping_add(take);
-                moved += take as usize;
+        let Ok(avail) = q.sq.ready() else {
+            counters.broken_rings += 1;
+            Self::break_qp(endpoint, now, qpn, q);
+            return 1;
+        };
+        let mut take = (avail as usize).min(room) as u32;
+        for i in 0..take {
+            let raw = q.sq.read(i);
+            let refused = match convert_send(&raw, q, ahs) {
+                Ok(wqe) => endpoint
+                    .post_send(now, qpn, wqe)
+                    .err()
+                    .map(|e| e.to_string()),
+                Err(why) => Some(why.to_string()),
+            };
+            if let Some(why) = refused {
+                debug!("QP {qpn}: bad send work request {:#x}: {why}", raw.wr_id);
+                counters.bad_wqe += 1;
+                pending.push_back(Self::fail_wqe(endpoint, now, qpn, raw.wr_id, raw.opcode));
+                // Later work requests wait for the next pass, so that their flush
+                // completions follow this one's error.
+                take = i + 1;
+                break;
             }
         }
-        // The ring slots of retired work requests (completed, signaled or not) are free.
+        q.sq.take(take);
+        moved += take as usize;
+        // The slots of retired work requests (completed, signaled or not) are free again.
         if let Some(qp) = endpoint.qp(qpn) {
-            let retired = q.sq_taken.wrapping_sub(qp.send_queue_len() as u32);
-            let consumed = retired.wrapping_sub(q.sq.ring().consumer());
-            if consumed != 0 {
-                q.sq.release(consumed);
-            }
+            q.sq.retire(qp.send_queue_len() as u32);
         }
         if let Some(rq) = q.rq.as_mut() {
             let Some(qp) = endpoint.qp(qpn) else {
                 return moved;
             };
             let room = (qp.config().caps.max_recv_wr as usize).saturating_sub(qp.recv_queue_len());
-            match rq.available() {
-                Err(_) => {
-                    counters.broken_rings += 1;
-                    Self::break_qp(endpoint, now, qpn, q);
-                    return moved + 1;
-                }
-                Ok(avail) => {
-                    let take = (avail as usize).min(room) as u32;
-                    for i in 0..take {
-                        let raw = rq.peek(i);
-                        let posted = convert_recv(&raw, q.max_recv_sge)
-                            .ok()
-                            .map(|w| endpoint.post_recv(now, qpn, w).is_ok())
-                            .unwrap_or(false);
-                        if !posted {
-                            counters.bad_wqe += 1;
-                        }
-                    }
-                    q.rq_taken = q.rq_taken.wrapping_add(take);
-                    moved += take as usize;
-                    let retired = q.rq_taken.wrapping_sub(qp_recv_len(endpoint, qpn));
-                    let consumed = retired.wrapping_sub(rq.ring().consumer());
-                    if consumed != 0 {
-                        rq.release(consumed);
-                    }
+            let Ok(avail) = rq.ready() else {
+                counters.broken_rings += 1;
+                Self::break_qp(endpoint, now, qpn, q);
+                return moved + 1;
+            };
+            let take = (avail as usize).min(room) as u32;
+            for i in 0..take {
+                let raw = rq.read(i);
+                let posted = convert_recv(&raw, q.max_recv_sge)
+                    .ok()
+                    .map(|w| endpoint.post_recv(now, qpn, w).is_ok())
+                    .unwrap_or(false);
+                if !posted {
+                    counters.bad_wqe += 1;
                 }
             }
+            rq.take(take);
+            moved += take as usize;
+            rq.retire(qp_recv_len(endpoint, qpn));
         }
         moved
     }
@@ -710,18 +733,16 @@ impl Poller {
         };
         let attr = srq.attr();
         let room = (attr.max_wr as usize).saturating_sub(srq.len());
-        let avail = match s.ring.available() {
-            Ok(a) => a,
-            Err(_) => {
-                counters.broken_rings += 1;
-                s.ring.ring().broken().store(1, Ordering::Release);
-                s.events.raise(14, s.handle); // IBV_EVENT_SRQ_ERR
-                return 0;
-            }
+        let Ok(avail) = s.ring.ready() else {
+            counters.broken_rings += 1;
+            s.ring.ring.broken().store(1, Ordering::Release);
+            s.events.raise(event_type::SRQ_ERR, s.handle);
+            s.ring.skip_all();
+            return 0;
         };
         let take = (avail as usize).min(room) as u32;
         for i in 0..take {
-            let raw = s.ring.peek(i);
+            let raw = s.ring.read(i);
             let ok = convert_recv(&raw, attr.max_sge)
                 .ok()
                 .map(|w| endpoint.post_srq_recv(SrqId(id), w).is_ok())
@@ -730,13 +751,9 @@ impl Poller {
                 counters.bad_wqe += 1;
             }
         }
-        s.taken = s.taken.wrapping_add(take);
-        let now_held = endpoint.srq(SrqId(id)).map_or(0, |s| s.len() as u32);
-        let retired = s.taken.wrapping_sub(now_held);
-        let consumed = retired.wrapping_sub(s.ring.ring().consumer());
-        if consumed != 0 {
-            s.ring.release(consumed);
-        }
+        s.ring.take(take);
+        s.ring
+            .retire(endpoint.srq(SrqId(id)).map_or(0, |s| s.len() as u32));
         take as usize
     }
 
@@ -776,7 +793,7 @@ impl Poller {
             ..QpAttr::default()
         };
         let _ = endpoint.modify_qp(now, qpn, &attr, AttrMask::STATE);
-        q.sq.ring().broken().store(1, Ordering::Release);
+        q.sq.ring.broken().store(1, Ordering::Release);
         q.events.raise(event_type::QP_FATAL, q.handle);
         // Stop reading its rings: they cannot be trusted.
         Self::reset_rings(q);

@@ -1,0 +1,173 @@
+//! Two namespaces, two daemons, RDMA between them through the Rust API: every RC operation
+//! with its data checked byte for byte.
+
+use std::time::{Duration, Instant};
+
+use verbs_shm::client::{Access, Cq, QpInit, QpType, RecvWr, SendOp, SendWr, Sge, WorkCompletion};
+use xroce_lab::{LabConfig, Side, require_root};
+use xroce_tests::daemon::{TwoHosts, connect};
+
+fn wait(cq: &Cq, n: usize) -> Vec<WorkCompletion> {
+    let mut got = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut buf = [WorkCompletion::default(); 16];
+    while got.len() < n {
+        let k = cq.poll(&mut buf).expect("poll");
+        got.extend_from_slice(&buf[..k]);
+        assert!(
+            Instant::now() < deadline,
+            "only {} of {n} completions after 10 s: {got:?}",
+            got.len()
+        );
+        if k == 0 {
+            std::thread::yield_now();
+        }
+    }
+    got
+}
+
+#[test]
+fn rc_write_read_send_atomics_between_two_daemons() {
+    if !require_root("rc_write_read_send_atomics_between_two_daemons") {
+        return;
+    }
+    let hosts = TwoHosts::start(&LabConfig::default(), &[]).expect("lab with two daemons");
+    let (ca, cb) = (hosts.open(Side::A).unwrap(), hosts.open(Side::B).unwrap());
+    let (pa, pb) = (ca.alloc_pd().unwrap(), cb.alloc_pd().unwrap());
+    let all = Access::ALL;
+    let (ma, mb) = (
+        pa.alloc_mr(1 << 20, all).unwrap(),
+        pb.alloc_mr(1 << 20, all).unwrap(),
+    );
+    let (qa_cq, qb_cq) = (
+        ca.create_cq(256, None).unwrap(),
+        cb.create_cq(256, None).unwrap(),
+    );
+    let qa = pa
+        .create_qp(&QpInit::new(QpType::Rc, &qa_cq, &qa_cq))
+        .unwrap();
+    let qb = pb
+        .create_qp(&QpInit::new(QpType::Rc, &qb_cq, &qb_cq))
+        .unwrap();
+    connect(&qa, hosts.av(Side::A), qb.qpn(), 0x1000, 0x2000).unwrap();
+    connect(&qb, hosts.av(Side::B), qa.qpn(), 0x2000, 0x1000).unwrap();
+
+    // WRITE 100 000 bytes A -> B.
+    let data: Vec<u8> = (0..100_000u32).map(|i| (i * 31 % 251) as u8).collect();
+    assert!(ma.write(0, &data));
+    let sge = [Sge {
+        addr: ma.addr(),
+        length: data.len() as u32,
+        lkey: ma.lkey(),
+    }];
+    let write = SendOp::Write {
+        remote_addr: mb.addr() + 4096,
+        rkey: mb.rkey(),
+    };
+    qa.post_send(&[SendWr::new(1, write, &sge)]).unwrap();
+    let c = wait(&qa_cq, 1);
+    assert_eq!((c[0].wr_id, c[0].status), (1, 0), "{c:?}");
+    let mut got = vec![0u8; data.len()];
+    assert!(mb.read(4096, &mut got));
+    assert!(got == data, "WRITE data differs");
+
+    // READ it back from B into A at another offset.
+    let sge = [Sge {
+        addr: ma.addr() + 200_000,
+        length: data.len() as u32,
+        lkey: ma.lkey(),
+    }];
+    let read = SendOp::Read {
+        remote_addr: mb.addr() + 4096,
+        rkey: mb.rkey(),
+    };
+    qa.post_send(&[SendWr::new(2, read, &sge)]).unwrap();
+    let c = wait(&qa_cq, 1);
+    assert_eq!(
+        (c[0].wr_id, c[0].status, c[0].byte_len),
+        (2, 0, 100_000),
+        "{c:?}"
+    );
+    let mut back = vec![0u8; data.len()];
+    assert!(ma.read(200_000, &mut back));
+    assert!(back == data, "READ data differs");
+
+    // SEND with immediate B -> A into a posted receive.
+    let rsge = [Sge {
+        addr: ma.addr() + 400_000,
+        length: 8192,
+        lkey: ma.lkey(),
+    }];
+    qa.post_recv(&[RecvWr {
+        wr_id: 77,
+        sges: &rsge,
+    }])
+    .unwrap();
+    assert!(mb.write(500_000, b"hello from b"));
+    let ssge = [Sge {
+        addr: mb.addr() + 500_000,
+        length: 12,
+        lkey: mb.lkey(),
+    }];
+    qb.post_send(&[SendWr::new(3, SendOp::SendWithImm(0xabcd), &ssge)])
+        .unwrap();
+    let c = wait(&qa_cq, 1);
+    assert_eq!(
+        (
+            c[0].wr_id,
+            c[0].status,
+            c[0].byte_len,
+            u32::from_be(c[0].imm_data)
+        ),
+        (77, 0, 12, 0xabcd)
+    );
+    let mut msg = [0u8; 12];
+    assert!(ma.read(400_000, &mut msg));
+    assert_eq!(&msg, b"hello from b");
+    assert_eq!(wait(&qb_cq, 1)[0].wr_id, 3);
+
+    // Atomics A -> B: fetch-and-add then compare-and-swap on one word.
+    assert!(mb.write(600_000, &40u64.to_le_bytes()));
+    let r1 = [Sge {
+        addr: ma.addr() + 700_000,
+        length: 8,
+        lkey: ma.lkey(),
+    }];
+    let r2 = [Sge {
+        addr: ma.addr() + 700_008,
+        length: 8,
+        lkey: ma.lkey(),
+    }];
+    let fa = SendOp::FetchAdd {
+        remote_addr: mb.addr() + 600_000,
+        rkey: mb.rkey(),
+        add: 2,
+    };
+    let cs = SendOp::CompareSwap {
+        remote_addr: mb.addr() + 600_000,
+        rkey: mb.rkey(),
+        compare: 42,
+        swap: 7,
+    };
+    qa.post_send(&[SendWr::new(4, fa, &r1), SendWr::new(5, cs, &r2)])
+        .unwrap();
+    let c = wait(&qa_cq, 2);
+    assert_eq!(
+        c.iter().map(|c| (c.wr_id, c.status)).collect::<Vec<_>>(),
+        vec![(4, 0), (5, 0)]
+    );
+    assert_eq!(ma.load_u64(700_000), Some(40));
+    assert_eq!(ma.load_u64(700_008), Some(42));
+    assert_eq!(mb.load_u64(600_000), Some(7));
+
+    let stats = ca.stats().unwrap();
+    let value = |n: &str| {
+        stats
+            .iter()
+            .find(|(k, _)| k == n)
+            .map(|(_, v)| *v)
+            .unwrap_or(0)
+    };
+    assert!(value("sent_pkts") > 100, "{stats:?}");
+    assert_eq!(value("rcvd_icrc_err"), 0);
+}
