@@ -267,3 +267,36 @@ pub fn connect(
     }
     qp.modify(&a, m)
 }
+
+/// Polls `cq` until `n` completions arrived (panics after 10 s with what came).
+pub fn wait_completions(cq: &verbs_shm::client::Cq, n: usize) -> Vec<verbs_shm::client::WorkCompletion> {
+    use verbs_shm::client::WorkCompletion;
+    let mut got = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut buf = [WorkCompletion::default(); 16];
+    while got.len() < n {
+        let k = cq.poll(&mut buf).expect("poll");
+        got.extend_from_slice(&buf[..k.min(n - got.len())]);
+        assert!(Instant::now() < deadline, "only {} of {n} completions after 10 s: {got:?}", got.len());
+        if k == 0 {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    }
+    got
+}
+
+/// Moves a UD QP to RTS with Q_Key `qkey`.
+pub fn ud_ready(qp: &verbs_shm::client::Qp, qkey: u32, psn: u32) -> verbs_shm::client::Result<()> {
+    let mut a = QpAttr { qp_state: 1, port_num: 1, qkey, ..QpAttr::default() };
+    qp.modify(&a, mask::STATE | mask::PKEY_INDEX | mask::PORT | mask::QKEY)?;
+    a.qp_state = 2;
+    qp.modify(&a, mask::STATE)?;
+    a.qp_state = 3;
+    a.sq_psn = psn;
+    qp.modify(&a, mask::STATE | mask::SQ_PSN)
+}
+
+/// The value of counter `name` in `stats`.
+pub fn counter(stats: &[(String, u64)], name: &str) -> u64 {
+    stats.iter().find(|(k, _)| k == name).map(|(_, v)| *v).unwrap_or(0)
+}

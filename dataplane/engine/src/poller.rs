@@ -618,33 +618,44 @@ impl Poller {
 
     /// Receives a batch of frames.
     fn receive(&mut self, now: Instant) -> usize {
-        let batch = self.port.rx().poll();
+        let Poller { port, endpoint, mem, qps, srqs, ahs, counters, pending, .. } = self;
+        let batch = port.rx().poll();
         let n = batch.len();
-        for frame in batch.iter() {
-            self.endpoint.handle_frame(now, frame, &mut self.mem);
+        if n > 0 {
+            // Receive work requests posted before these frames were sent must be there to
+            // meet them (a UC or UD message finding none is dropped): take the rings first.
+            Self::pull_all(endpoint, qps, srqs, ahs, counters, pending, now);
+            for frame in batch.iter() {
+                endpoint.handle_frame(now, frame, mem);
+            }
         }
         drop(batch);
-        self.counters.rx_frames += n as u64;
+        counters.rx_frames += n as u64;
         n
     }
 
     /// Moves new work requests from the applications' rings into the transport, and
     /// publishes how many the transport has retired.
     fn pull_rings(&mut self, now: Instant) -> usize {
+        let Poller { endpoint, qps, srqs, ahs, counters, pending, .. } = self;
+        Self::pull_all(endpoint, qps, srqs, ahs, counters, pending, now)
+    }
+
+    fn pull_all(
+        endpoint: &mut Endpoint,
+        qps: &mut HashMap<u32, QpEntry>,
+        srqs: &mut HashMap<u32, SrqEntry>,
+        ahs: &HashMap<u32, (PdId, Path)>,
+        counters: &mut DaemonCounters,
+        pending: &mut VecDeque<Completion>,
+        now: Instant,
+    ) -> usize {
         let mut moved = 0;
-        for (&qpn, q) in self.qps.iter_mut() {
-            moved += Self::pull_qp(
-                &mut self.endpoint,
-                &self.ahs,
-                &mut self.counters,
-                &mut self.pending,
-                now,
-                Qpn::new(qpn),
-                q,
-            );
+        for (&qpn, q) in qps.iter_mut() {
+            moved += Self::pull_qp(endpoint, ahs, counters, pending, now, Qpn::new(qpn), q);
         }
-        for (&id, s) in self.srqs.iter_mut() {
-            moved += Self::pull_srq(&mut self.endpoint, &mut self.counters, id, s);
+        for (&id, s) in srqs.iter_mut() {
+            moved += Self::pull_srq(endpoint, counters, id, s);
         }
         moved
     }
@@ -848,6 +859,7 @@ impl Poller {
         {
             n += 1;
             let Some(q) = self.qps.get(&c.qpn) else {
+                debug!("completion for a QP that is gone: {c:?}");
                 continue;
             };
             let cq = match c.queue {
@@ -855,11 +867,13 @@ impl Poller {
                 CompletionQueue::Recv => q.recv_cq,
             };
             let Some(entry) = self.cqs.get_mut(&cq) else {
+                debug!("completion for a CQ that is gone: {c:?}");
                 continue;
             };
             if entry.broken {
                 continue;
             }
+            log::trace!("CQ {cq}: {c:?}");
             let cqe = to_cqe(&c, self.epoch.elapsed());
             match entry.ring.push(&cqe) {
                 Ok(true) => {
