@@ -89,12 +89,17 @@ impl TwoHosts {
                 DEVICE,
             ];
             argv.extend_from_slice(extra);
-            let child = hosts
-                .lab
-                .command(side, &argv)
-                .stdout(Stdio::null())
-                .stderr(file)
-                .spawn()?;
+            let mut cmd = hosts.lab.command(side, &argv);
+            cmd.stdout(Stdio::null()).stderr(file);
+            // The daemon dies with the test even when the test is killed (no Drop runs then).
+            let die_with_parent = || {
+                // Safety: prctl(PR_SET_PDEATHSIG) is async-signal-safe and touches no memory.
+                unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) };
+                Ok(())
+            };
+            // Safety: the closure only makes one async-signal-safe system call.
+            unsafe { std::os::unix::process::CommandExt::pre_exec(&mut cmd, die_with_parent) };
+            let child = cmd.spawn()?;
             hosts.daemons.push((side, child));
         }
         for side in [Side::A, Side::B] {
@@ -269,7 +274,10 @@ pub fn connect(
 }
 
 /// Polls `cq` until `n` completions arrived (panics after 10 s with what came).
-pub fn wait_completions(cq: &verbs_shm::client::Cq, n: usize) -> Vec<verbs_shm::client::WorkCompletion> {
+pub fn wait_completions(
+    cq: &verbs_shm::client::Cq,
+    n: usize,
+) -> Vec<verbs_shm::client::WorkCompletion> {
     use verbs_shm::client::WorkCompletion;
     let mut got = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -277,7 +285,11 @@ pub fn wait_completions(cq: &verbs_shm::client::Cq, n: usize) -> Vec<verbs_shm::
     while got.len() < n {
         let k = cq.poll(&mut buf).expect("poll");
         got.extend_from_slice(&buf[..k.min(n - got.len())]);
-        assert!(Instant::now() < deadline, "only {} of {n} completions after 10 s: {got:?}", got.len());
+        assert!(
+            Instant::now() < deadline,
+            "only {} of {n} completions after 10 s: {got:?}",
+            got.len()
+        );
         if k == 0 {
             std::thread::sleep(Duration::from_micros(50));
         }
@@ -287,7 +299,12 @@ pub fn wait_completions(cq: &verbs_shm::client::Cq, n: usize) -> Vec<verbs_shm::
 
 /// Moves a UD QP to RTS with Q_Key `qkey`.
 pub fn ud_ready(qp: &verbs_shm::client::Qp, qkey: u32, psn: u32) -> verbs_shm::client::Result<()> {
-    let mut a = QpAttr { qp_state: 1, port_num: 1, qkey, ..QpAttr::default() };
+    let mut a = QpAttr {
+        qp_state: 1,
+        port_num: 1,
+        qkey,
+        ..QpAttr::default()
+    };
     qp.modify(&a, mask::STATE | mask::PKEY_INDEX | mask::PORT | mask::QKEY)?;
     a.qp_state = 2;
     qp.modify(&a, mask::STATE)?;
@@ -298,5 +315,9 @@ pub fn ud_ready(qp: &verbs_shm::client::Qp, qkey: u32, psn: u32) -> verbs_shm::c
 
 /// The value of counter `name` in `stats`.
 pub fn counter(stats: &[(String, u64)], name: &str) -> u64 {
-    stats.iter().find(|(k, _)| k == name).map(|(_, v)| *v).unwrap_or(0)
+    stats
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| *v)
+        .unwrap_or(0)
 }

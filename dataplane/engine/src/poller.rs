@@ -618,7 +618,17 @@ impl Poller {
 
     /// Receives a batch of frames.
     fn receive(&mut self, now: Instant) -> usize {
-        let Poller { port, endpoint, mem, qps, srqs, ahs, counters, pending, .. } = self;
+        let Poller {
+            port,
+            endpoint,
+            mem,
+            qps,
+            srqs,
+            ahs,
+            counters,
+            pending,
+            ..
+        } = self;
         let batch = port.rx().poll();
         let n = batch.len();
         if n > 0 {
@@ -637,7 +647,15 @@ impl Poller {
     /// Moves new work requests from the applications' rings into the transport, and
     /// publishes how many the transport has retired.
     fn pull_rings(&mut self, now: Instant) -> usize {
-        let Poller { endpoint, qps, srqs, ahs, counters, pending, .. } = self;
+        let Poller {
+            endpoint,
+            qps,
+            srqs,
+            ahs,
+            counters,
+            pending,
+            ..
+        } = self;
         Self::pull_all(endpoint, qps, srqs, ahs, counters, pending, now)
     }
 

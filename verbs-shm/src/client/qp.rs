@@ -516,6 +516,16 @@ impl Qp {
         Ok(())
     }
 
+    /// Overwrites the send ring's producer counter: what a buggy or hostile application
+    /// can do to its own ring. For tests of the daemon's defences only.
+    #[doc(hidden)]
+    pub fn scribble_send_producer(&self, value: u32) {
+        let sq = self.sq.lock().unwrap_or_else(|e| e.into_inner());
+        sq.ring().publish_producer(value);
+        drop(sq);
+        self.ctx.doorbell(self.poller);
+    }
+
     /// Posts raw shared-memory send work requests (for the drop-in libibverbs).
     pub fn post_send_raw(&self, wqe: &SendWqe) -> Result<()> {
         let mut sq = self.sq.lock().unwrap_or_else(|e| e.into_inner());
