@@ -203,7 +203,7 @@ fn shared_receive_queue_feeds_two_qps_and_raises_its_limit_event() {
     let c = wait_completions(&cqb, 2);
     let mut by_qp: Vec<(u32, u64)> = c.iter().map(|c| (c.qp_num, c.wr_id)).collect();
     by_qp.sort();
-    let mut want = vec![(b1.qpn(), 100), (b2.qpn(), 101)];
+    let mut want = [(b1.qpn(), 100), (b2.qpn(), 101)];
     want.sort();
     let got_qps: Vec<u32> = by_qp.iter().map(|x| x.0).collect();
     let want_qps: Vec<u32> = want.iter().map(|x| x.0).collect();
