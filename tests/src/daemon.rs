@@ -13,16 +13,26 @@ use std::time::{Duration, Instant};
 use verbs_shm::client::{AhAttr, Context, QpAttr};
 use xroce_lab::{Lab, LabConfig, Side};
 
-/// The path of the `xroced` binary, built once per process (profile of the test build).
+/// The path of the `xroced` binary, built once per process (with the profile of this
+/// build: debug for the tests).
 pub fn xroced() -> io::Result<PathBuf> {
     static PATH: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    PATH.get_or_init(|| build_bin("xroce-engine", "xroced"))
+    PATH.get_or_init(|| build_bin("xroce-engine", "xroced", !cfg!(debug_assertions)))
         .clone()
         .map_err(io::Error::other)
 }
 
-/// Builds `bin` of `package` with the cargo running the tests, and returns its path.
-pub fn build_bin(package: &str, bin: &str) -> Result<PathBuf, String> {
+/// The path of a release build of `xroced` (for the demo and the bench), built once per
+/// process.
+pub fn xroced_release() -> io::Result<PathBuf> {
+    static PATH: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    PATH.get_or_init(|| build_bin("xroce-engine", "xroced", true))
+        .clone()
+        .map_err(io::Error::other)
+}
+
+/// Builds `bin` of `package` with the cargo running us, and returns its path.
+pub fn build_bin(package: &str, bin: &str, release: bool) -> Result<PathBuf, String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.args([
@@ -34,7 +44,7 @@ pub fn build_bin(package: &str, bin: &str) -> Result<PathBuf, String> {
         bin,
         "--message-format=json",
     ]);
-    if !cfg!(debug_assertions) {
+    if release {
         cmd.arg("--release");
     }
     let out = cmd
@@ -70,12 +80,20 @@ pub const DEVICE: &str = "xroce0";
 impl TwoHosts {
     /// Builds a lab and starts `xroced` on both hosts, with `extra` arguments.
     pub fn start(config: &LabConfig, extra: &[&str]) -> io::Result<TwoHosts> {
+        TwoHosts::start_with(&xroced()?, config, extra)
+    }
+
+    /// Like [`TwoHosts::start`], with the daemon binary `bin`.
+    pub fn start_with(
+        bin: &std::path::Path,
+        config: &LabConfig,
+        extra: &[&str],
+    ) -> io::Result<TwoHosts> {
         let lab = Lab::new(config).map_err(io::Error::other)?;
         let mut hosts = TwoHosts {
             daemons: Vec::new(),
             lab,
         };
-        let bin = xroced()?;
         for side in [Side::A, Side::B] {
             let h = hosts.lab.host(side).clone();
             let log = std::env::temp_dir().join(format!("xroced-{}.log", h.netns));
