@@ -19,6 +19,9 @@ pub(crate) struct Args {
     /// Ping-pong round trips.
     #[arg(long, default_value_t = 2000)]
     iterations: usize,
+    /// Extra arguments for both daemons (for example `--daemon-args=--spin-us=0`).
+    #[arg(long, allow_hyphen_values = true, value_delimiter = ' ')]
+    daemon_args: Vec<String>,
 }
 
 struct End {
@@ -352,6 +355,16 @@ pub(crate) fn run(args: &Args) -> Result<()> {
         counter(&sb, "sent_pkts"),
         counter(&sb, "rcvd_pkts")
     );
+    if std::env::var_os("XROCE_DEMO_COUNTERS").is_some() {
+        for (side, stats) in [("A", &sa), ("B", &sb)] {
+            let nonzero: Vec<String> = stats
+                .iter()
+                .filter(|(_, v)| *v != 0)
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            println!("daemon {side}: {}", nonzero.join(" "));
+        }
+    }
     drop((ea, eb));
     drop(hosts);
     println!(

@@ -41,6 +41,8 @@ pub struct DaemonConfig {
     pub zero_copy: ZeroCopy,
     /// Per-application limits.
     pub limits: AppLimits,
+    /// How idle pollers wait.
+    pub idle: crate::poller::IdlePolicy,
 }
 
 /// The largest path MTU the daemon supports: a 4096-byte AF_XDP frame holds a 2048-byte
@@ -110,6 +112,7 @@ pub fn run(cfg: DaemonConfig, mut host: Box<dyn Host>) -> Result<()> {
             doorbell: doorbell.clone(),
             commands: rx,
             core,
+            idle: cfg.idle,
         };
         let mut port_cfg = PortConfig::new(&cfg.interface, queue);
         port_cfg.hugepages = cfg.hugepages;

@@ -292,6 +292,28 @@ pub struct PollerConfig {
     pub commands: CmdReceiver<Command>,
     /// The CPU to pin to, if any.
     pub core: Option<core_affinity::CoreId>,
+    /// How an idle poller waits.
+    pub idle: IdlePolicy,
+}
+
+/// How an idle poller waits for work: spin, then yield the core, then sleep in `poll(2)`.
+/// On a machine with few cores shared with the applications, spinning steals the core the
+/// application needs; on a dedicated core it buys the lowest latency.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IdlePolicy {
+    /// Spin this long after the last work.
+    pub spin: Duration,
+    /// Then yield the core until this long after the last work; then sleep.
+    pub yield_until: Duration,
+}
+
+impl Default for IdlePolicy {
+    fn default() -> IdlePolicy {
+        IdlePolicy {
+            spin: Duration::from_micros(50),
+            yield_until: Duration::from_millis(1),
+        }
+    }
 }
 
 /// One poller.
@@ -321,9 +343,6 @@ impl std::fmt::Debug for Poller {
     }
 }
 
-/// How long an idle poller spins before yielding, and yields before sleeping.
-const SPIN: Duration = Duration::from_micros(50);
-const YIELD: Duration = Duration::from_millis(1);
 /// The longest sleep (so the poller notices a stop even with no traffic).
 const MAX_SLEEP: Duration = Duration::from_millis(100);
 
@@ -386,14 +405,19 @@ impl Poller {
             }
             work += self.transmit(now);
             work += self.deliver(now);
+            // Frames still on the TX ring are work: in copy mode the kernel sends only when
+            // kicked (at most 32 frames a kick), and each pass kicks it again.
+            if self.port.tx().in_flight() > 0 {
+                work += 1;
+            }
             if work > 0 {
                 idle_since = None;
                 continue;
             }
             let idle = idle_since.get_or_insert_with(StdInstant::now).elapsed();
-            if idle < SPIN {
+            if idle < self.cfg.idle.spin {
                 std::hint::spin_loop();
-            } else if idle < YIELD {
+            } else if idle < self.cfg.idle.yield_until {
                 std::thread::yield_now();
             } else {
                 self.sleep();

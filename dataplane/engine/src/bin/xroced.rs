@@ -53,6 +53,12 @@ struct Args {
     /// Registered memory per application, in MiB.
     #[arg(long, default_value_t = 16384)]
     max_mr_mib: u64,
+    /// Microseconds an idle poller spins before yielding its core.
+    #[arg(long, default_value_t = 50)]
+    spin_us: u64,
+    /// Microseconds (since the last work) an idle poller keeps yielding before it sleeps.
+    #[arg(long, default_value_t = 1000)]
+    yield_us: u64,
     /// More logging (-v info is the default; -vv debug).
     #[arg(short, long, action = clap::ArgAction::Count)]
     verbose: u8,
@@ -132,6 +138,10 @@ fn main_with(args: Args) -> Result<()> {
             Policy::Auto => ZeroCopy::Auto,
             Policy::Never => ZeroCopy::Never,
             Policy::Required => ZeroCopy::Required,
+        },
+        idle: xroce_engine::poller::IdlePolicy {
+            spin: std::time::Duration::from_micros(args.spin_us),
+            yield_until: std::time::Duration::from_micros(args.yield_us.max(args.spin_us)),
         },
         limits: AppLimits {
             max_qps: args.max_qps,
