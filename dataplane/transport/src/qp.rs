@@ -180,7 +180,8 @@ pub struct Path {
     pub flow_label: u32,
     /// The IP hop limit / TTL.
     pub hop_limit: u8,
-    /// The UDP source port; the engine derives it from the QP numbers.
+    /// The UDP source port, or 0 for the one rxe uses: derived from the QP numbers (and
+    /// the flow label) for RC and UC, fixed per QP number for UD.
     pub udp_sport: u16,
     /// An 802.1Q VLAN ID to tag frames with, if any.
     pub vlan: Option<u16>,
