@@ -176,6 +176,13 @@ impl Emit for FrameWriter<'_> {
         self.buf.get_mut(payload..payload + payload_len)
     }
 
+    fn reaches(&self, path: &Path) -> bool {
+        self.config
+            .gids
+            .get(usize::from(path.sgid_index))
+            .is_some_and(|sgid| sgid.to_ipv4().is_some() == path.dgid.to_ipv4().is_some())
+    }
+
     fn commit(&mut self) {
         if let Some((repr, ib_len)) = self.pending.take() {
             self.committed = repr.emit(self.buf, ib_len).unwrap_or(0);
