@@ -140,7 +140,7 @@ impl ResponderState {
     }
 
     /// The most responses that may wait: every READ/atomic resource plus a few ACKs.
-    fn response_capacity(&self) -> usize {
+    pub(crate) fn response_capacity(&self) -> usize {
         self.max_resources + 8
     }
 
