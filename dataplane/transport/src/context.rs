@@ -48,6 +48,15 @@ pub trait Emit {
 
     /// Finishes the packet begun last.
     fn commit(&mut self);
+
+    /// Whether packets to `path` can be framed at all: its source GID exists and is of the
+    /// destination's address family. A work request to a path that cannot be reached fails
+    /// (rxe completes it with a local QP operation error when it cannot route it) instead
+    /// of waiting at the head of the send queue forever.
+    fn reaches(&self, path: &Path) -> bool {
+        let _ = path;
+        true
+    }
 }
 
 /// What a queue pair borrows for one call.

@@ -98,6 +98,20 @@ pub struct Transmit {
     pub qpn: Qpn,
 }
 
+/// What [`Endpoint::diagnostics`] reports. Not a stable interface.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EndpointDiagnostics {
+    /// Queue pairs on the active list.
+    pub active: usize,
+    /// Entries in the timer heap, live and stale.
+    pub timers: usize,
+    /// Completions waiting for [`Endpoint::poll_completion`].
+    pub completions: usize,
+    /// Events waiting for [`Endpoint::poll_event`].
+    pub events: usize,
+}
+
 /// Every queue pair and shared receive queue of one poller.
 #[derive(Debug)]
 pub struct Endpoint {
@@ -180,10 +194,15 @@ impl Endpoint {
     /// Destroys a queue pair; its outstanding work requests are dropped without completions
     /// (as `ibv_destroy_qp` does).
     pub fn destroy_qp(&mut self, qpn: Qpn) -> Result<(), EndpointError> {
-        self.qps
+        let slot = self
+            .qps
             .remove(&qpn.value())
-            .map(|_| ())
-            .ok_or(EndpointError::NoSuchQp(qpn))
+            .ok_or(EndpointError::NoSuchQp(qpn))?;
+        if slot.qp.scheduled {
+            // A QP created later with the same number must not inherit this turn.
+            self.active.retain(|&n| n != qpn.value());
+        }
+        Ok(())
     }
 
     /// A queue pair.
@@ -399,6 +418,18 @@ impl Endpoint {
     /// Whether any queue pair waits to transmit.
     pub fn has_transmit(&self) -> bool {
         !self.active.is_empty()
+    }
+
+    /// The sizes of the endpoint's own queues, for tests and fuzz targets that check
+    /// nothing grows without bound. Not a stable interface.
+    #[doc(hidden)]
+    pub fn diagnostics(&self) -> EndpointDiagnostics {
+        EndpointDiagnostics {
+            active: self.active.len(),
+            timers: self.timers.len(),
+            completions: self.completions.len(),
+            events: self.events.len(),
+        }
     }
 
     /// After any call into a QP: collect its completions, schedule it, register its timer.
