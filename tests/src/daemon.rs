@@ -70,6 +70,8 @@ pub fn build_bin(package: &str, bin: &str, release: bool) -> Result<PathBuf, Str
 #[derive(Debug)]
 pub struct TwoHosts {
     daemons: Vec<(Side, Child)>,
+    bin: PathBuf,
+    extra: Vec<String>,
     /// The lab (dropped after the daemons).
     pub lab: Lab,
 }
@@ -92,38 +94,72 @@ impl TwoHosts {
         let lab = Lab::new(config).map_err(io::Error::other)?;
         let mut hosts = TwoHosts {
             daemons: Vec::new(),
+            bin: bin.to_owned(),
+            extra: extra.iter().map(|s| s.to_string()).collect(),
             lab,
         };
         for side in [Side::A, Side::B] {
-            let h = hosts.lab.host(side).clone();
-            let log = std::env::temp_dir().join(format!("xroced-{}.log", h.netns));
-            let file = std::fs::File::create(&log)?;
-            let bin_text = bin.to_string_lossy().into_owned();
-            let mut argv = vec![
-                bin_text.as_str(),
-                "--interface",
-                h.interface.as_str(),
-                "--device",
-                DEVICE,
-            ];
-            argv.extend_from_slice(extra);
-            let mut cmd = hosts.lab.command(side, &argv);
-            cmd.stdout(Stdio::null()).stderr(file);
-            // The daemon dies with the test even when the test is killed (no Drop runs then).
-            let die_with_parent = || {
-                // Safety: prctl(PR_SET_PDEATHSIG) is async-signal-safe and touches no memory.
-                unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) };
-                Ok(())
-            };
-            // Safety: the closure only makes one async-signal-safe system call.
-            unsafe { std::os::unix::process::CommandExt::pre_exec(&mut cmd, die_with_parent) };
-            let child = cmd.spawn()?;
-            hosts.daemons.push((side, child));
+            let _ = std::fs::remove_file(hosts.log(side));
+            hosts.spawn(side)?;
         }
         for side in [Side::A, Side::B] {
             hosts.wait_ready(side)?;
         }
         Ok(hosts)
+    }
+
+    fn spawn(&mut self, side: Side) -> io::Result<()> {
+        let h = self.lab.host(side).clone();
+        let log = self.log(side);
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)?;
+        let bin_text = self.bin.to_string_lossy().into_owned();
+        let mut argv = vec![
+            bin_text.as_str(),
+            "--netdev",
+            h.interface.as_str(),
+            "--name",
+            DEVICE,
+        ];
+        argv.extend(self.extra.iter().map(String::as_str));
+        let mut cmd = self.lab.command(side, &argv);
+        cmd.stdout(Stdio::null()).stderr(file);
+        // The daemon dies with the test even when the test is killed (no Drop runs then).
+        let die_with_parent = || {
+            // Safety: prctl(PR_SET_PDEATHSIG) is async-signal-safe and touches no memory.
+            unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) };
+            Ok(())
+        };
+        // Safety: the closure only makes one async-signal-safe system call.
+        unsafe { std::os::unix::process::CommandExt::pre_exec(&mut cmd, die_with_parent) };
+        let child = cmd.spawn()?;
+        self.daemons.push((side, child));
+        Ok(())
+    }
+
+    /// Sends `signal` to the daemon of `side` and waits for it to exit; returns its status.
+    pub fn kill(
+        &mut self,
+        side: Side,
+        signal: nix::sys::signal::Signal,
+    ) -> io::Result<std::process::ExitStatus> {
+        let at = self
+            .daemons
+            .iter()
+            .position(|(s, _)| *s == side)
+            .ok_or_else(|| io::Error::other(format!("no daemon runs on {side:?}")))?;
+        let (_, mut child) = self.daemons.remove(at);
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal)
+            .map_err(io::Error::other)?;
+        child.wait()
+    }
+
+    /// Starts the daemon of `side` again (after [`TwoHosts::kill`]).
+    pub fn restart(&mut self, side: Side) -> io::Result<()> {
+        self.spawn(side)?;
+        self.wait_ready(side)
     }
 
     fn wait_ready(&mut self, side: Side) -> io::Result<()> {

@@ -13,11 +13,11 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 
 use crossbeam_channel::{Sender, bounded};
-use log::{debug, info, warn};
 use rand::Rng;
+use tracing::{debug, info, warn};
 use verbs_shm::contract::{self, Cqe, RecvWqe, SendWqe, ring_bytes};
 use verbs_shm::protocol::{
-    self, AhAttr, DeviceAttr, PortAttr, QpAttr as WireQpAttr, QpCaps, Reply, Request,
+    self, AhAttr, DeviceAttr, PortAttr, QpAttr as WireQpAttr, QpCaps, QpStat, Reply, Request,
 };
 use verbs_shm::ring::{Producer, Ring};
 use verbs_shm::sys::{self, Mapping};
@@ -169,14 +169,14 @@ impl Control {
     /// A control plane listening as `device`, with these pollers.
     pub fn new(
         device: &str,
+        listener: OwnedFd,
         pollers: Vec<PollerLink>,
         wake_page: OwnedFd,
         mut host: Box<dyn Host>,
         limits: AppLimits,
-    ) -> io::Result<Control> {
-        let listener = sys::listen(device)?;
+    ) -> Control {
         let gids = host.port().gids;
-        Ok(Control {
+        Control {
             device: device.to_owned(),
             listener,
             pollers,
@@ -189,7 +189,7 @@ impl Control {
             keys: HashSet::new(),
             qpns: HashSet::new(),
             gids,
-        })
+        }
     }
 
     /// The listening socket (for the daemon's poll set).
@@ -491,6 +491,16 @@ impl Control {
             Request::Stats => ok(Reply::Stats {
                 counters: self.stats(),
             }),
+            Request::QpStats => {
+                let mut qps: Vec<QpStat> = self
+                    .pollers
+                    .iter()
+                    .filter_map(|p| p.call(Command::QpStats))
+                    .flatten()
+                    .collect();
+                qps.sort_by_key(|q| q.qpn);
+                ok(Reply::QpStats { qps })
+            }
         }
     }
 

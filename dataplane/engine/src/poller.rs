@@ -25,9 +25,9 @@ use std::sync::atomic::{AtomicU32, Ordering, fence};
 use std::time::{Duration, Instant as StdInstant};
 
 use crossbeam_channel::{Receiver as CmdReceiver, Sender};
-use log::{debug, warn};
+use tracing::{debug, warn};
 use verbs_shm::contract::{self, ARM_NEXT, ARM_NONE, ARM_SOLICITED, Cqe, RecvWqe, SendWqe};
-use verbs_shm::protocol::{CompletionEvent, EventRecord};
+use verbs_shm::protocol::{CompletionEvent, EventRecord, QpStat};
 use verbs_shm::ring::{Producer, Ring, RingError};
 use verbs_shm::sys::Mapping;
 use xroce_transport::{
@@ -122,6 +122,8 @@ pub enum Command {
     DestroyAh(u32, Sender<()>),
     /// Reads the counters.
     Stats(Sender<PollerStats>),
+    /// Every QP's state and counters.
+    QpStats(Sender<Vec<QpStat>>),
     /// Replaces the GID table.
     SetGids(Vec<xroce_wire::Gid>),
     /// Stops the poller.
@@ -606,6 +608,22 @@ impl Poller {
                 self.ahs.remove(&handle);
                 let _ = reply.send(());
             }
+            Command::QpStats(reply) => {
+                let qps = self
+                    .endpoint
+                    .qp_stats()
+                    .filter_map(|(qpn, state, counters)| {
+                        let qp = self.endpoint.qp(qpn)?;
+                        Some(QpStat {
+                            qpn: qpn.value(),
+                            qp_type: format!("{:?}", qp.qp_type()).to_uppercase(),
+                            state: state_name(state).to_owned(),
+                            counters: counters.iter().map(|(n, v)| (n.to_owned(), v)).collect(),
+                        })
+                    })
+                    .collect();
+                let _ = reply.send(qps);
+            }
             Command::Stats(reply) => {
                 let c = &self.counters;
                 let port = self.port.counters();
@@ -915,7 +933,7 @@ impl Poller {
             if entry.broken {
                 continue;
             }
-            log::trace!("CQ {cq}: {c:?}");
+            tracing::trace!("CQ {cq}: {c:?}");
             let cqe = to_cqe(&c, self.epoch.elapsed());
             match entry.ring.push(&cqe) {
                 Ok(true) => {
@@ -1120,4 +1138,17 @@ fn convert_recv(w: &RecvWqe, max_sge: u32) -> Result<TRecvWqe, &'static str> {
         wr_id: w.wr_id,
         sges: list,
     })
+}
+
+/// A QP state as `ibv_qp_state` names it.
+fn state_name(state: QpState) -> &'static str {
+    match state {
+        QpState::Reset => "RESET",
+        QpState::Init => "INIT",
+        QpState::Rtr => "RTR",
+        QpState::Rts => "RTS",
+        QpState::Sqd => "SQD",
+        QpState::Sqe => "SQE",
+        QpState::Err => "ERR",
+    }
 }

@@ -65,8 +65,10 @@ pub struct Cx<'a, M: MemoryTable + ?Sized> {
     pub now: Instant,
     /// The memory regions.
     pub mem: &'a mut M,
-    /// The counters.
+    /// The endpoint's counters.
     pub counters: &'a mut Counters,
+    /// The counters of the QP being served (every increment goes to both).
+    pub qp_counters: &'a mut Counters,
     /// The QP's shared receive queue, if it has one.
     pub srq: Option<&'a mut Srq>,
     /// Asynchronous events.
@@ -77,6 +79,7 @@ impl<M: MemoryTable + ?Sized> Cx<'_, M> {
     /// Increments a counter.
     pub(crate) fn count(&mut self, counter: Counter) {
         self.counters.inc(counter);
+        self.qp_counters.inc(counter);
     }
 }
 

@@ -18,7 +18,7 @@ use crate::context::{AsyncEvent, Cx};
 use crate::counters::{Counter, Counters};
 use crate::frame::{self, FrameWriter, Received};
 use crate::memory::MemoryTable;
-use crate::qp::{AttrMask, Limits, ModifyError, PostError, QpAttr, QpConfig, QueuePair};
+use crate::qp::{AttrMask, Limits, ModifyError, PostError, QpAttr, QpConfig, QpState, QueuePair};
 use crate::srq::{Srq, SrqAttr, SrqId};
 use crate::time::Instant;
 use crate::wqe::{RecvWqe, SendWqe};
@@ -129,6 +129,8 @@ pub struct Endpoint {
 #[derive(Debug)]
 struct QpSlot {
     qp: QueuePair,
+    /// What happened on this QP alone (the endpoint's counters hold the sum and more).
+    counters: Counters,
     /// The deadline of this QP's live entry in the timer heap.
     timer: Option<Instant>,
 }
@@ -185,6 +187,7 @@ impl Endpoint {
             qpn.value(),
             QpSlot {
                 qp: QueuePair::new(config),
+                counters: Counters::default(),
                 timer: None,
             },
         );
@@ -203,6 +206,18 @@ impl Endpoint {
             self.active.retain(|&n| n != qpn.value());
         }
         Ok(())
+    }
+
+    /// One queue pair's counters.
+    pub fn qp_counters(&self, qpn: Qpn) -> Option<&Counters> {
+        self.qps.get(&qpn.value()).map(|slot| &slot.counters)
+    }
+
+    /// Every queue pair's number, state and counters.
+    pub fn qp_stats(&self) -> impl Iterator<Item = (Qpn, QpState, &Counters)> + '_ {
+        self.qps
+            .values()
+            .map(|slot| (slot.qp.qpn(), slot.qp.state(), &slot.counters))
     }
 
     /// A queue pair.
@@ -316,11 +331,13 @@ impl Endpoint {
             return self.counters.inc(Counter::rcvd_unknown_qpn);
         };
         self.counters.inc(Counter::rcvd_pkts);
+        slot.counters.inc(Counter::rcvd_pkts);
         let srq = slot.qp.config().srq.and_then(|id| self.srqs.get_mut(&id.0));
         let mut cx = Cx {
             now,
             mem,
             counters: &mut self.counters,
+            qp_counters: &mut slot.counters,
             srq,
             events: &mut self.events,
         };
@@ -346,12 +363,16 @@ impl Endpoint {
                 now,
                 mem: &mut *mem,
                 counters: &mut self.counters,
+                qp_counters: &mut slot.counters,
                 srq,
                 events: &mut self.events,
             };
             let mut writer = FrameWriter::new(buf, &self.config, &mut self.ip_id, slot.qp.qpn());
             let sent = slot.qp.poll_transmit(&mut cx, &mut writer);
             let len = writer.committed();
+            if sent {
+                slot.counters.inc(Counter::sent_pkts);
+            }
             // A QP that had nothing it could send (window full, waiting for a fence) leaves
             // the active list until an acknowledgement, a post or a timer wakes it.
             self.after(now, qpn, sent);
@@ -407,6 +428,7 @@ impl Endpoint {
                 now,
                 mem: &mut *mem,
                 counters: &mut self.counters,
+                qp_counters: &mut slot.counters,
                 srq,
                 events: &mut self.events,
             };

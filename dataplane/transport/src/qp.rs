@@ -949,7 +949,7 @@ impl QueuePair {
     /// Handles one received packet addressed to this QP.
     pub fn handle_packet<M: MemoryTable + ?Sized>(&mut self, pkt: &Packet<'_>, cx: &mut Cx<'_, M>) {
         if pkt.h.transport != self.config.qp_type {
-            cx.counters.inc(Counter::rcvd_wrong_transport);
+            cx.count(Counter::rcvd_wrong_transport);
             return;
         }
         if pkt.h.kind.is_response() {

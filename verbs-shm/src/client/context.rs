@@ -202,4 +202,12 @@ impl Context {
             other => Err(Error::Protocol(format!("unexpected reply {other:?}"))),
         }
     }
+
+    /// Every queue pair's state and counters, by QP number.
+    pub fn qp_stats(&self) -> Result<Vec<crate::protocol::QpStat>> {
+        match self.inner.call(&Request::QpStats, &[])?.0 {
+            Reply::QpStats { qps } => Ok(qps),
+            other => Err(Error::Protocol(format!("unexpected reply {other:?}"))),
+        }
+    }
 }
