@@ -35,6 +35,9 @@ pub(crate) fn open_device(device: *mut ibv_device) -> Verb<*mut ibv_context> {
     // The daemon creates the event socket pair non-blocking; verbs' async_fd blocks until
     // the application asks otherwise (our end is our own file description).
     set_nonblocking(async_fd, false)?;
+    // Resolved now, from the namespace the application opened the device in (the
+    // daemon's): a context may be used from threads in other namespaces afterwards.
+    let ifindex = client.query_port().map_or(0, |p| self::ifindex(&p.netdev));
     let mut vctx = verbs_context {
         query_port: Some(ops::query_port),
         query_device_ex: Some(ops::query_device_ex),
@@ -51,6 +54,7 @@ pub(crate) fn open_device(device: *mut ibv_device) -> Verb<*mut ibv_context> {
     let ctx = publish(Context {
         vctx: UnsafeCell::new(vctx),
         client,
+        ifindex,
         targets: std::sync::Mutex::new(Targets::default()),
     });
     Ok(ctx.ibv())
@@ -322,13 +326,13 @@ fn ifindex(netdev: &str) -> u32 {
     unsafe { libc::if_nametoindex(name.as_ptr()) }
 }
 
-fn gid_entry(port: &PortAttr, index: u32, gid: [u8; 16]) -> ibv_gid_entry {
+fn gid_entry(ctx: &Context, index: u32, gid: [u8; 16]) -> ibv_gid_entry {
     ibv_gid_entry {
         gid: ibv_gid::from_raw(gid),
         gid_index: index,
         port_num: 1,
         gid_type: IBV_GID_TYPE_ROCE_V2,
-        ndev_ifindex: ifindex(&port.netdev),
+        ndev_ifindex: ctx.ifindex,
     }
 }
 
@@ -353,7 +357,7 @@ pub(crate) unsafe fn query_gid_ex(
     let gid = gid_at(&port, gid_index)?.ok_or(Errno(libc::ENODATA))?;
     // Safety: checked non-NULL and at least an `ibv_gid_entry` long; writable per the
     // caller.
-    unsafe { entry.write(gid_entry(&port, gid_index, gid)) };
+    unsafe { entry.write(gid_entry(&ctx, gid_index, gid)) };
     Ok(())
 }
 
@@ -381,7 +385,7 @@ pub(crate) unsafe fn query_gid_table(
         return Err(Errno::EINVAL);
     }
     for (n, (index, gid)) in valid.iter().enumerate() {
-        let value = gid_entry(&port, *index, *gid);
+        let value = gid_entry(&ctx, *index, *gid);
         // Safety: `n < max_entries`, so the entry lies inside the caller's array; entries
         // are `entry_size` bytes apart (a newer caller's entry is larger) and may not be
         // aligned for ours.

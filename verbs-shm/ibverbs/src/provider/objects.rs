@@ -197,6 +197,9 @@ pub(crate) struct Targets {
 pub(crate) struct Context {
     pub(crate) vctx: UnsafeCell<verbs_context>,
     pub(crate) client: client::Context,
+    /// The served interface's index in the network namespace the device was opened in
+    /// (the daemon's), for `ibv_gid_entry::ndev_ifindex`; 0 if unknown.
+    pub(crate) ifindex: u32,
     /// The objects events can name.
     pub(crate) targets: Mutex<Targets>,
 }
