@@ -64,6 +64,8 @@ struct Verbs {
     destroy_qp: unsafe extern "C" fn(*mut ibv_qp) -> c_int,
     qp_to_qp_ex: unsafe extern "C" fn(*mut ibv_qp) -> *mut ibv_qp_ex,
     reg_dmabuf_mr: unsafe extern "C" fn(*mut ibv_pd, u64, usize, u64, c_int, c_int) -> *mut ibv_mr,
+    get_async_event: unsafe extern "C" fn(*mut ibv_context, *mut ibv_async_event) -> c_int,
+    ack_async_event: unsafe extern "C" fn(*mut ibv_async_event),
     _library: ibverbs_support::Library,
 }
 
@@ -146,6 +148,8 @@ impl Verbs {
             destroy_qp: symbol!(handle, "ibv_destroy_qp" @ "IBVERBS_1.1"),
             qp_to_qp_ex: symbol!(handle, "ibv_qp_to_qp_ex" @ "IBVERBS_1.6"),
             reg_dmabuf_mr: symbol!(handle, "ibv_reg_dmabuf_mr" @ "IBVERBS_1.12"),
+            get_async_event: symbol!(handle, "ibv_get_async_event" @ "IBVERBS_1.1"),
+            ack_async_event: symbol!(handle, "ibv_ack_async_event" @ "IBVERBS_1.1"),
             _library: library,
         }
     }
@@ -878,6 +882,110 @@ fn threads_post_and_poll_concurrently_on_shared_objects() {
     assert_eq!(unsafe { (verbs.destroy_cq)(shared_cq.0) }, 0);
     // Safety: as above.
     assert_eq!(unsafe { (verbs.dereg_mr)(mr_a) }, 0);
+    // Safety: as above.
+    assert_eq!(unsafe { (verbs.dereg_mr)(mr_b) }, 0);
+    // Safety: as above.
+    assert_eq!(unsafe { (verbs.dealloc_pd)(pd_a) }, 0);
+    // Safety: as above.
+    assert_eq!(unsafe { (verbs.dealloc_pd)(pd_b) }, 0);
+    // Safety: as above.
+    assert_eq!(unsafe { (verbs.close_device)(ca.0) }, 0);
+    // Safety: as above.
+    assert_eq!(unsafe { (verbs.close_device)(cb.0) }, 0);
+}
+
+/// An overrun CQ is reported as verbs says (IBTA 10.10.2.3): an `IBV_EVENT_CQ_ERR`
+/// asynchronous event naming it, on a blocking `async_fd`; polling it fails from then on.
+#[test]
+fn an_overrun_cq_raises_an_asynchronous_event() {
+    if !runnable("ibverbs_api async events", &[]) {
+        return;
+    }
+    let _one_at_a_time = serial();
+    let bench = Bench::start();
+    let verbs = Verbs::load();
+    let (ca, cb) = (open(&verbs, &bench, Side::A), open(&verbs, &bench, Side::B));
+    // Safety: a context of the library.
+    let async_fd = unsafe { (*ca.0).async_fd };
+    // Safety: fcntl on the library's descriptor, reading its flags only.
+    let flags = unsafe { libc::fcntl(async_fd, libc::F_GETFL) };
+    assert_eq!(flags & libc::O_NONBLOCK, 0, "async_fd blocks by default");
+
+    let pages = Pages::new(1 << 16);
+    let access = (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE) as c_int;
+    // Safety: a context of the library.
+    let pd_a = unsafe { (verbs.alloc_pd)(ca.0) };
+    // Safety: as above.
+    let pd_b = unsafe { (verbs.alloc_pd)(cb.0) };
+    // Safety: the library's PD and memory of this process.
+    let mr_b = unsafe { (verbs.reg_mr)(pd_b, pages.at(0).cast(), pages.len, access) };
+    assert!(!pd_a.is_null() && !mr_b.is_null());
+    let no_channel = std::ptr::null_mut();
+    // One entry on A; B's receive side sees nothing anyway.
+    // Safety: a context of the library.
+    let cq_a = Ptr(unsafe { (verbs.create_cq)(ca.0, 1, std::ptr::null_mut(), no_channel, 0) });
+    // Safety: as above.
+    let cq_b = Ptr(unsafe { (verbs.create_cq)(cb.0, 2, std::ptr::null_mut(), no_channel, 0) });
+    // Safety: a live CQ.
+    assert_eq!(unsafe { (*cq_a.0).cqe }, 1);
+    let qa = create_qp(&verbs, pd_a, cq_a.0, cq_a.0, 8);
+    let qb = create_qp(&verbs, pd_b, cq_b.0, cq_b.0, 8);
+    // Safety: a live QP.
+    let qpn_a = unsafe { (*qa.0).qp_num };
+    // Safety: as above.
+    let qpn_b = unsafe { (*qb.0).qp_num };
+    connect(&verbs, qa, bench.hosts.lab.host(Side::B).ipv4, qpn_b);
+    connect(&verbs, qb, bench.hosts.lab.host(Side::A).ipv4, qpn_a);
+    // Safety: a live MR.
+    let rkey = unsafe { (*mr_b).rkey };
+
+    // Three signaled zero-length WRITEs into a one-entry CQ that nobody polls.
+    for id in 0..3u64 {
+        let mut wr = ibv_send_wr {
+            wr_id: id,
+            opcode: IBV_WR_RDMA_WRITE,
+            send_flags: IBV_SEND_SIGNALED,
+            ..ibv_send_wr::default()
+        };
+        wr.wr.rdma = ibv_send_wr_rdma {
+            remote_addr: pages.at(0) as u64,
+            rkey,
+        };
+        // Safety: a QP of the library; no local memory is read.
+        assert_eq!(unsafe { post_send(qa, &mut wr) }, 0);
+    }
+    let mut ready = libc::pollfd {
+        fd: async_fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // Safety: one valid pollfd.
+    let n = unsafe { libc::poll(&mut ready, 1, 30_000) };
+    assert_eq!(n, 1, "an asynchronous event within 30 s");
+    let mut event = ibv_async_event::default();
+    // Safety: a context of the library and a writable event.
+    assert_eq!(unsafe { (verbs.get_async_event)(ca.0, &mut event) }, 0);
+    assert_eq!(event.event_type, IBV_EVENT_CQ_ERR);
+    // Safety: for a CQ event the element is the CQ.
+    assert_eq!(unsafe { event.element.cq }, cq_a.0);
+    // Safety: the event just received, acknowledged once.
+    unsafe { (verbs.ack_async_event)(&mut event) };
+    let mut wc = [ibv_wc::default(); 4];
+    // Safety: the CQ's context and ops table belong to the library.
+    let poll = unsafe { ops(cq_a.0) }.poll_cq.expect("poll_cq op");
+    // Safety: a CQ of the library and room for 4 completions.
+    let polled = unsafe { poll(cq_a.0, 4, wc.as_mut_ptr()) };
+    assert!(polled < 0, "a broken CQ fails to poll ({polled})");
+
+    // Everything goes (the event was acknowledged: destroying the CQ does not wait).
+    // Safety: live objects of the library, each destroyed once.
+    assert_eq!(unsafe { (verbs.destroy_qp)(qa.0) }, 0);
+    // Safety: as above.
+    assert_eq!(unsafe { (verbs.destroy_qp)(qb.0) }, 0);
+    // Safety: as above.
+    assert_eq!(unsafe { (verbs.destroy_cq)(cq_a.0) }, 0);
+    // Safety: as above.
+    assert_eq!(unsafe { (verbs.destroy_cq)(cq_b.0) }, 0);
     // Safety: as above.
     assert_eq!(unsafe { (verbs.dereg_mr)(mr_b) }, 0);
     // Safety: as above.

@@ -142,7 +142,8 @@ pub(crate) fn list() -> Verb<DeviceList> {
     // No daemon (or no /proc) is an empty list, as rdma-core answers without devices.
     let names = verbs_shm::client::devices().unwrap_or_default();
     for name in &names {
-        if registered(name) {
+        // A name too long for `ibv_device::name` cannot be listed (register refuses it).
+        if name.len() >= IBV_SYSFS_NAME_MAX || registered(name) {
             continue;
         }
         let guid = verbs_shm::client::Context::open(name)
@@ -159,10 +160,11 @@ pub(crate) fn list() -> Verb<DeviceList> {
 }
 
 fn registered(name: &str) -> bool {
-    registry()
-        .devices
-        .iter()
-        .any(|d| d.get().ibv.name[..name.len() + 1] == c_name(name)[..])
+    name.len() < IBV_SYSFS_NAME_MAX
+        && registry()
+            .devices
+            .iter()
+            .any(|d| d.get().ibv.name[..name.len() + 1] == c_name(name)[..])
 }
 
 /// A new NULL-terminated array of the registered devices named in `names`.
@@ -294,6 +296,9 @@ mod tests {
         assert_eq!(listed(only_first.array, 1), vec![first]);
         assert_eq!(free_list(only_first.array), Ok(()));
         assert_eq!(name_string(second), Ok("xroce-test1".to_string()));
+        let too_long = list_of(&["x".repeat(100)]).unwrap();
+        assert_eq!(too_long.count, 0, "a name that cannot be a device is no device");
+        assert_eq!(free_list(too_long.array), Ok(()));
         let devices = listed(after.array, after.count);
         assert!(devices.contains(&first) && devices.contains(&second));
         assert_eq!(name_of(first).unwrap(), c"xroce-test0");
