@@ -66,6 +66,17 @@ struct Verbs {
     reg_dmabuf_mr: unsafe extern "C" fn(*mut ibv_pd, u64, usize, u64, c_int, c_int) -> *mut ibv_mr,
     get_async_event: unsafe extern "C" fn(*mut ibv_context, *mut ibv_async_event) -> c_int,
     ack_async_event: unsafe extern "C" fn(*mut ibv_async_event),
+    create_ah: unsafe extern "C" fn(*mut ibv_pd, *mut ibv_ah_attr) -> *mut ibv_ah,
+    destroy_ah: unsafe extern "C" fn(*mut ibv_ah) -> c_int,
+    init_ah_from_wc: unsafe extern "C" fn(
+        *mut ibv_context,
+        u8,
+        *mut ibv_wc,
+        *mut ibv_grh,
+        *mut ibv_ah_attr,
+    ) -> c_int,
+    create_ah_from_wc:
+        unsafe extern "C" fn(*mut ibv_pd, *mut ibv_wc, *mut ibv_grh, u8) -> *mut ibv_ah,
     _library: ibverbs_support::Library,
 }
 
@@ -150,6 +161,10 @@ impl Verbs {
             reg_dmabuf_mr: symbol!(handle, "ibv_reg_dmabuf_mr" @ "IBVERBS_1.12"),
             get_async_event: symbol!(handle, "ibv_get_async_event" @ "IBVERBS_1.1"),
             ack_async_event: symbol!(handle, "ibv_ack_async_event" @ "IBVERBS_1.1"),
+            create_ah: symbol!(handle, "ibv_create_ah" @ "IBVERBS_1.1"),
+            destroy_ah: symbol!(handle, "ibv_destroy_ah" @ "IBVERBS_1.1"),
+            init_ah_from_wc: symbol!(handle, "ibv_init_ah_from_wc" @ "IBVERBS_1.1"),
+            create_ah_from_wc: symbol!(handle, "ibv_create_ah_from_wc" @ "IBVERBS_1.1"),
             _library: library,
         }
     }
@@ -996,6 +1011,229 @@ fn an_overrun_cq_raises_an_asynchronous_event() {
     assert_eq!(unsafe { (verbs.close_device)(ca.0) }, 0);
     // Safety: as above.
     assert_eq!(unsafe { (verbs.close_device)(cb.0) }, 0);
+}
+
+/// The IPv4-mapped GID of `ip`.
+fn mapped_gid(ip: std::net::Ipv4Addr) -> [u8; 16] {
+    let mut gid = [0u8; 16];
+    gid[10] = 0xff;
+    gid[11] = 0xff;
+    gid[12..].copy_from_slice(&ip.octets());
+    gid
+}
+
+/// A UD QP in RTS with Q_Key `QKEY`.
+fn ud_qp(verbs: &Verbs, pd: *mut ibv_pd, cq: *mut ibv_cq) -> Ptr<ibv_qp> {
+    let mut init = ibv_qp_init_attr {
+        send_cq: cq,
+        recv_cq: cq,
+        cap: ibv_qp_cap {
+            max_send_wr: 4,
+            max_recv_wr: 4,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data: 0,
+        },
+        qp_type: IBV_QPT_UD,
+        ..ibv_qp_init_attr::default()
+    };
+    // Safety: a PD and a CQ of the library, and a valid attribute structure.
+    let qp = Ptr(unsafe { (verbs.create_qp)(pd, &mut init) });
+    assert!(!qp.0.is_null(), "ibv_create_qp(UD): errno {}", errno());
+    let mut a = ibv_qp_attr {
+        qp_state: IBV_QPS_INIT,
+        port_num: 1,
+        qkey: QKEY,
+        ..ibv_qp_attr::default()
+    };
+    let mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY;
+    // Safety: a QP of the library and a valid attribute structure.
+    assert_eq!(unsafe { (verbs.modify_qp)(qp.0, &mut a, mask as c_int) }, 0);
+    a.qp_state = IBV_QPS_RTR;
+    let mask = IBV_QP_STATE;
+    // Safety: as above.
+    assert_eq!(unsafe { (verbs.modify_qp)(qp.0, &mut a, mask as c_int) }, 0);
+    a.qp_state = IBV_QPS_RTS;
+    a.sq_psn = 1;
+    let mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
+    // Safety: as above.
+    assert_eq!(unsafe { (verbs.modify_qp)(qp.0, &mut a, mask as c_int) }, 0);
+    qp
+}
+
+const QKEY: u32 = 0x1111_1111;
+/// The GRH area that starts every UD receive buffer.
+const GRH: usize = 40;
+
+/// Posts a receive of `GRH + len` bytes at `at`.
+fn post_ud_recv(qp: Ptr<ibv_qp>, pages: &Pages, lkey: u32, at: usize, len: usize) {
+    let mut sge = ibv_sge {
+        addr: pages.at(at) as u64,
+        length: (GRH + len) as u32,
+        lkey,
+    };
+    let mut wr = ibv_recv_wr {
+        wr_id: at as u64,
+        sg_list: &mut sge,
+        num_sge: 1,
+        ..ibv_recv_wr::default()
+    };
+    // Safety: a QP of the library and registered memory.
+    assert_eq!(unsafe { post_recv(qp, &mut wr) }, 0);
+}
+
+/// Sends `len` bytes at `at` to `qpn` through `ah`.
+fn post_ud_send(
+    qp: Ptr<ibv_qp>,
+    ah: *mut ibv_ah,
+    qpn: u32,
+    pages: &Pages,
+    lkey: u32,
+    at: usize,
+    len: usize,
+) {
+    let mut sge = ibv_sge {
+        addr: pages.at(at) as u64,
+        length: len as u32,
+        lkey,
+    };
+    let mut wr = ibv_send_wr {
+        wr_id: at as u64,
+        sg_list: &mut sge,
+        num_sge: 1,
+        opcode: IBV_WR_SEND,
+        send_flags: IBV_SEND_SIGNALED,
+        ..ibv_send_wr::default()
+    };
+    wr.wr.ud = ibv_send_wr_ud {
+        ah,
+        remote_qpn: qpn,
+        remote_qkey: QKEY,
+    };
+    // Safety: a QP and an AH of the library, and registered memory.
+    assert_eq!(unsafe { post_send(qp, &mut wr) }, 0);
+}
+
+/// Polls `cq` until a receive completion arrives (send completions are checked and
+/// skipped).
+fn wait_recv(cq: Ptr<ibv_cq>) -> ibv_wc {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut wc = [ibv_wc::default(); 1];
+    loop {
+        if poll_cq(cq, &mut wc) == 1 {
+            assert_eq!(wc[0].status, IBV_WC_SUCCESS, "{:?}", wc[0]);
+            if wc[0].opcode == IBV_WC_RECV {
+                return wc[0];
+            }
+        }
+        assert!(Instant::now() < deadline, "no receive within 30 s");
+        std::thread::yield_now();
+    }
+}
+
+/// A UD request carries its sender's address in the 40-byte GRH area of the receive
+/// buffer; `ibv_init_ah_from_wc` and `ibv_create_ah_from_wc` turn it into the address
+/// vector of the reply, and the reply arrives.
+#[test]
+fn a_ud_reply_goes_back_to_where_the_request_came_from() {
+    if !runnable("ibverbs_api UD reply", &[]) {
+        return;
+    }
+    let _one_at_a_time = serial();
+    let bench = Bench::start();
+    let verbs = Verbs::load();
+    let (ca, cb) = (open(&verbs, &bench, Side::A), open(&verbs, &bench, Side::B));
+    let (ipv4_a, ipv4_b) = (
+        bench.hosts.lab.host(Side::A).ipv4,
+        bench.hosts.lab.host(Side::B).ipv4,
+    );
+    let (mem_a, mem_b) = (Pages::new(1 << 16), Pages::new(1 << 16));
+    let access = IBV_ACCESS_LOCAL_WRITE as c_int;
+    let mut sides = Vec::new();
+    for (ctx, mem) in [(ca, &mem_a), (cb, &mem_b)] {
+        // Safety: a context of the library.
+        let pd = unsafe { (verbs.alloc_pd)(ctx.0) };
+        // Safety: the library's PD and memory of this process.
+        let mr = unsafe { (verbs.reg_mr)(pd, mem.at(0).cast(), mem.len, access) };
+        // Safety: a context of the library.
+        let cq = Ptr(unsafe {
+            (verbs.create_cq)(ctx.0, 8, std::ptr::null_mut(), std::ptr::null_mut(), 0)
+        });
+        assert!(!pd.is_null() && !mr.is_null() && !cq.0.is_null());
+        let qp = ud_qp(&verbs, pd, cq.0);
+        // Safety: a live MR.
+        let lkey = unsafe { (*mr).lkey };
+        // Safety: a live QP.
+        let qpn = unsafe { (*qp.0).qp_num };
+        sides.push((pd, mr, cq, qp, lkey, qpn));
+    }
+    let (pd_a, _, cq_a, qp_a, lkey_a, qpn_a) = sides[0];
+    let (pd_b, _, cq_b, qp_b, lkey_b, qpn_b) = sides[1];
+
+    // A -> B with an address handle made from B's GID.
+    let mut av = ibv_ah_attr {
+        grh: ibv_global_route {
+            dgid: ibv_gid::from_raw(mapped_gid(ipv4_b)),
+            hop_limit: 64,
+            ..ibv_global_route::default()
+        },
+        is_global: 1,
+        port_num: 1,
+        ..ibv_ah_attr::default()
+    };
+    // Safety: the library's PD and a valid address vector.
+    let to_b = unsafe { (verbs.create_ah)(pd_a, &mut av) };
+    assert!(!to_b.is_null(), "ibv_create_ah: errno {}", errno());
+    post_ud_recv(qp_b, &mem_b, lkey_b, 0, 64);
+    post_ud_recv(qp_a, &mem_a, lkey_a, 0, 64);
+    mem_a.write(4096, b"ping from A");
+    post_ud_send(qp_a, to_b, qpn_b, &mem_a, lkey_a, 4096, 11);
+
+    let mut wc = wait_recv(cq_b);
+    assert_eq!((wc.byte_len, wc.src_qp), (GRH as u32 + 11, qpn_a), "{wc:?}");
+    assert_ne!(wc.wc_flags & IBV_WC_GRH, 0, "a UD receive has its GRH area");
+    assert_eq!(mem_b.read(GRH, 11), b"ping from A");
+    let grh = mem_b.at(0).cast::<ibv_grh>();
+    let mut reply = ibv_ah_attr::default();
+    // Safety: a context of the library, the completion, its receive buffer's GRH area.
+    let rc = unsafe { (verbs.init_ah_from_wc)(cb.0, 1, &mut wc, grh, &mut reply) };
+    assert_eq!(rc, 0, "ibv_init_ah_from_wc: errno {}", errno());
+    assert_eq!(reply.is_global, 1);
+    assert_eq!(
+        reply.grh.dgid.raw(),
+        mapped_gid(ipv4_a),
+        "the reply goes to A"
+    );
+    assert_eq!(
+        reply.grh.sgid_index, 0,
+        "from the GID the request was sent to"
+    );
+    assert_eq!(reply.port_num, 1);
+    // Safety: as above.
+    let to_a = unsafe { (verbs.create_ah_from_wc)(pd_b, &mut wc, grh, 1) };
+    assert!(!to_a.is_null(), "ibv_create_ah_from_wc: errno {}", errno());
+    mem_b.write(4096, b"pong from B");
+    post_ud_send(qp_b, to_a, wc.src_qp, &mem_b, lkey_b, 4096, 11);
+    let wc = wait_recv(cq_a);
+    assert_eq!((wc.byte_len, wc.src_qp), (GRH as u32 + 11, qpn_b), "{wc:?}");
+    assert_eq!(mem_a.read(GRH, 11), b"pong from B");
+
+    // Safety: live objects of the library, each destroyed once.
+    assert_eq!(unsafe { (verbs.destroy_ah)(to_b) }, 0);
+    // Safety: as above.
+    assert_eq!(unsafe { (verbs.destroy_ah)(to_a) }, 0);
+    for (ctx, (pd, mr, cq, qp, _, _)) in [(ca, sides[0]), (cb, sides[1])] {
+        // Safety: as above.
+        assert_eq!(unsafe { (verbs.destroy_qp)(qp.0) }, 0);
+        // Safety: as above.
+        assert_eq!(unsafe { (verbs.destroy_cq)(cq.0) }, 0);
+        // Safety: as above.
+        assert_eq!(unsafe { (verbs.dereg_mr)(mr) }, 0);
+        // Safety: as above.
+        assert_eq!(unsafe { (verbs.dealloc_pd)(pd) }, 0);
+        // Safety: as above.
+        assert_eq!(unsafe { (verbs.close_device)(ctx.0) }, 0);
+    }
 }
 
 /// The bytes of message `m` of QP `i`.

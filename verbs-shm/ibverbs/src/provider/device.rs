@@ -297,7 +297,10 @@ mod tests {
         assert_eq!(free_list(only_first.array), Ok(()));
         assert_eq!(name_string(second), Ok("xroce-test1".to_string()));
         let too_long = list_of(&["x".repeat(100)]).unwrap();
-        assert_eq!(too_long.count, 0, "a name that cannot be a device is no device");
+        assert_eq!(
+            too_long.count, 0,
+            "a name that cannot be a device is no device"
+        );
         assert_eq!(free_list(too_long.array), Ok(()));
         let devices = listed(after.array, after.count);
         assert!(devices.contains(&first) && devices.contains(&second));

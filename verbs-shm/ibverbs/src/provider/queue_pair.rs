@@ -751,6 +751,73 @@ pub(crate) fn destroy_ah(ah: *mut ibv_ah) -> Verb<()> {
 /// xroce) places the 20-byte IPv4 header in its last 20 bytes.
 const IPV4_AT: usize = 20;
 
+/// Where a reply to a UD message goes, read from the network header the message arrived
+/// with (the 40-byte GRH area of its receive buffer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ReplyRoute {
+    /// The sender's GID (the reply's destination).
+    peer: [u8; 16],
+    /// The GID the message was sent to (the reply's source).
+    local: [u8; 16],
+    traffic_class: u8,
+    hop_limit: u8,
+    flow_label: u32,
+}
+
+/// The one's-complement sum of an IPv4 header, folded and inverted: 0 for a header whose
+/// checksum field is right (RFC 791).
+fn ipv4_checksum(header: &[u8]) -> u16 {
+    let mut sum: u32 = header
+        .chunks(2)
+        .map(|w| u32::from(u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)])))
+        .sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+impl ReplyRoute {
+    /// RoCE v2 over IPv4 (a 20-byte IPv4 header with a valid checksum in the last 20
+    /// bytes; GIDs IPv4-mapped), or over IPv6 (the 40-byte IPv6 header); `None` for
+    /// anything else. The checksum tells the two apart when an IPv6 source address
+    /// happens to hold 0x45 where an IPv4 header would start, as rdma-core does.
+    fn from_grh(grh: &[u8; 40]) -> Option<ReplyRoute> {
+        let v4 = &grh[IPV4_AT..];
+        if v4[0] == 0x45 && ipv4_checksum(v4) == 0 {
+            let mapped = |a: &[u8]| {
+                let mut g = [0u8; 16];
+                g[10] = 0xff;
+                g[11] = 0xff;
+                g[12..].copy_from_slice(a);
+                g
+            };
+            return Some(ReplyRoute {
+                peer: mapped(&v4[12..16]),
+                local: mapped(&v4[16..20]),
+                traffic_class: v4[1],
+                hop_limit: v4[8],
+                flow_label: 0,
+            });
+        }
+        if grh[0] >> 4 == 6 {
+            let head = u32::from_be_bytes([grh[0], grh[1], grh[2], grh[3]]);
+            let mut peer = [0u8; 16];
+            peer.copy_from_slice(&grh[8..24]);
+            let mut local = [0u8; 16];
+            local.copy_from_slice(&grh[24..40]);
+            return Some(ReplyRoute {
+                peer,
+                local,
+                traffic_class: (head >> 20) as u8,
+                hop_limit: grh[7],
+                flow_label: head & 0xf_ffff,
+            });
+        }
+        None
+    }
+}
+
 /// `ibv_init_ah_from_wc`: the address vector that answers the sender of a UD receive.
 /// With a GRH the reply goes to the packet's source address, from the local GID the
 /// packet was sent to, with its traffic class and hop limit; as rdma-core does.
@@ -788,40 +855,20 @@ pub(crate) unsafe fn init_ah_from_wc(
         let mut bytes = [0u8; 40];
         // Safety: readable for 40 bytes, per the caller.
         unsafe { std::ptr::copy_nonoverlapping(grh.cast::<u8>(), bytes.as_mut_ptr(), 40) };
-        let (source, destination, traffic_class, hop_limit, flow_label) = if bytes[IPV4_AT] == 0x45
-        {
-            let ip = &bytes[IPV4_AT..];
-            let mapped = |a: &[u8]| {
-                let mut g = [0u8; 16];
-                g[10] = 0xff;
-                g[11] = 0xff;
-                g[12..].copy_from_slice(a);
-                g
-            };
-            (mapped(&ip[12..16]), mapped(&ip[16..20]), ip[1], ip[8], 0)
-        } else if bytes[0] >> 4 == 6 {
-            let head = u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
-            let mut s = [0u8; 16];
-            s.copy_from_slice(&bytes[8..24]);
-            let mut d = [0u8; 16];
-            d.copy_from_slice(&bytes[24..40]);
-            (s, d, (head >> 20) as u8, bytes[7], head & 0xf_ffff)
-        } else {
-            return Err(Errno::EINVAL);
-        };
+        let route = ReplyRoute::from_grh(&bytes).ok_or(Errno::EINVAL)?;
         let port = ctx.client.query_port().map_err(|e| errno(&e))?;
         let sgid_index = port
             .gids
             .iter()
-            .position(|g| *g == destination)
+            .position(|g| *g == route.local)
             .ok_or(Errno(libc::ENOENT))?;
         out.is_global = 1;
         out.grh = ibv_global_route {
-            dgid: ibv_gid::from_raw(source),
-            flow_label,
+            dgid: ibv_gid::from_raw(route.peer),
+            flow_label: route.flow_label,
             sgid_index: u8::try_from(sgid_index).map_err(|_| Errno(libc::ENOENT))?,
-            hop_limit,
-            traffic_class,
+            hop_limit: route.hop_limit,
+            traffic_class: route.traffic_class,
         };
     }
     // Safety: checked non-NULL; writable per the caller.
@@ -846,4 +893,80 @@ pub(crate) unsafe fn create_ah_from_wc(
     unsafe { init_ah_from_wc(pd_obj.ctx.ibv(), port_num, wc, grh, &mut attr) }?;
     // Safety: `attr` is a local, readable.
     unsafe { create_ah(pd, &mut attr) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reply_route_comes_from_the_ipv4_header_in_the_grh_area() {
+        let mut grh = [0u8; 40];
+        // IPv4: version 4, IHL 5, TOS 0x28, TTL 63, UDP, 10.77.0.2 -> 10.77.0.1.
+        grh[20..40].copy_from_slice(&[
+            0x45, 0x28, 0x00, 0x54, 0x12, 0x34, 0x40, 0x00, 63, 17, 0x00, 0x00, 10, 77, 0, 2, 10,
+            77, 0, 1,
+        ]);
+        assert_eq!(
+            ReplyRoute::from_grh(&grh),
+            None,
+            "a wrong checksum is no IPv4 header"
+        );
+        let checksum = ipv4_checksum(&grh[20..40]);
+        grh[30..32].copy_from_slice(&checksum.to_be_bytes());
+        assert_eq!(ipv4_checksum(&grh[20..40]), 0);
+        let r = ReplyRoute::from_grh(&grh).unwrap();
+        let mapped = |last: u8| {
+            let mut g = [0u8; 16];
+            g[10..].copy_from_slice(&[0xff, 0xff, 10, 77, 0, last]);
+            g
+        };
+        assert_eq!(
+            r,
+            ReplyRoute {
+                peer: mapped(2),
+                local: mapped(1),
+                traffic_class: 0x28,
+                hop_limit: 63,
+                flow_label: 0,
+            }
+        );
+    }
+
+    #[test]
+    fn the_reply_route_comes_from_the_ipv6_header() {
+        let mut grh = [0u8; 40];
+        // Version 6, traffic class 0xb8, flow label 0x12345, hop limit 64.
+        grh[..8].copy_from_slice(&[0x6b, 0x81, 0x23, 0x45, 0x00, 0x20, 17, 64]);
+        grh[8..24].copy_from_slice(&[0xfd, 0, 0, 0x77, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+        grh[24..40].copy_from_slice(&[0xfd, 0, 0, 0x77, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+        // A source address byte where an IPv4 header would start does not fool it.
+        grh[20] = 0x45;
+        let r = ReplyRoute::from_grh(&grh).unwrap();
+        assert_eq!((r.peer[12], r.peer[15], r.local[15]), (0x45, 2, 1));
+        assert_eq!(
+            (r.traffic_class, r.hop_limit, r.flow_label),
+            (0xb8, 64, 0x12345)
+        );
+    }
+
+    #[test]
+    fn a_grh_area_with_no_known_header_gives_no_route() {
+        assert_eq!(ReplyRoute::from_grh(&[0u8; 40]), None);
+        let mut grh = [0u8; 40];
+        grh[20] = 0x46; // IPv4 with options: not what RoCE v2 sends.
+        assert_eq!(ReplyRoute::from_grh(&grh), None);
+    }
+
+    #[test]
+    fn address_vectors_need_the_grh_on_roce() {
+        let mut a = ibv_ah_attr::default();
+        assert_eq!(to_av(&a), Err(Errno::EINVAL));
+        a.is_global = 1;
+        a.grh.hop_limit = 64;
+        a.grh.dgid = ibv_gid::from_raw([7; 16]);
+        let av = to_av(&a).unwrap();
+        assert_eq!((av.dgid, av.hop_limit, av.is_global), ([7; 16], 64, true));
+        assert_eq!(from_av(&av).grh.dgid.raw(), [7; 16]);
+    }
 }
