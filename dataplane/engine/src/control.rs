@@ -565,8 +565,8 @@ impl Control {
             hw_ver: 0,
             max_qp: self.limits.max_qps as u32,
             max_qp_wr: MAX_QUEUE,
-            // RC_RNR_NAK_GEN | PORT_ACTIVE_EVENT | SRQ_RESIZE? no | N_NOTIFY_CQ
-            device_cap_flags: (1 << 12) | (1 << 15) | (1 << 14),
+            // IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_N_NOTIFY_CQ (bit 15 is no ibv flag).
+            device_cap_flags: (1 << 12) | (1 << 14),
             max_sge: contract::MAX_SGE as u32,
             max_cq: self.limits.max_cqs as u32,
             max_cqe: MAX_QUEUE,
