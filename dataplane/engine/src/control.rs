@@ -29,6 +29,10 @@ use xroce_wire::{Gid, IbMtu, Psn, Qpn};
 use crate::memory::Region;
 use crate::poller::{Command, CqSetup, EventSink, PollerStats, QpSetup, SrqSetup};
 
+/// The hop limit (IPv4 TTL, IPv6 hop limit) of every path: what the kernel's routes give
+/// RoCE traffic by default (`net.ipv4.ip_default_ttl`).
+pub const ROCE_HOP_LIMIT: u8 = 64;
+
 /// What the control plane needs to know about the port right now.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PortView {
@@ -981,7 +985,10 @@ impl Control {
             dmac,
             traffic_class: ah.traffic_class,
             flow_label: ah.flow_label,
-            hop_limit: ah.hop_limit,
+            // The kernel's RDMA core replaces the hop limit of every RoCE unicast address
+            // vector with the route's (`ib_resolve_unicast_gid_dmac`), so rxe sends TTL 64
+            // even when `ibv_rc_pingpong` asks for 1; we do too.
+            hop_limit: ROCE_HOP_LIMIT,
             udp_sport: 0,
             vlan: None,
         })

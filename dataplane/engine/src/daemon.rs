@@ -121,7 +121,7 @@ pub fn run(cfg: DaemonConfig, mut host: Box<dyn Host>) -> Result<()> {
                 max_mtu: port.active_mtu,
                 ..Limits::default()
             },
-            default_hop_limit: 64,
+            default_hop_limit: crate::control::ROCE_HOP_LIMIT,
         };
         let mac = port.mac;
         let thread = std::thread::Builder::new()
