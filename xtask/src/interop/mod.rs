@@ -1,0 +1,1223 @@
+//! `cargo xtask interop`: xroce against Linux Soft-RoCE (rxe), over a real wire.
+//!
+//! Builds (once, then cached under `target/xroce/interop/`) a bootable image of Debian's
+//! stock kernel with `rdma_rxe` and rdma-core's tools, from Debian packages alone
+//! ([`image`]). Then, in a lab of two network namespaces ([`xroce_lab::Lab`]):
+//!
+//! ```text
+//!   namespace a (xroce host)            namespace b (the wire)
+//!   xroced --interface xr-a  ==veth==  xr-b ── bridge xr-br ── tap xr-tap ── qemu: eth0 + rxe0
+//!   10.77.0.1                                                                 10.77.0.2
+//! ```
+//!
+//! the VM boots ([`vm`]) and `xroced` serves `xr-a` (native XDP on the veth, AF_XDP copy
+//! mode). The checks run the unmodified Debian programs in the VM against xroce in both
+//! directions: `ibv_rc_pingpong`, `ibv_uc_pingpong` and `ibv_ud_pingpong` against
+//! `xroce-pingpong`; and, once the drop-in `libibverbs.so.1` can run them, the Debian
+//! `ibv_rc_pingpong`, `ib_write_bw`, `ib_read_bw` and `ib_send_bw` on the xroce side too.
+//! Everything crossing the tap is captured and every RoCEv2 packet's ICRC is checked.
+//!
+//! Everything is torn down on every exit path, Ctrl-C included (deleting the lab's
+//! namespaces kills what runs in them, qemu too). The run's logs stay in
+//! `target/xroce/interop/runs/<pid>/`.
+
+mod cpio;
+mod elf;
+mod image;
+mod vm;
+
+use std::fmt::Write as _;
+use std::fs;
+use std::io::{BufRead, Write as _};
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use xroce_lab::{Lab, LabConfig, netns};
+
+use crate::pcap::{Verdict, describe, for_each_frame};
+use vm::{Vm, VmConfig};
+
+/// The guest's `/init`.
+const INIT: &str = include_str!("../../interop/init.sh");
+
+/// The device name of the daemon.
+const DEVICE: &str = "xroce0";
+/// The xroce host's address (the lab's host `a`).
+const XROCE_IP: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);
+/// The VM's address (the lab's host `b` gives its address up to the VM).
+const PEER_IP: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 2);
+const PEER_MAC: [u8; 6] = [0x52, 0x54, 0x00, 0x77, 0x00, 0x02];
+const BRIDGE: &str = "xr-br";
+const TAP: &str = "xr-tap";
+/// xroce's GID table starts with its IPv4 addresses.
+const XROCE_GID_INDEX: u32 = 0;
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// Keep the lab up after the checks: read shell commands from stdin and run them in the
+    /// VM, until end of input or Ctrl-C.
+    #[arg(long)]
+    keep: bool,
+    /// Also save the captured traffic (RoCEv2, the TCP exchanges, ARP) to this pcap file.
+    #[arg(long, value_name = "FILE")]
+    capture: Option<PathBuf>,
+    /// Run only the checks whose name contains one of these words (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// List the checks and exit.
+    #[arg(long)]
+    list: bool,
+    /// Rebuild the VM image even if one is cached.
+    #[arg(long)]
+    rebuild_image: bool,
+    /// Build xroced and xroce-pingpong in release mode.
+    #[arg(long)]
+    release: bool,
+}
+
+/// How a check ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Outcome {
+    Pass,
+    Fail,
+    Skip,
+}
+
+/// One line of the result table.
+#[derive(Debug, Clone)]
+struct Row {
+    check: String,
+    server: &'static str,
+    client: &'static str,
+    outcome: Outcome,
+    secs: f64,
+    detail: String,
+}
+
+/// Which side runs what.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    /// The VM, with rxe and the Debian programs.
+    Rxe,
+    /// The xroce namespace.
+    Xroce,
+}
+
+impl Side {
+    fn name(self) -> &'static str {
+        match self {
+            Side::Rxe => "rxe",
+            Side::Xroce => "xroce",
+        }
+    }
+}
+
+/// The programs a check runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Program {
+    /// `xroce-pingpong` (xroce side) against `ibv_<service>_pingpong` (rxe side).
+    Pingpong {
+        service: &'static str,
+        size: u32,
+        iters: u32,
+    },
+    /// An unmodified Debian program on both sides, the xroce side on the drop-in library.
+    DropIn {
+        program: &'static str,
+        size: u32,
+        iters: u32,
+    },
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Check {
+    program: Program,
+    server: Side,
+}
+
+impl Check {
+    fn client(&self) -> Side {
+        match self.server {
+            Side::Rxe => Side::Xroce,
+            Side::Xroce => Side::Rxe,
+        }
+    }
+
+    fn name(&self) -> String {
+        let size = |s: u32| {
+            if s >= 1 << 20 && s.is_multiple_of(1 << 20) {
+                format!("{} MiB", s >> 20)
+            } else {
+                format!("{s} B")
+            }
+        };
+        match self.program {
+            Program::Pingpong {
+                service,
+                size: s,
+                iters,
+            } => format!("{service}_pingpong {} x{iters}", size(s)),
+            Program::DropIn {
+                program,
+                size: s,
+                iters,
+            } => format!("drop-in {program} {} x{iters}", size(s)),
+        }
+    }
+}
+
+fn checks() -> Vec<Check> {
+    let mut all = Vec::new();
+    let pingpongs = [
+        ("rc", 64, 100),
+        ("rc", 4096, 50),
+        ("rc", 1 << 20, 5),
+        ("uc", 4096, 20),
+        ("ud", 512, 50),
+    ];
+    for (service, size, iters) in pingpongs {
+        for server in [Side::Rxe, Side::Xroce] {
+            all.push(Check {
+                program: Program::Pingpong {
+                    service,
+                    size,
+                    iters,
+                },
+                server,
+            });
+        }
+    }
+    let drop_in = [
+        ("ibv_rc_pingpong", 4096, 50),
+        ("ib_send_bw", 65536, 20),
+        ("ib_write_bw", 65536, 20),
+        ("ib_read_bw", 65536, 20),
+    ];
+    for (program, size, iters) in drop_in {
+        for server in [Side::Rxe, Side::Xroce] {
+            all.push(Check {
+                program: Program::DropIn {
+                    program,
+                    size,
+                    iters,
+                },
+                server,
+            });
+        }
+    }
+    all
+}
+
+fn log(msg: &str) {
+    eprintln!("[interop] {msg}");
+}
+
+fn workspace_root() -> PathBuf {
+    let xtask = Path::new(env!("CARGO_MANIFEST_DIR"));
+    xtask.parent().unwrap_or(xtask).to_path_buf()
+}
+
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target"))
+}
+
+/// Builds `xroced` and `xroce-pingpong` and returns their paths.
+fn build_binaries(release: bool) -> Result<(PathBuf, PathBuf)> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.args([
+        "build",
+        "--quiet",
+        "-p",
+        "xroce-engine",
+        "--bin",
+        "xroced",
+        "-p",
+        "xroce-pingpong",
+        "--bin",
+        "xroce-pingpong",
+        "--message-format=json-render-diagnostics",
+    ]);
+    if release {
+        cmd.arg("--release");
+    }
+    let out = cmd
+        .stderr(Stdio::inherit())
+        .output()
+        .context("running cargo build")?;
+    if !out.status.success() {
+        bail!("building xroced and xroce-pingpong failed ({})", out.status);
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let find = |bin: &str| -> Result<PathBuf> {
+        text.lines()
+            .filter(|l| l.contains(&format!("\"name\":\"{bin}\"")))
+            .find_map(|l| {
+                let at = l.find("\"executable\":\"")? + "\"executable\":\"".len();
+                let end = l[at..].find('"')?;
+                Some(PathBuf::from(&l[at..at + end]))
+            })
+            .with_context(|| format!("cargo did not say where {bin} is"))
+    };
+    Ok((find("xroced")?, find("xroce-pingpong")?))
+}
+
+/// A process of ours on the host (in a namespace), its output in files; killed on drop.
+#[derive(Debug)]
+struct Proc {
+    child: Option<Child>,
+    stdout: PathBuf,
+    stderr: PathBuf,
+}
+
+impl Proc {
+    fn spawn(
+        ns: &str,
+        argv: &[&str],
+        env: &[(&str, &str)],
+        logs: &Path,
+        name: &str,
+    ) -> Result<Proc> {
+        let stdout = logs.join(format!("{name}.out"));
+        let stderr = logs.join(format!("{name}.err"));
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", ns]);
+        if !env.is_empty() {
+            cmd.arg("env");
+            for (k, v) in env {
+                cmd.arg(format!("{k}={v}"));
+            }
+        }
+        cmd.args(argv)
+            .stdin(Stdio::null())
+            .stdout(fs::File::create(&stdout)?)
+            .stderr(fs::File::create(&stderr)?);
+        let child = cmd
+            .spawn()
+            .with_context(|| format!("starting {}", argv.join(" ")))?;
+        Ok(Proc {
+            child: Some(child),
+            stdout,
+            stderr,
+        })
+    }
+
+    fn output(&self) -> String {
+        let mut s = fs::read_to_string(&self.stdout).unwrap_or_default();
+        let e = fs::read_to_string(&self.stderr).unwrap_or_default();
+        if !e.is_empty() {
+            s.push_str(&e);
+        }
+        s
+    }
+
+    fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.as_mut()?.try_wait().ok().flatten()
+    }
+
+    /// Waits for it to exit; kills it after `timeout` (`None`: killed).
+    fn wait(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(s) = self.exited() {
+                return Some(s);
+            }
+            if Instant::now() > deadline {
+                self.kill();
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn signal(&self, signal: nix_signal::Signal) {
+        if let Some(c) = &self.child {
+            nix_signal::send(c.id(), signal);
+        }
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// The signals this module sends.
+mod nix_signal {
+    #[derive(Debug, Clone, Copy)]
+    pub(super) enum Signal {
+        Int,
+        Term,
+    }
+
+    pub(super) fn send(pid: u32, signal: Signal) {
+        let sig = match signal {
+            Signal::Int => libc::SIGINT,
+            Signal::Term => libc::SIGTERM,
+        };
+        let Ok(pid) = libc::pid_t::try_from(pid) else {
+            return;
+        };
+        // Safety: kill takes plain integers and touches no memory of ours; `pid` is a child
+        // of ours that has not been reaped, so it cannot be another process.
+        unsafe { libc::kill(pid, sig) };
+    }
+}
+
+/// Whether a TCP socket listens on `port` in namespace `ns`.
+fn tcp_listening(ns: &str, port: u16) -> bool {
+    let want = format!(":{port:04X} ");
+    netns::run_in(ns, || {
+        ["/proc/thread-self/net/tcp", "/proc/thread-self/net/tcp6"]
+            .iter()
+            .filter_map(|p| fs::read_to_string(p).ok())
+            .any(|t| {
+                t.lines().skip(1).any(|l| {
+                    let f: Vec<&str> = l.split_whitespace().collect();
+                    // local_address rem_address st: st 0A is LISTEN.
+                    f.len() > 3 && format!("{} ", f[1]).ends_with(&want) && f[3] == "0A"
+                })
+            })
+    })
+    .unwrap_or(false)
+}
+
+/// The lab: namespaces, bridge, tap, VM, daemon, capture.
+struct Harness {
+    lab: Lab,
+    run_dir: PathBuf,
+    vm: Vm,
+    peer_gid: u32,
+    xroced: Proc,
+    xroced_bin: PathBuf,
+    restarts: usize,
+    tcpdump: Option<Proc>,
+    pingpong: PathBuf,
+    drop_in: Result<PathBuf, String>,
+}
+
+impl Harness {
+    fn xroce_ns(&self) -> &str {
+        &self.lab.a.netns
+    }
+}
+
+fn run_lab_cmd(ns: &str, args: &[&str]) -> Result<()> {
+    xroce_lab::run(Command::new("ip").arg("-n").arg(ns).args(args))?;
+    Ok(())
+}
+
+/// Turns the lab's host `b` into the wire: its veth end joins a bridge with the VM's tap.
+fn make_wire(lab: &Lab) -> Result<()> {
+    let b = &lab.b.netns;
+    run_lab_cmd(b, &["addr", "flush", "dev", &lab.b.interface])?;
+    run_lab_cmd(
+        b,
+        &[
+            "link",
+            "add",
+            BRIDGE,
+            "type",
+            "bridge",
+            "stp_state",
+            "0",
+            "forward_delay",
+            "0",
+        ],
+    )?;
+    netns::sysctl(b, &format!("net.ipv6.conf.{BRIDGE}.disable_ipv6"), "1")?;
+    run_lab_cmd(b, &["link", "set", &lab.b.interface, "master", BRIDGE])?;
+    run_lab_cmd(b, &["tuntap", "add", "dev", TAP, "mode", "tap"])?;
+    run_lab_cmd(
+        b,
+        &["link", "set", TAP, "mtu", "1500", "master", BRIDGE, "up"],
+    )?;
+    run_lab_cmd(b, &["link", "set", BRIDGE, "up"])?;
+    Ok(())
+}
+
+fn drop_in_library() -> Result<PathBuf, String> {
+    let lib = target_dir().join("xroce/lib");
+    if !lib.join("libibverbs.so.1").is_file() {
+        return Err(format!(
+            "{} not built (cargo xtask build)",
+            lib.join("libibverbs.so.1").display()
+        ));
+    }
+    Ok(lib)
+}
+
+/// Whether the drop-in library runs `ibv_devices` and lists the daemon's device.
+fn probe_drop_in(ns: &str, lib: &Path) -> Result<(), String> {
+    crate::deps::ensure(&["ibverbs-utils", "perftest"]).map_err(|e| e.to_string())?;
+    let lib = lib.to_string_lossy();
+    let out = netns::command(
+        ns,
+        &["env", &format!("LD_LIBRARY_PATH={lib}"), "ibv_devices"],
+    )
+    .output()
+    .map_err(|e| format!("running ibv_devices: {e}"))?;
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    if out.status.success() && text.contains(DEVICE) {
+        Ok(())
+    } else {
+        let first = text
+            .lines()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("no output");
+        Err(format!(
+            "the drop-in library cannot list {DEVICE} yet (ibv_devices: {}, {first})",
+            out.status
+        ))
+    }
+}
+
+impl Harness {
+    fn start(
+        run_dir: &Path,
+        img: &image::Image,
+        bins: &(PathBuf, PathBuf),
+    ) -> Result<(Harness, f64)> {
+        let lab = Lab::new(&LabConfig::default()).context("building the lab (needs root)")?;
+        make_wire(&lab)?;
+        let tcpdump = {
+            let p = Proc::spawn(
+                &lab.b.netns,
+                &[
+                    "tcpdump",
+                    "-i",
+                    TAP,
+                    "-U",
+                    "-s",
+                    "0",
+                    "-w",
+                    &run_dir.join("capture.pcap").to_string_lossy(),
+                    "udp port 4791 or tcp port 18515 or arp",
+                ],
+                &[],
+                run_dir,
+                "tcpdump",
+            )?;
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !fs::read_to_string(&p.stderr).is_ok_and(|t| t.contains("listening on")) {
+                if Instant::now() > deadline {
+                    bail!("tcpdump did not start: {}", p.output());
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Some(p)
+        };
+        let initrd = run_dir.join("initrd.cpio");
+        image::initrd(img, INIT.as_bytes(), &initrd)?;
+        let (accel, _) = vm::accel();
+        let t0 = Instant::now();
+        let mut vm = Vm::boot(&VmConfig {
+            netns: lab.b.netns.clone(),
+            tap: TAP.into(),
+            ip: PEER_IP,
+            mac: PEER_MAC,
+            kernel: img.kernel.clone(),
+            initrd,
+            dir: run_dir.to_path_buf(),
+            memory_mib: 1024,
+            accel,
+        })?;
+        // The daemon starts while the VM boots.
+        let xroced = start_daemon(&lab, &bins.0, run_dir, "xroced")?;
+        let ready = vm.wait_ready(Duration::from_secs(240))?;
+        let boot = t0.elapsed().as_secs_f64();
+        log(&format!(
+            "VM ready after {boot:.1} s (guest uptime {} s); rxe0 IPv4 GID index {}",
+            ready.uptime, ready.gid_index
+        ));
+        let drop_in = drop_in_library().and_then(|lib| {
+            probe_drop_in(&lab.a.netns, &lib)?;
+            Ok(lib)
+        });
+        Ok((
+            Harness {
+                lab,
+                run_dir: run_dir.to_path_buf(),
+                vm,
+                peer_gid: ready.gid_index,
+                xroced,
+                xroced_bin: bins.0.clone(),
+                restarts: 0,
+                tcpdump,
+                pingpong: bins.1.clone(),
+                drop_in,
+            },
+            boot,
+        ))
+    }
+}
+
+/// Starts `xroced` on the lab's host `a` and waits until its device is there.
+fn start_daemon(lab: &Lab, bin: &Path, logs: &Path, name: &str) -> Result<Proc> {
+    let bin = bin.to_string_lossy();
+    let mut xroced = Proc::spawn(
+        &lab.a.netns,
+        &[&bin, "--interface", &lab.a.interface, "--device", DEVICE],
+        &[],
+        logs,
+        name,
+    )?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let up = netns::run_in(&lab.a.netns, || {
+            verbs_shm::client::devices().is_ok_and(|d| d.iter().any(|d| d == DEVICE))
+        })?;
+        if up {
+            return Ok(xroced);
+        }
+        if let Some(s) = xroced.exited() {
+            bail!("xroced exited ({s}):\n{}", xroced.output());
+        }
+        if Instant::now() > deadline {
+            bail!("xroced did not come up in 30 s:\n{}", xroced.output());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The figures of an output, for the table: the pingpong lines or perftest's result row.
+fn figures(output: &str) -> String {
+    let mbit = output
+        .lines()
+        .find(|l| l.contains(" Mbit/sec"))
+        .and_then(|l| l.split(" = ").nth(1));
+    let usec = output
+        .lines()
+        .find(|l| l.contains(" usec/iter"))
+        .and_then(|l| l.split(" = ").nth(1));
+    if let (Some(m), Some(u)) = (mbit, usec) {
+        return format!("{m}, {u}");
+    }
+    // perftest: " #bytes #iterations BW peak[MB/sec] BW average[MB/sec] MsgRate[Mpps]"
+    if let Some(l) = output.lines().rev().find(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        f.len() >= 4 && f.iter().all(|x| x.parse::<f64>().is_ok())
+    }) {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        return format!("{} MB/s avg ({} B x {})", f[3], f[0], f[1]);
+    }
+    String::new()
+}
+
+fn last_line(s: &str) -> String {
+    s.lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim()
+        .to_owned()
+}
+
+impl Harness {
+    /// A failure row if the daemon has exited since the last check (it is restarted, so
+    /// that the checks after it still say something).
+    fn daemon_check(&mut self) -> Option<Row> {
+        let status = self.xroced.exited()?;
+        let log = self.xroced.stderr.clone();
+        let tail = last_line(&fs::read_to_string(&log).unwrap_or_default());
+        self.restarts += 1;
+        let name = format!("xroced-{}", self.restarts);
+        let detail = match start_daemon(&self.lab, &self.xroced_bin, &self.run_dir, &name) {
+            Ok(p) => {
+                self.xroced = p;
+                format!("{status}, restarted; log {}: {tail}", log.display())
+            }
+            Err(e) => format!("{status}, restart failed: {e:#}"),
+        };
+        Some(Row {
+            check: "xroced kept running".into(),
+            server: "-",
+            client: "-",
+            outcome: Outcome::Fail,
+            secs: 0.0,
+            detail,
+        })
+    }
+
+    fn run_check(&mut self, check: &Check, logs: &Path) -> Row {
+        let started = Instant::now();
+        let mut row = Row {
+            check: check.name(),
+            server: check.server.name(),
+            client: check.client().name(),
+            outcome: Outcome::Fail,
+            secs: 0.0,
+            detail: String::new(),
+        };
+        if let Program::DropIn { .. } = check.program
+            && let Err(why) = &self.drop_in
+        {
+            row.outcome = Outcome::Skip;
+            row.detail = why.clone();
+            return row;
+        }
+        match self.exchange(check, logs) {
+            Ok((ok, detail)) => {
+                row.outcome = if ok { Outcome::Pass } else { Outcome::Fail };
+                row.detail = detail;
+            }
+            Err(e) => row.detail = format!("{e:#}"),
+        }
+        row.secs = started.elapsed().as_secs_f64();
+        row
+    }
+
+    /// The two command lines of a check: (rxe side, xroce side) and the xroce side's
+    /// environment.
+    fn commands(&self, check: &Check) -> (String, Vec<String>, Vec<(String, String)>) {
+        let peer_gid = self.peer_gid;
+        let server_addr = |side: Side| match side {
+            Side::Rxe => XROCE_IP.to_string(),
+            Side::Xroce => PEER_IP.to_string(),
+        };
+        let rxe_is_client = check.server == Side::Xroce;
+        let rxe_target = if rxe_is_client {
+            format!(" {}", server_addr(Side::Rxe))
+        } else {
+            String::new()
+        };
+        match check.program {
+            Program::Pingpong {
+                service,
+                size,
+                iters,
+            } => {
+                let rxe = format!(
+                    "ibv_{service}_pingpong -d rxe0 -g {peer_gid} -s {size} -n {iters}{rxe_target}"
+                );
+                let mut x: Vec<String> = vec![
+                    self.pingpong.to_string_lossy().into_owned(),
+                    "-d".into(),
+                    DEVICE.into(),
+                    "-g".into(),
+                    XROCE_GID_INDEX.to_string(),
+                    "-s".into(),
+                    size.to_string(),
+                    "-n".into(),
+                    iters.to_string(),
+                    "--timeout".into(),
+                    "120".into(),
+                ];
+                match service {
+                    "uc" => x.push("--uc".into()),
+                    "ud" => x.push("--ud".into()),
+                    _ => {}
+                }
+                if rxe_is_client {
+                    // The examples send a buffer of 0x7b; check it arrives so.
+                    x.extend(["--verify-fill".into(), "0x7b".into()]);
+                } else {
+                    // rxe echoes what it receives: a different pattern each message.
+                    x.push("--verify".into());
+                    x.extend(["--connect-timeout".into(), "60".into()]);
+                    x.push(PEER_IP.to_string());
+                }
+                (rxe, x, Vec::new())
+            }
+            Program::DropIn {
+                program,
+                size,
+                iters,
+            } => {
+                let lib = self
+                    .drop_in
+                    .as_ref()
+                    .map(|p| p.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                let env = vec![("LD_LIBRARY_PATH".to_owned(), lib)];
+                let (rxe, x) = if program == "ibv_rc_pingpong" {
+                    (
+                        format!("{program} -d rxe0 -g {peer_gid} -s {size} -n {iters}{rxe_target}"),
+                        format!("{program} -d {DEVICE} -g {XROCE_GID_INDEX} -s {size} -n {iters}"),
+                    )
+                } else {
+                    (
+                        format!(
+                            "{program} -d rxe0 -x {peer_gid} -F -s {size} -n {iters}{rxe_target}"
+                        ),
+                        format!(
+                            "{program} -d {DEVICE} -x {XROCE_GID_INDEX} -F -s {size} -n {iters}"
+                        ),
+                    )
+                };
+                let mut x: Vec<String> = x.split_whitespace().map(str::to_owned).collect();
+                if !rxe_is_client {
+                    x.push(PEER_IP.to_string());
+                }
+                (rxe, x, env)
+            }
+        }
+    }
+
+    /// Runs a check; `(passed, detail)`. Logs go to `logs/<name>.txt`.
+    fn exchange(&mut self, check: &Check, logs: &Path) -> Result<(bool, String)> {
+        const JOB_TIMEOUT: Duration = Duration::from_secs(150);
+        let (rxe_cmd, x_argv, x_env) = self.commands(check);
+        let name = check.name().replace([' ', '/'], "_") + "_" + check.server.name() + "_server";
+        let x_argv_ref: Vec<&str> = x_argv.iter().map(String::as_str).collect();
+        let x_env_ref: Vec<(&str, &str)> = x_env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let is_pingpong = matches!(check.program, Program::Pingpong { .. });
+        let ns = self.xroce_ns().to_owned();
+
+        let (rxe_result, x_proc, x_status);
+        match check.server {
+            Side::Rxe => {
+                let job = self.vm.spawn(&rxe_cmd)?;
+                if !is_pingpong {
+                    // perftest clients do not retry: wait until the server listens.
+                    let wait = self.vm.spawn(
+                        "n=0; while ! netstat -ltn | grep -q ':18515 '; do \
+                         usleep 50000; n=$((n + 1)); [ $n -gt 1200 ] && exit 1; done",
+                    )?;
+                    let w = wait.wait(&mut self.vm, Duration::from_secs(90))?;
+                    if !w.ok() {
+                        job.kill(&mut self.vm);
+                        let out = job.output();
+                        return Ok((
+                            false,
+                            format!("the rxe server never listened: {}", last_line(&out)),
+                        ));
+                    }
+                }
+                let mut p = Proc::spawn(&ns, &x_argv_ref, &x_env_ref, logs, &name)?;
+                x_status = p.wait(JOB_TIMEOUT);
+                let ok_so_far = x_status.is_some_and(|s| s.success());
+                let wait_for = if ok_so_far {
+                    JOB_TIMEOUT
+                } else {
+                    Duration::from_secs(5)
+                };
+                rxe_result = job.wait(&mut self.vm, wait_for)?;
+                x_proc = p;
+            }
+            Side::Xroce => {
+                let mut p = Proc::spawn(&ns, &x_argv_ref, &x_env_ref, logs, &name)?;
+                let deadline = Instant::now() + Duration::from_secs(30);
+                loop {
+                    let listening = if is_pingpong {
+                        fs::read_to_string(&p.stdout).is_ok_and(|t| t.contains("local address"))
+                    } else {
+                        tcp_listening(&ns, 18515)
+                    };
+                    if listening {
+                        break;
+                    }
+                    if p.exited().is_some() || Instant::now() > deadline {
+                        p.kill();
+                        let out = p.output();
+                        fs::write(logs.join(format!("{name}.txt")), &out)?;
+                        return Ok((
+                            false,
+                            format!("the xroce server never listened: {}", last_line(&out)),
+                        ));
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                let job = self.vm.spawn(&rxe_cmd)?;
+                rxe_result = job.wait(&mut self.vm, JOB_TIMEOUT)?;
+                let wait_for = if rxe_result.ok() {
+                    JOB_TIMEOUT
+                } else {
+                    Duration::from_secs(5)
+                };
+                x_status = p.wait(wait_for);
+                x_proc = p;
+            }
+        }
+        let x_out = x_proc.output();
+        let mut record = String::new();
+        let _ = writeln!(
+            record,
+            "# {} (server: {})",
+            check.name(),
+            check.server.name()
+        );
+        let _ = writeln!(record, "## rxe (VM {PEER_IP}): {rxe_cmd}");
+        let _ = writeln!(
+            record,
+            "{}\n-> {}",
+            rxe_result.output,
+            rxe_result
+                .status
+                .map_or("killed (timeout)".to_owned(), |s| format!("exit {s}"))
+        );
+        let env_text: String = x_env.iter().map(|(k, v)| format!("{k}={v} ")).collect();
+        let _ = writeln!(
+            record,
+            "## xroce ({XROCE_IP}): {env_text}{}",
+            x_argv.join(" ")
+        );
+        let _ = writeln!(
+            record,
+            "{x_out}\n-> {}",
+            x_status.map_or("killed (timeout)".to_owned(), |s| s.to_string())
+        );
+        fs::write(logs.join(format!("{name}.txt")), &record)?;
+
+        let x_ok = x_status.is_some_and(|s| s.success());
+        let ok = x_ok && rxe_result.ok();
+        let client_out = match check.client() {
+            Side::Rxe => &rxe_result.output,
+            Side::Xroce => &x_out,
+        };
+        let detail = if ok {
+            figures(client_out)
+        } else {
+            let mut why = Vec::new();
+            if !rxe_result.ok() {
+                why.push(format!(
+                    "rxe {}: {}",
+                    rxe_result
+                        .status
+                        .map_or("timed out".to_owned(), |s| format!("exit {s}")),
+                    last_line(&rxe_result.output)
+                ));
+            }
+            if !x_ok {
+                why.push(format!(
+                    "xroce {}: {}",
+                    x_status.map_or("timed out".to_owned(), |s| s.to_string()),
+                    last_line(&x_out)
+                ));
+            }
+            why.join("; ")
+        };
+        Ok((ok, detail))
+    }
+
+    /// Stops the capture and checks every RoCEv2 packet's ICRC.
+    fn check_capture(&mut self, copy_to: Option<&Path>) -> Row {
+        let started = Instant::now();
+        if let Some(mut p) = self.tcpdump.take() {
+            // Let the last frames reach the file, then stop tcpdump cleanly.
+            std::thread::sleep(Duration::from_millis(300));
+            p.signal(nix_signal::Signal::Int);
+            let _ = p.wait(Duration::from_secs(5));
+        }
+        let pcap = self.run_dir.join("capture.pcap");
+        let mut row = Row {
+            check: "ICRC of every captured RoCEv2 packet".into(),
+            server: "-",
+            client: "-",
+            outcome: Outcome::Fail,
+            secs: 0.0,
+            detail: String::new(),
+        };
+        if let Some(to) = copy_to
+            && let Err(e) = fs::copy(&pcap, to)
+        {
+            row.detail = format!("copying the capture to {}: {e}", to.display());
+            return row;
+        }
+        let (mut n, mut ok, mut bad) = (0usize, 0usize, Vec::new());
+        let r = for_each_frame(&pcap, |number, bytes| {
+            if let Some((line, verdict)) = describe(number, bytes) {
+                n += 1;
+                if verdict == Verdict::Ok {
+                    ok += 1;
+                } else {
+                    bad.push(line);
+                }
+            }
+        });
+        row.secs = started.elapsed().as_secs_f64();
+        match r {
+            Err(e) => row.detail = format!("{e:#}"),
+            Ok(()) => {
+                if bad.is_empty() && n > 0 {
+                    row.outcome = Outcome::Pass;
+                }
+                row.detail = format!("{n} packets, {ok} ok, {} bad", bad.len());
+                if let Some(first) = bad.first() {
+                    row.detail.push_str(&format!(" (first: {})", first.trim()));
+                }
+            }
+        }
+        row
+    }
+
+    /// Counters of both ends, written to the run directory; the anomalies as text.
+    fn counters(&mut self) -> String {
+        let mut report = String::new();
+        let stats = netns::run_in(self.xroce_ns(), || {
+            verbs_shm::client::Context::open(DEVICE).and_then(|c| c.stats())
+        });
+        if let Ok(Ok(stats)) = stats {
+            let text: String = stats.iter().map(|(k, v)| format!("{k} {v}\n")).collect();
+            let _ = fs::write(self.run_dir.join("xroced-counters.txt"), text);
+            let odd: Vec<String> = stats
+                .iter()
+                .filter(|(k, v)| *v > 0 && is_anomaly(k))
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            let _ = writeln!(
+                report,
+                "xroced counters: {}",
+                if odd.is_empty() {
+                    "no errors, drops, retries or duplicates".to_owned()
+                } else {
+                    odd.join(" ")
+                }
+            );
+        }
+        if let Ok(f) = self
+            .vm
+            .run("rdma statistic show link rxe0/1", Duration::from_secs(20))
+        {
+            let _ = fs::write(self.run_dir.join("rxe-counters.txt"), &f.output);
+            let odd: Vec<String> = f
+                .output
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .chunks(2)
+                .filter(|kv| kv.len() == 2 && is_anomaly(kv[0]) && kv[1] != "0")
+                .map(|kv| format!("{}={}", kv[0], kv[1]))
+                .collect();
+            let _ = writeln!(
+                report,
+                "rxe counters:    {}",
+                if odd.is_empty() {
+                    "no errors, drops, retries or duplicates".to_owned()
+                } else {
+                    odd.join(" ")
+                }
+            );
+        }
+        report
+    }
+
+    /// `--keep`: runs lines from stdin in the VM until end of input or Ctrl-C.
+    fn keep(&mut self) {
+        let a = &self.lab.a;
+        println!();
+        println!("The lab stays up until end of input (Ctrl-D) or Ctrl-C.");
+        println!(
+            "  xroce host: ip netns exec {} bash   ({} {XROCE_IP}, device {DEVICE}, GID index {XROCE_GID_INDEX})",
+            a.netns, a.interface
+        );
+        println!(
+            "  wire:       ip netns exec {} tcpdump -ni {TAP}",
+            self.lab.b.netns
+        );
+        println!(
+            "  rxe peer:   {PEER_IP} (rxe0, GID index {}); type a shell command to run it there",
+            self.peer_gid
+        );
+        println!("  pingpong:   {}", self.pingpong.display());
+        println!("  logs:       {}", self.run_dir.display());
+        let stdin = std::io::stdin();
+        loop {
+            print!("rxe-peer# ");
+            let _ = std::io::stdout().flush();
+            let mut line = String::new();
+            match stdin.lock().read_line(&mut line) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+            let line = line.trim();
+            if line.is_empty() {
+                continue;
+            }
+            match self.vm.run(line, Duration::from_secs(300)) {
+                Ok(f) => {
+                    print!("{}", f.output);
+                    if !f.ok() {
+                        println!(
+                            "[{}]",
+                            f.status
+                                .map_or("killed after 300 s".to_owned(), |s| format!("exit {s}"))
+                        );
+                    }
+                }
+                Err(e) => {
+                    println!("error: {e:#}");
+                    break;
+                }
+            }
+        }
+    }
+
+    fn stop(&mut self) {
+        self.vm.shutdown();
+        self.xroced.signal(nix_signal::Signal::Term);
+        let _ = self.xroced.wait(Duration::from_secs(5));
+        if let Some(mut t) = self.tcpdump.take() {
+            t.signal(nix_signal::Signal::Int);
+            let _ = t.wait(Duration::from_secs(5));
+        }
+    }
+}
+
+fn is_anomaly(name: &str) -> bool {
+    [
+        "err", "drop", "dup", "retr", "retry", "nak", "seq", "timeout", "bad", "invalid", "rnr",
+        "discard", "fail",
+    ]
+    .iter()
+    .any(|w| name.contains(w))
+}
+
+fn print_table(rows: &[Row]) {
+    let w = rows.iter().map(|r| r.check.len()).max().unwrap_or(5).max(5);
+    println!(
+        "{:<w$}  {:<6} {:<6} {:<6} {:>6}  detail",
+        "check", "server", "client", "result", "secs"
+    );
+    for r in rows {
+        let outcome = match r.outcome {
+            Outcome::Pass => "PASS",
+            Outcome::Fail => "FAIL",
+            Outcome::Skip => "skip",
+        };
+        println!(
+            "{:<w$}  {:<6} {:<6} {:<6} {:>6.1}  {}",
+            r.check, r.server, r.client, outcome, r.secs, r.detail
+        );
+    }
+}
+
+pub(crate) fn run(args: &Args) -> Result<()> {
+    let selected: Vec<Check> = checks()
+        .into_iter()
+        .filter(|c| args.only.is_empty() || args.only.iter().any(|w| c.name().contains(w.as_str())))
+        .collect();
+    if args.list {
+        for c in &selected {
+            println!("{} (server: {})", c.name(), c.server.name());
+        }
+        return Ok(());
+    }
+    if !xroce_lab::require_root("cargo xtask interop") {
+        bail!("cargo xtask interop needs root (network namespaces, XDP, qemu's tap)");
+    }
+    // First, before any thread exists: Ctrl-C and SIGTERM tear the lab down.
+    xroce_lab::signals::install().context("installing the Ctrl-C handler")?;
+    let _ = xroce_lab::cleanup_stale();
+    crate::deps::ensure(&["qemu-system-x86", "tcpdump", "iproute2"])?;
+
+    let total = Instant::now();
+    let cache = target_dir().join("xroce/interop");
+    let img = image::ensure(&cache, args.rebuild_image)?;
+    let bins = build_binaries(args.release)?;
+    let run_dir = cache.join("runs").join(std::process::id().to_string());
+    let _ = fs::remove_dir_all(&run_dir);
+    fs::create_dir_all(&run_dir)?;
+    cleanup_old_runs(&cache.join("runs"));
+    let logs = run_dir.join("checks");
+    fs::create_dir_all(&logs)?;
+
+    let (mut h, boot) = Harness::start(&run_dir, &img, &bins)?;
+    let mut rows = Vec::new();
+    for c in &selected {
+        if xroce_lab::signals::interrupted() {
+            break;
+        }
+        log(&format!("{} (server: {})", c.name(), c.server.name()));
+        let row = h.run_check(c, &logs);
+        let died = h.daemon_check();
+        if row.outcome == Outcome::Fail {
+            log(&format!("  FAIL: {}", row.detail));
+        }
+        rows.push(row);
+        if let Some(d) = died {
+            log(&format!("  FAIL: xroced exited: {}", d.detail));
+            rows.push(d);
+        }
+    }
+    rows.push(h.check_capture(args.capture.as_deref()));
+    let counters = h.counters();
+
+    let (_, accel) = vm::accel();
+    let versions: Vec<&str> = img
+        .packages
+        .iter()
+        .map(String::as_str)
+        .filter(|p| {
+            p.starts_with("rdma-core")
+                || p.starts_with("libibverbs1 ")
+                || p.starts_with("perftest ")
+                || p.starts_with("ibverbs-utils ")
+        })
+        .collect();
+    println!();
+    println!(
+        "xroce against Linux rxe: kernel {} ({}), {}",
+        img.release,
+        accel,
+        versions.join(", ")
+    );
+    println!(
+        "VM boot {boot:.1} s; xroce {XROCE_IP} ({DEVICE}), rxe {PEER_IP} (rxe0); logs in {}",
+        run_dir.display()
+    );
+    println!();
+    print_table(&rows);
+    println!();
+    print!("{counters}");
+    let failed = rows.iter().filter(|r| r.outcome == Outcome::Fail).count();
+    let skipped = rows.iter().filter(|r| r.outcome == Outcome::Skip).count();
+    println!(
+        "{} passed, {failed} failed, {skipped} skipped in {:.0} s",
+        rows.len() - failed - skipped,
+        total.elapsed().as_secs_f64()
+    );
+    if let Some(c) = &args.capture {
+        println!(
+            "capture: {} (cargo xtask pcap {})",
+            c.display(),
+            c.display()
+        );
+    }
+    if args.keep {
+        h.keep();
+    }
+    h.stop();
+    drop(h);
+    if failed > 0 {
+        bail!(
+            "{failed} interop check(s) failed (logs in {})",
+            logs.display()
+        );
+    }
+    Ok(())
+}
+
+/// Keeps the logs of the last few runs only.
+fn cleanup_old_runs(runs: &Path) {
+    let Ok(rd) = fs::read_dir(runs) else {
+        return;
+    };
+    let mut dirs: Vec<(std::time::SystemTime, PathBuf)> = rd
+        .filter_map(|e| e.ok())
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .collect();
+    dirs.sort();
+    let keep = 5;
+    if dirs.len() > keep {
+        for (_, d) in &dirs[..dirs.len() - keep] {
+            let _ = fs::remove_dir_all(d);
+        }
+    }
+}
