@@ -198,7 +198,14 @@ pub fn run(cfg: DaemonConfig, mut host: Box<dyn Host>) -> Result<()> {
         drop(fds);
         drop(set);
         if stop {
-            info!("stopping");
+            // Say who asked: a stop nobody expected is then easy to trace.
+            match signalfd.read_signal() {
+                Ok(Some(si)) => info!(
+                    "stopping: signal {} from pid {} (uid {})",
+                    si.ssi_signo, si.ssi_pid, si.ssi_uid
+                ),
+                _ => info!("stopping"),
+            }
             break;
         }
         for id in ready {
