@@ -33,6 +33,12 @@ use crate::poller::{Command, CqSetup, EventSink, PollerStats, QpSetup, SrqSetup}
 /// RoCE traffic by default (`net.ipv4.ip_default_ttl`).
 pub const ROCE_HOP_LIMIT: u8 = 64;
 
+/// Outstanding READ/atomic requests per QP, either role (`max_qp_rd_atom`,
+/// `max_qp_init_rd_atom`). rxe allows 128, so we do too: perftest moves its QP to RTS with
+/// the *peer's* limit as `max_rd_atomic`, so a smaller one here fails `ib_read_bw` and
+/// `ib_atomic_bw` against rxe at RTS.
+pub const MAX_RD_ATOMIC: u8 = 128;
+
 /// What the control plane needs to know about the port right now.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PortView {
@@ -566,9 +572,9 @@ impl Control {
             max_cqe: MAX_QUEUE,
             max_mr: 1 << 20,
             max_pd: 1 << 20,
-            max_qp_rd_atom: 16,
-            max_res_rd_atom: 16 * self.limits.max_qps as u32,
-            max_qp_init_rd_atom: 16,
+            max_qp_rd_atom: u32::from(MAX_RD_ATOMIC),
+            max_res_rd_atom: u32::from(MAX_RD_ATOMIC) * self.limits.max_qps as u32,
+            max_qp_init_rd_atom: u32::from(MAX_RD_ATOMIC),
             // IBV_ATOMIC_HCA: atomic with respect to this device.
             atomic_cap: 1,
             max_srq: 1 << 16,
@@ -929,6 +935,7 @@ impl Control {
             sq_sig_all,
             limits: Limits {
                 max_mtu: active,
+                max_rd_atomic: MAX_RD_ATOMIC,
                 ..Limits::default()
             },
         };

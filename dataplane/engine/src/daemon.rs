@@ -119,6 +119,7 @@ pub fn run(cfg: DaemonConfig, mut host: Box<dyn Host>) -> Result<()> {
             gids: port.gids.clone(),
             limits: Limits {
                 max_mtu: port.active_mtu,
+                max_rd_atomic: crate::control::MAX_RD_ATOMIC,
                 ..Limits::default()
             },
             default_hop_limit: crate::control::ROCE_HOP_LIMIT,
