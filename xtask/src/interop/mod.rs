@@ -195,6 +195,10 @@ fn checks() -> Vec<Check> {
         ("ib_send_bw", 65536, 20),
         ("ib_write_bw", 65536, 20),
         ("ib_read_bw", 65536, 20),
+        ("ib_atomic_bw", 8, 20),
+        ("ib_send_lat", 64, 100),
+        ("ib_write_lat", 64, 100),
+        ("ib_read_lat", 64, 100),
     ];
     for (program, size, iters) in drop_in {
         for server in [Side::Rxe, Side::Xroce] {
@@ -615,13 +619,23 @@ fn figures(output: &str) -> String {
     if let (Some(m), Some(u)) = (mbit, usec) {
         return format!("{m}, {u}");
     }
-    // perftest: " #bytes #iterations BW peak[MB/sec] BW average[MB/sec] MsgRate[Mpps]"
+    // perftest's result row: bandwidth tests print
+    //   #bytes #iterations BW_peak[MB/sec] BW_average[MB/sec] MsgRate[Mpps]
+    // and latency tests
+    //   #bytes #iterations t_min t_max t_typical t_avg t_stdev 99% 99.9%   [usec]
     if let Some(l) = output.lines().rev().find(|l| {
         let f: Vec<&str> = l.split_whitespace().collect();
         f.len() >= 4 && f.iter().all(|x| x.parse::<f64>().is_ok())
     }) {
         let f: Vec<&str> = l.split_whitespace().collect();
-        return format!("{} MB/s avg ({} B x {})", f[3], f[0], f[1]);
+        return if f.len() >= 9 {
+            format!(
+                "{} usec typical, {} avg ({} B x {})",
+                f[4], f[5], f[0], f[1]
+            )
+        } else {
+            format!("{} MB/s avg ({} B x {})", f[3], f[0], f[1])
+        };
     }
     String::new()
 }
@@ -758,13 +772,15 @@ impl Harness {
                         format!("{program} -d {DEVICE} -g {XROCE_GID_INDEX} -s {size} -n {iters}"),
                     )
                 } else {
+                    // Atomics are 8 bytes, always; perftest takes no -s for them.
+                    let s = if program.starts_with("ib_atomic") {
+                        String::new()
+                    } else {
+                        format!(" -s {size}")
+                    };
                     (
-                        format!(
-                            "{program} -d rxe0 -x {peer_gid} -F -s {size} -n {iters}{rxe_target}"
-                        ),
-                        format!(
-                            "{program} -d {DEVICE} -x {XROCE_GID_INDEX} -F -s {size} -n {iters}"
-                        ),
+                        format!("{program} -d rxe0 -x {peer_gid} -F{s} -n {iters}{rxe_target}"),
+                        format!("{program} -d {DEVICE} -x {XROCE_GID_INDEX} -F{s} -n {iters}"),
                     )
                 };
                 let mut x: Vec<String> = x.split_whitespace().map(str::to_owned).collect();
