@@ -90,6 +90,9 @@ fn command_output(cmd: &mut Command) -> Result<String> {
 
 /// Returns the cached image in `cache`, building it first if it is missing or `rebuild`.
 pub(crate) fn ensure(cache: &Path, rebuild: bool) -> Result<Image> {
+    // Two runs at once share the cache: one builds, the other waits for it.
+    fs::create_dir_all(cache)?;
+    let _lock = Lock::take(&cache.join("image.lock"))?;
     let dir = cache.join("image");
     let image = Image {
         kernel: dir.join("vmlinuz"),
@@ -124,6 +127,31 @@ pub(crate) fn ensure(cache: &Path, rebuild: bool) -> Result<Image> {
         packages,
         ..image
     })
+}
+
+/// An exclusive `flock` on a file, released when dropped (or when the process dies).
+#[derive(Debug)]
+struct Lock {
+    /// Closing it releases the lock.
+    _file: fs::File,
+}
+
+impl Lock {
+    fn take(path: &Path) -> Result<Lock> {
+        use std::os::fd::AsRawFd as _;
+        let file = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+            .with_context(|| format!("opening {}", path.display()))?;
+        // Safety: flock takes a descriptor we own and an integer; it touches no memory.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
+            return Err(std::io::Error::last_os_error())
+                .with_context(|| format!("locking {}", path.display()));
+        }
+        Ok(Lock { _file: file })
+    }
 }
 
 /// The packages of Debian's stock kernel image.
