@@ -339,8 +339,13 @@ impl Proc {
         }
     }
 
-    fn signal(&self, signal: nix_signal::Signal) {
-        if let Some(c) = &self.child {
+    /// Signals it if it has not been reaped: the pid of a reaped child may already belong
+    /// to another process (this machine's pid space wraps within minutes under load). A
+    /// zombie keeps its pid until reaped, so checking first is enough.
+    fn signal(&mut self, signal: nix_signal::Signal) {
+        if let Some(c) = &mut self.child
+            && let Ok(None) = c.try_wait()
+        {
             nix_signal::send(c.id(), signal);
         }
     }
@@ -375,8 +380,8 @@ mod nix_signal {
         let Ok(pid) = libc::pid_t::try_from(pid) else {
             return;
         };
-        // Safety: kill takes plain integers and touches no memory of ours; `pid` is a child
-        // of ours that has not been reaped, so it cannot be another process.
+        // Safety: kill takes plain integers and touches no memory of ours; the caller checked
+        // that `pid` is a child of ours not yet reaped, so it cannot be another process.
         unsafe { libc::kill(pid, sig) };
     }
 }
