@@ -219,10 +219,14 @@ impl TwoHosts {
     /// Stops the daemons (also done on drop). Returns their logs' tails on failure.
     pub fn stop(&mut self) {
         for (_, child) in &mut self.daemons {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(child.id() as i32),
-                nix::sys::signal::Signal::SIGTERM,
-            );
+            // Only a child not yet reaped: a reaped child's pid may already be another
+            // process's (another test's daemon, say), and pids wrap quickly under load.
+            if let Ok(None) = child.try_wait() {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(child.id() as i32),
+                    nix::sys::signal::Signal::SIGTERM,
+                );
+            }
         }
         let deadline = Instant::now() + Duration::from_secs(5);
         for (_, child) in &mut self.daemons {

@@ -5,10 +5,12 @@
 //! - `cargo xtask pcap FILE...`: decode the RoCEv2 packets of captures and check their ICRCs.
 //! - `cargo xtask build`: the drop-in `libibverbs.so.1`, installed in `target/xroce/lib`.
 //! - `cargo xtask lab`: a two-namespace lab to experiment in, torn down on Ctrl-C.
+//! - `cargo xtask interop`: xroce against Linux rxe in a VM, both directions.
 
 mod build;
 mod demo;
 mod deps;
+mod interop;
 mod lab;
 mod pcap;
 mod test;
@@ -37,6 +39,8 @@ enum Command {
     Build(build::Args),
     /// Build a two-namespace veth lab and hold it until Ctrl-C.
     Lab(lab::Args),
+    /// Check xroce against Linux rxe (Debian's kernel in a VM), both directions.
+    Interop(interop::Args),
 }
 
 fn main() {
@@ -54,5 +58,6 @@ fn run(cli: Cli) -> Result<()> {
         Command::Pcap(args) => pcap::run(&args),
         Command::Build(args) => build::run(&args),
         Command::Lab(args) => lab::run(&args),
+        Command::Interop(args) => interop::run(&args),
     }
 }

@@ -29,6 +29,16 @@ use xroce_wire::{Gid, IbMtu, Psn, Qpn};
 use crate::memory::Region;
 use crate::poller::{Command, CqSetup, EventSink, PollerStats, QpSetup, SrqSetup};
 
+/// The hop limit (IPv4 TTL, IPv6 hop limit) of every path: what the kernel's routes give
+/// RoCE traffic by default (`net.ipv4.ip_default_ttl`).
+pub const ROCE_HOP_LIMIT: u8 = 64;
+
+/// Outstanding READ/atomic requests per QP, either role (`max_qp_rd_atom`,
+/// `max_qp_init_rd_atom`). rxe allows 128, so we do too: perftest moves its QP to RTS with
+/// the *peer's* limit as `max_rd_atomic`, so a smaller one here fails `ib_read_bw` and
+/// `ib_atomic_bw` against rxe at RTS.
+pub const MAX_RD_ATOMIC: u8 = 128;
+
 /// What the control plane needs to know about the port right now.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PortView {
@@ -572,9 +582,9 @@ impl Control {
             max_cqe: MAX_QUEUE,
             max_mr: 1 << 20,
             max_pd: 1 << 20,
-            max_qp_rd_atom: 16,
-            max_res_rd_atom: 16 * self.limits.max_qps as u32,
-            max_qp_init_rd_atom: 16,
+            max_qp_rd_atom: u32::from(MAX_RD_ATOMIC),
+            max_res_rd_atom: u32::from(MAX_RD_ATOMIC) * self.limits.max_qps as u32,
+            max_qp_init_rd_atom: u32::from(MAX_RD_ATOMIC),
             // IBV_ATOMIC_HCA: atomic with respect to this device.
             atomic_cap: 1,
             max_srq: 1 << 16,
@@ -935,6 +945,7 @@ impl Control {
             sq_sig_all,
             limits: Limits {
                 max_mtu: active,
+                max_rd_atomic: MAX_RD_ATOMIC,
                 ..Limits::default()
             },
         };
@@ -991,7 +1002,10 @@ impl Control {
             dmac,
             traffic_class: ah.traffic_class,
             flow_label: ah.flow_label,
-            hop_limit: ah.hop_limit,
+            // The kernel's RDMA core replaces the hop limit of every RoCE unicast address
+            // vector with the route's (`ib_resolve_unicast_gid_dmac`), so rxe sends TTL 64
+            // even when `ibv_rc_pingpong` asks for 1; we do too.
+            hop_limit: ROCE_HOP_LIMIT,
             udp_sport: 0,
             vlan: None,
         })

@@ -137,9 +137,10 @@ pub fn run(cfg: DaemonConfig, mut host: Box<dyn Host>) -> Result<()> {
             gids: port.gids.clone(),
             limits: Limits {
                 max_mtu: port.active_mtu,
+                max_rd_atomic: crate::control::MAX_RD_ATOMIC,
                 ..Limits::default()
             },
-            default_hop_limit: 64,
+            default_hop_limit: crate::control::ROCE_HOP_LIMIT,
         };
         let mac = port.mac;
         let thread = std::thread::Builder::new()
@@ -215,7 +216,14 @@ pub fn run(cfg: DaemonConfig, mut host: Box<dyn Host>) -> Result<()> {
         drop(fds);
         drop(set);
         if stop {
-            info!("stopping");
+            // Say who asked: a stop nobody expected is then easy to trace.
+            match signalfd.read_signal() {
+                Ok(Some(si)) => info!(
+                    "stopping: signal {} from pid {} (uid {})",
+                    si.ssi_signo, si.ssi_pid, si.ssi_uid
+                ),
+                _ => info!("stopping"),
+            }
             break;
         }
         for id in ready {

@@ -1,0 +1,695 @@
+//! The lab of a run: the namespaces, the wire (bridge and tap), the VM, the daemon and the
+//! capture; and running one check across it.
+
+use std::fmt::Write as _;
+use std::fs;
+use std::io::{BufRead, Write as _};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use xroce_lab::{Lab, LabConfig, netns};
+
+use super::checks::{Check, Outcome, Program, Row, Side, figures, is_anomaly, last_line};
+use super::process::{Proc, signal, tcp_listening};
+use super::vm::{self, Vm, VmConfig};
+use super::{BRIDGE, DEVICE, INIT, PEER_IP, PEER_MAC, TAP, XROCE_GID_INDEX, XROCE_IP};
+use super::{image, log, target_dir};
+use crate::pcap::{Verdict, describe, for_each_frame};
+
+/// The lab: namespaces, bridge, tap, VM, daemon, capture.
+pub(super) struct Harness {
+    lab: Lab,
+    run_dir: PathBuf,
+    vm: Vm,
+    peer_gid: u32,
+    xroced: Proc,
+    xroced_bin: PathBuf,
+    restarts: usize,
+    tcpdump: Option<Proc>,
+    pingpong: PathBuf,
+    drop_in: Result<PathBuf, String>,
+}
+
+impl Harness {
+    pub(super) fn xroce_ns(&self) -> &str {
+        &self.lab.a.netns
+    }
+}
+
+pub(super) fn run_lab_cmd(ns: &str, args: &[&str]) -> Result<()> {
+    xroce_lab::run(Command::new("ip").arg("-n").arg(ns).args(args))?;
+    Ok(())
+}
+
+/// Turns the lab's host `b` into the wire: its veth end joins a bridge with the VM's tap.
+pub(super) fn make_wire(lab: &Lab) -> Result<()> {
+    let b = &lab.b.netns;
+    run_lab_cmd(b, &["addr", "flush", "dev", &lab.b.interface])?;
+    run_lab_cmd(
+        b,
+        &[
+            "link",
+            "add",
+            BRIDGE,
+            "type",
+            "bridge",
+            "stp_state",
+            "0",
+            "forward_delay",
+            "0",
+        ],
+    )?;
+    netns::sysctl(b, &format!("net.ipv6.conf.{BRIDGE}.disable_ipv6"), "1")?;
+    run_lab_cmd(b, &["link", "set", &lab.b.interface, "master", BRIDGE])?;
+    run_lab_cmd(b, &["tuntap", "add", "dev", TAP, "mode", "tap"])?;
+    run_lab_cmd(
+        b,
+        &["link", "set", TAP, "mtu", "1500", "master", BRIDGE, "up"],
+    )?;
+    run_lab_cmd(b, &["link", "set", BRIDGE, "up"])?;
+    Ok(())
+}
+
+pub(super) fn drop_in_library() -> Result<PathBuf, String> {
+    let lib = target_dir().join("xroce/lib");
+    if !lib.join("libibverbs.so.1").is_file() {
+        return Err(format!(
+            "{} not built (cargo xtask build)",
+            lib.join("libibverbs.so.1").display()
+        ));
+    }
+    Ok(lib)
+}
+
+/// Whether the drop-in library runs `ibv_devices` and lists the daemon's device.
+pub(super) fn probe_drop_in(ns: &str, lib: &Path) -> Result<(), String> {
+    crate::deps::ensure(&["ibverbs-utils", "perftest"]).map_err(|e| e.to_string())?;
+    let lib = lib.to_string_lossy();
+    let out = netns::command(
+        ns,
+        &["env", &format!("LD_LIBRARY_PATH={lib}"), "ibv_devices"],
+    )
+    .output()
+    .map_err(|e| format!("running ibv_devices: {e}"))?;
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    if out.status.success() && text.contains(DEVICE) {
+        Ok(())
+    } else if out.status.success() {
+        Err(format!(
+            "the drop-in libibverbs.so.1 lists no device {DEVICE} yet (ibv_devices shows none)"
+        ))
+    } else {
+        Err(format!(
+            "the drop-in libibverbs.so.1 cannot run ibv_devices yet ({}: {})",
+            out.status,
+            last_line(&text)
+        ))
+    }
+}
+
+impl Harness {
+    pub(super) fn start(
+        run_dir: &Path,
+        img: &image::Image,
+        bins: &(PathBuf, PathBuf),
+    ) -> Result<(Harness, f64)> {
+        let lab = Lab::new(&LabConfig::default()).context("building the lab (needs root)")?;
+        make_wire(&lab)?;
+        let tcpdump = {
+            let p = Proc::spawn(
+                &lab.b.netns,
+                &[
+                    "tcpdump",
+                    "-i",
+                    TAP,
+                    // Every packet to the file at once, as root (no privilege drop).
+                    "--immediate-mode",
+                    "-U",
+                    "-Z",
+                    "root",
+                    // 64 MiB of kernel buffer: 1 MiB messages come in bursts.
+                    "-B",
+                    "65536",
+                    "-s",
+                    "0",
+                    "-w",
+                    &run_dir.join("capture.pcap").to_string_lossy(),
+                    "udp port 4791 or tcp port 18515 or arp",
+                ],
+                &[],
+                run_dir,
+                "tcpdump",
+            )?;
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !fs::read_to_string(&p.stderr).is_ok_and(|t| t.contains("listening on")) {
+                if Instant::now() > deadline {
+                    bail!("tcpdump did not start: {}", p.output());
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Some(p)
+        };
+        let initrd = run_dir.join("initrd.cpio");
+        image::initrd(img, INIT.as_bytes(), &initrd)?;
+        let (accel, _) = vm::accel();
+        let t0 = Instant::now();
+        let mut vm = Vm::boot(&VmConfig {
+            netns: lab.b.netns.clone(),
+            tap: TAP.into(),
+            ip: PEER_IP,
+            mac: PEER_MAC,
+            kernel: img.kernel.clone(),
+            initrd,
+            dir: run_dir.to_path_buf(),
+            memory_mib: 1024,
+            accel,
+        })?;
+        // The daemon starts while the VM boots.
+        let xroced = start_daemon(&lab, &bins.0, run_dir, "xroced")?;
+        let ready = vm.wait_ready(Duration::from_secs(240))?;
+        let boot = t0.elapsed().as_secs_f64();
+        log(&format!(
+            "VM ready after {boot:.1} s (guest uptime {} s); rxe0 IPv4 GID index {}",
+            ready.uptime, ready.gid_index
+        ));
+        let drop_in = drop_in_library().and_then(|lib| {
+            probe_drop_in(&lab.a.netns, &lib)?;
+            Ok(lib)
+        });
+        Ok((
+            Harness {
+                lab,
+                run_dir: run_dir.to_path_buf(),
+                vm,
+                peer_gid: ready.gid_index,
+                xroced,
+                xroced_bin: bins.0.clone(),
+                restarts: 0,
+                tcpdump,
+                pingpong: bins.1.clone(),
+                drop_in,
+            },
+            boot,
+        ))
+    }
+}
+
+/// Starts `xroced` on the lab's host `a` and waits until its device is there.
+pub(super) fn start_daemon(lab: &Lab, bin: &Path, logs: &Path, name: &str) -> Result<Proc> {
+    let bin = bin.to_string_lossy();
+    let mut xroced = Proc::spawn(
+        &lab.a.netns,
+        &[&bin, "--interface", &lab.a.interface, "--device", DEVICE],
+        &[],
+        logs,
+        name,
+    )?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let up = netns::run_in(&lab.a.netns, || {
+            verbs_shm::client::devices().is_ok_and(|d| d.iter().any(|d| d == DEVICE))
+        })?;
+        if up {
+            return Ok(xroced);
+        }
+        if let Some(s) = xroced.exited() {
+            bail!("xroced exited ({s}):\n{}", xroced.output());
+        }
+        if Instant::now() > deadline {
+            bail!("xroced did not come up in 30 s:\n{}", xroced.output());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+impl Harness {
+    /// A failure row if the daemon has exited since the last check (it is restarted, so
+    /// that the checks after it still say something).
+    pub(super) fn daemon_check(&mut self) -> Option<Row> {
+        let status = self.xroced.exited()?;
+        let log = self.xroced.stderr.clone();
+        let tail = last_line(&fs::read_to_string(&log).unwrap_or_default());
+        self.restarts += 1;
+        let name = format!("xroced-{}", self.restarts);
+        let detail = match start_daemon(&self.lab, &self.xroced_bin, &self.run_dir, &name) {
+            Ok(p) => {
+                self.xroced = p;
+                format!("{status}, restarted; log {}: {tail}", log.display())
+            }
+            Err(e) => format!("{status}, restart failed: {e:#}"),
+        };
+        Some(Row {
+            check: "xroced kept running".into(),
+            server: "-",
+            client: "-",
+            outcome: Outcome::Fail,
+            secs: 0.0,
+            detail,
+        })
+    }
+
+    pub(super) fn run_check(&mut self, check: &Check, logs: &Path) -> Row {
+        let started = Instant::now();
+        let mut row = Row {
+            check: check.name(),
+            server: check.server.name(),
+            client: check.client().name(),
+            outcome: Outcome::Fail,
+            secs: 0.0,
+            detail: String::new(),
+        };
+        if let Program::DropIn { .. } = check.program
+            && let Err(why) = &self.drop_in
+        {
+            row.outcome = Outcome::Skip;
+            row.detail = why.clone();
+            return row;
+        }
+        match self.exchange(check, logs) {
+            Ok((ok, detail)) => {
+                row.outcome = if ok { Outcome::Pass } else { Outcome::Fail };
+                row.detail = detail;
+            }
+            Err(e) => row.detail = format!("{e:#}"),
+        }
+        row.secs = started.elapsed().as_secs_f64();
+        row
+    }
+
+    /// The two command lines of a check: (rxe side, xroce side) and the xroce side's
+    /// environment.
+    pub(super) fn commands(&self, check: &Check) -> (String, Vec<String>, Vec<(String, String)>) {
+        let peer_gid = self.peer_gid;
+        let server_addr = |side: Side| match side {
+            Side::Rxe => XROCE_IP.to_string(),
+            Side::Xroce => PEER_IP.to_string(),
+        };
+        let rxe_is_client = check.server == Side::Xroce;
+        let rxe_target = if rxe_is_client {
+            format!(" {}", server_addr(Side::Rxe))
+        } else {
+            String::new()
+        };
+        match check.program {
+            Program::Pingpong {
+                service,
+                size,
+                iters,
+            } => {
+                let rxe = format!(
+                    "ibv_{service}_pingpong -d rxe0 -g {peer_gid} -s {size} -n {iters}{rxe_target}"
+                );
+                let mut x: Vec<String> = vec![
+                    self.pingpong.to_string_lossy().into_owned(),
+                    "-d".into(),
+                    DEVICE.into(),
+                    "-g".into(),
+                    XROCE_GID_INDEX.to_string(),
+                    "-s".into(),
+                    size.to_string(),
+                    "-n".into(),
+                    iters.to_string(),
+                    "--timeout".into(),
+                    "120".into(),
+                ];
+                match service {
+                    "uc" => x.push("--uc".into()),
+                    "ud" => x.push("--ud".into()),
+                    _ => {}
+                }
+                if rxe_is_client {
+                    // The examples send a buffer of 0x7b; check it arrives so.
+                    x.extend(["--verify-fill".into(), "0x7b".into()]);
+                } else {
+                    // rxe echoes what it receives: a different pattern each message.
+                    x.push("--verify".into());
+                    x.extend(["--connect-timeout".into(), "60".into()]);
+                    x.push(PEER_IP.to_string());
+                }
+                (rxe, x, Vec::new())
+            }
+            Program::DropIn {
+                program,
+                size,
+                iters,
+            } => {
+                let lib = self
+                    .drop_in
+                    .as_ref()
+                    .map(|p| p.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                let env = vec![("LD_LIBRARY_PATH".to_owned(), lib)];
+                let (rxe, x) = if program == "ibv_rc_pingpong" {
+                    (
+                        format!("{program} -d rxe0 -g {peer_gid} -s {size} -n {iters}{rxe_target}"),
+                        format!("{program} -d {DEVICE} -g {XROCE_GID_INDEX} -s {size} -n {iters}"),
+                    )
+                } else {
+                    // Atomics are 8 bytes, always; perftest takes no -s for them.
+                    let s = if program.starts_with("ib_atomic") {
+                        String::new()
+                    } else {
+                        format!(" -s {size}")
+                    };
+                    (
+                        format!("{program} -d rxe0 -x {peer_gid} -F{s} -n {iters}{rxe_target}"),
+                        format!("{program} -d {DEVICE} -x {XROCE_GID_INDEX} -F{s} -n {iters}"),
+                    )
+                };
+                let mut x: Vec<String> = x.split_whitespace().map(str::to_owned).collect();
+                if !rxe_is_client {
+                    x.push(PEER_IP.to_string());
+                }
+                (rxe, x, env)
+            }
+        }
+    }
+
+    /// Runs a check; `(passed, detail)`. Logs go to `logs/<name>.txt`.
+    pub(super) fn exchange(&mut self, check: &Check, logs: &Path) -> Result<(bool, String)> {
+        const JOB_TIMEOUT: Duration = Duration::from_secs(150);
+        let (rxe_cmd, x_argv, x_env) = self.commands(check);
+        let name = check.name().replace([' ', '/'], "_") + "_" + check.server.name() + "_server";
+        let x_argv_ref: Vec<&str> = x_argv.iter().map(String::as_str).collect();
+        let x_env_ref: Vec<(&str, &str)> = x_env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let is_pingpong = matches!(check.program, Program::Pingpong { .. });
+        let ns = self.xroce_ns().to_owned();
+
+        let (rxe_result, x_proc, x_status);
+        match check.server {
+            Side::Rxe => {
+                let job = self.vm.spawn(&rxe_cmd)?;
+                if !is_pingpong {
+                    // perftest clients do not retry: wait until the server listens.
+                    let wait = self.vm.spawn(
+                        "n=0; while ! netstat -ltn | grep -q ':18515 '; do \
+                         usleep 50000; n=$((n + 1)); [ $n -gt 1200 ] && exit 1; done; exit 0",
+                    )?;
+                    let w = wait.wait(&mut self.vm, Duration::from_secs(90))?;
+                    if !w.ok() {
+                        job.kill(&mut self.vm);
+                        let out = job.output();
+                        fs::write(
+                            logs.join(format!("{name}.txt")),
+                            format!("## rxe (VM {PEER_IP}): {rxe_cmd}\n{out}"),
+                        )?;
+                        return Ok((
+                            false,
+                            format!("the rxe server never listened: {}", last_line(&out)),
+                        ));
+                    }
+                }
+                let mut p = Proc::spawn(&ns, &x_argv_ref, &x_env_ref, logs, &name)?;
+                x_status = p.wait(JOB_TIMEOUT);
+                let ok_so_far = x_status.is_some_and(|s| s.success());
+                let wait_for = if ok_so_far {
+                    JOB_TIMEOUT
+                } else {
+                    Duration::from_secs(5)
+                };
+                rxe_result = job.wait(&mut self.vm, wait_for)?;
+                x_proc = p;
+            }
+            Side::Xroce => {
+                let mut p = Proc::spawn(&ns, &x_argv_ref, &x_env_ref, logs, &name)?;
+                let deadline = Instant::now() + Duration::from_secs(30);
+                loop {
+                    let listening = if is_pingpong {
+                        fs::read_to_string(&p.stdout).is_ok_and(|t| t.contains("local address"))
+                    } else {
+                        tcp_listening(&ns, 18515)
+                    };
+                    if listening {
+                        break;
+                    }
+                    if p.exited().is_some() || Instant::now() > deadline {
+                        p.kill();
+                        let out = p.output();
+                        fs::write(logs.join(format!("{name}.txt")), &out)?;
+                        return Ok((
+                            false,
+                            format!("the xroce server never listened: {}", last_line(&out)),
+                        ));
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                let job = self.vm.spawn(&rxe_cmd)?;
+                rxe_result = job.wait(&mut self.vm, JOB_TIMEOUT)?;
+                let wait_for = if rxe_result.ok() {
+                    JOB_TIMEOUT
+                } else {
+                    Duration::from_secs(5)
+                };
+                x_status = p.wait(wait_for);
+                x_proc = p;
+            }
+        }
+        let x_out = x_proc.output();
+        let mut record = String::new();
+        let _ = writeln!(
+            record,
+            "# {} (server: {})",
+            check.name(),
+            check.server.name()
+        );
+        let _ = writeln!(record, "## rxe (VM {PEER_IP}): {rxe_cmd}");
+        let _ = writeln!(
+            record,
+            "{}\n-> {}",
+            rxe_result.output,
+            rxe_result
+                .status
+                .map_or("killed (timeout)".to_owned(), |s| format!("exit {s}"))
+        );
+        let env_text: String = x_env.iter().map(|(k, v)| format!("{k}={v} ")).collect();
+        let _ = writeln!(
+            record,
+            "## xroce ({XROCE_IP}): {env_text}{}",
+            x_argv.join(" ")
+        );
+        let _ = writeln!(
+            record,
+            "{x_out}\n-> {}",
+            x_status.map_or("killed (timeout)".to_owned(), |s| s.to_string())
+        );
+        fs::write(logs.join(format!("{name}.txt")), &record)?;
+
+        let x_ok = x_status.is_some_and(|s| s.success());
+        let ok = x_ok && rxe_result.ok();
+        let client_out = match check.client() {
+            Side::Rxe => &rxe_result.output,
+            Side::Xroce => &x_out,
+        };
+        let detail = if ok {
+            figures(client_out)
+        } else {
+            let mut why = Vec::new();
+            if !rxe_result.ok() {
+                why.push(format!(
+                    "rxe {}: {}",
+                    rxe_result
+                        .status
+                        .map_or("timed out".to_owned(), |s| format!("exit {s}")),
+                    last_line(&rxe_result.output)
+                ));
+            }
+            if !x_ok {
+                why.push(format!(
+                    "xroce {}: {}",
+                    x_status.map_or("timed out".to_owned(), |s| s.to_string()),
+                    last_line(&x_out)
+                ));
+            }
+            why.join("; ")
+        };
+        Ok((ok, detail))
+    }
+
+    /// Stops the capture and checks every RoCEv2 packet's ICRC.
+    pub(super) fn check_capture(&mut self, copy_to: Option<&Path>, traffic: bool) -> Row {
+        let started = Instant::now();
+        if let Some(mut p) = self.tcpdump.take() {
+            // Let the last frames reach the file, then stop tcpdump cleanly.
+            std::thread::sleep(Duration::from_secs(1));
+            p.signal(signal::Signal::Int);
+            let _ = p.wait(Duration::from_secs(5));
+        }
+        let pcap = self.run_dir.join("capture.pcap");
+        // tcpdump's own tally: a capture that missed packets checks less than it seems.
+        let tally = fs::read_to_string(self.run_dir.join("tcpdump.err")).unwrap_or_default();
+        let count = |what: &str| {
+            tally
+                .lines()
+                .find(|l| l.ends_with(what))
+                .and_then(|l| l.split_whitespace().next()?.parse::<u64>().ok())
+        };
+        let missed = match (
+            count("packets captured"),
+            count("packets received by filter"),
+            count("packets dropped by kernel"),
+        ) {
+            (Some(c), Some(r), Some(d)) if c < r || d > 0 => {
+                format!(" (tcpdump missed packets: {c} captured of {r}, {d} dropped by the kernel)")
+            }
+            _ => String::new(),
+        };
+        let mut row = Row {
+            check: "ICRC of every captured RoCEv2 packet".into(),
+            server: "-",
+            client: "-",
+            outcome: Outcome::Fail,
+            secs: 0.0,
+            detail: String::new(),
+        };
+        if let Some(to) = copy_to
+            && let Err(e) = fs::copy(&pcap, to)
+        {
+            row.detail = format!("copying the capture to {}: {e}", to.display());
+            return row;
+        }
+        let (mut n, mut ok, mut bad) = (0usize, 0usize, Vec::new());
+        let r = for_each_frame(&pcap, |number, bytes| {
+            if let Some((line, verdict)) = describe(number, bytes) {
+                n += 1;
+                if verdict == Verdict::Ok {
+                    ok += 1;
+                } else {
+                    bad.push(line);
+                }
+            }
+        });
+        row.secs = started.elapsed().as_secs_f64();
+        match r {
+            Err(e) => row.detail = format!("{e:#}"),
+            Ok(()) => {
+                if bad.is_empty() && n > 0 {
+                    row.outcome = Outcome::Pass;
+                } else if n == 0 && !traffic {
+                    row.outcome = Outcome::Skip;
+                }
+                row.detail = format!("{n} packets, {ok} ok, {} bad{missed}", bad.len());
+                if let Some(first) = bad.first() {
+                    row.detail.push_str(&format!(" (first: {})", first.trim()));
+                }
+            }
+        }
+        row
+    }
+
+    /// Counters of both ends, written to the run directory; the anomalies as text.
+    pub(super) fn counters(&mut self) -> String {
+        let mut report = String::new();
+        let stats = netns::run_in(self.xroce_ns(), || {
+            verbs_shm::client::Context::open(DEVICE).and_then(|c| c.stats())
+        });
+        if let Ok(Ok(stats)) = stats {
+            let text: String = stats.iter().map(|(k, v)| format!("{k} {v}\n")).collect();
+            let _ = fs::write(self.run_dir.join("xroced-counters.txt"), text);
+            let odd: Vec<String> = stats
+                .iter()
+                .filter(|(k, v)| *v > 0 && is_anomaly(k))
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            let _ = writeln!(
+                report,
+                "xroced counters: {}",
+                if odd.is_empty() {
+                    "no errors, drops, retries or duplicates".to_owned()
+                } else {
+                    odd.join(" ")
+                }
+            );
+        }
+        if let Ok(f) = self
+            .vm
+            .run("rdma statistic show link rxe0/1", Duration::from_secs(20))
+        {
+            let _ = fs::write(self.run_dir.join("rxe-counters.txt"), &f.output);
+            let odd: Vec<String> = f
+                .output
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .chunks(2)
+                .filter(|kv| kv.len() == 2 && is_anomaly(kv[0]) && kv[1] != "0")
+                .map(|kv| format!("{}={}", kv[0], kv[1]))
+                .collect();
+            let _ = writeln!(
+                report,
+                "rxe counters:    {}",
+                if odd.is_empty() {
+                    "no errors, drops, retries or duplicates".to_owned()
+                } else {
+                    odd.join(" ")
+                }
+            );
+        }
+        report
+    }
+
+    /// `--keep`: runs lines from stdin in the VM until end of input or Ctrl-C.
+    pub(super) fn keep(&mut self) {
+        let a = &self.lab.a;
+        println!();
+        println!("The lab stays up until end of input (Ctrl-D) or Ctrl-C.");
+        println!(
+            "  xroce host: ip netns exec {} bash   ({} {XROCE_IP}, device {DEVICE}, GID index {XROCE_GID_INDEX})",
+            a.netns, a.interface
+        );
+        println!(
+            "  wire:       ip netns exec {} tcpdump -ni {TAP}",
+            self.lab.b.netns
+        );
+        println!(
+            "  rxe peer:   {PEER_IP} (rxe0, GID index {}); type a shell command to run it there",
+            self.peer_gid
+        );
+        println!("  pingpong:   {}", self.pingpong.display());
+        println!("  logs:       {}", self.run_dir.display());
+        let stdin = std::io::stdin();
+        loop {
+            print!("rxe-peer# ");
+            let _ = std::io::stdout().flush();
+            let mut line = String::new();
+            match stdin.lock().read_line(&mut line) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+            let line = line.trim();
+            if line.is_empty() {
+                continue;
+            }
+            match self.vm.run(line, Duration::from_secs(300)) {
+                Ok(f) => {
+                    print!("{}", f.output);
+                    if !f.ok() {
+                        println!(
+                            "[{}]",
+                            f.status
+                                .map_or("killed after 300 s".to_owned(), |s| format!("exit {s}"))
+                        );
+                    }
+                }
+                Err(e) => {
+                    println!("error: {e:#}");
+                    break;
+                }
+            }
+        }
+    }
+
+    pub(super) fn stop(&mut self) {
+        self.vm.shutdown();
+        self.xroced.signal(signal::Signal::Term);
+        let _ = self.xroced.wait(Duration::from_secs(5));
+        if let Some(mut t) = self.tcpdump.take() {
+            t.signal(signal::Signal::Int);
+            let _ = t.wait(Duration::from_secs(5));
+        }
+    }
+}
