@@ -116,6 +116,8 @@ struct MrInfo {
 #[derive(Debug)]
 struct QpInfo {
     qpn: Qpn,
+    /// What the QP was granted at creation (`ibv_query_qp` reports it).
+    caps: QpCaps,
 }
 
 #[derive(Debug)]
@@ -467,7 +469,7 @@ impl Control {
                 let Some(info) = self.conn(id).qps.get(&qp) else {
                     return error(libc::EINVAL, "no such queue pair");
                 };
-                let qpn = info.qpn;
+                let (qpn, caps) = (info.qpn, info.caps);
                 let poller = self.conn(id).poller;
                 match self.pollers[poller]
                     .call(|tx| Command::QueryQp(qpn, tx))
@@ -475,7 +477,7 @@ impl Control {
                 {
                     Some(a) => ok(Reply::QpAttr {
                         attr: to_wire_attr(&a),
-                        caps: QpCaps::default(),
+                        caps,
                     }),
                     None => error(libc::EINVAL, "no such queue pair"),
                 }
@@ -721,7 +723,13 @@ impl Control {
                     "a completion channel socket must come with CreateCq",
                 );
             }
-            Some(Arc::new(fds.remove(0)))
+            let fd = fds.remove(0);
+            let is_socket = nix::sys::stat::fstat(&fd)
+                .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFSOCK);
+            if !is_socket {
+                return error(libc::EINVAL, "a completion channel must be a socket");
+            }
+            Some(Arc::new(fd))
         } else {
             None
         };
@@ -970,7 +978,13 @@ impl Control {
             }
             None => return error(libc::EIO, "the poller stopped"),
         }
-        self.conn(id).qps.insert(handle, QpInfo { qpn });
+        self.conn(id).qps.insert(
+            handle,
+            QpInfo {
+                qpn,
+                caps: granted,
+            },
+        );
         let reply = Reply::Qp {
             qp: handle,
             qpn: qpn.value(),

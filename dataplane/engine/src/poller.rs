@@ -967,7 +967,14 @@ impl Poller {
                         cq: handle,
                         reserved: 0,
                     };
-                    let _ = nix::unistd::write(ch.as_fd(), ev.as_bytes());
+                    // Never blocks: an application that arms and never reads its channel
+                    // loses events, and no other application waits for it.
+                    let _ = nix::sys::socket::send(
+                        ch.as_raw_fd(),
+                        ev.as_bytes(),
+                        nix::sys::socket::MsgFlags::MSG_DONTWAIT
+                            | nix::sys::socket::MsgFlags::MSG_NOSIGNAL,
+                    );
                 }
             }
             entry.wrote = false;
