@@ -13,16 +13,26 @@ use std::time::{Duration, Instant};
 use verbs_shm::client::{AhAttr, Context, QpAttr};
 use xroce_lab::{Lab, LabConfig, Side};
 
-/// The path of the `xroced` binary, built once per process (profile of the test build).
+/// The path of the `xroced` binary, built once per process (with the profile of this
+/// build: debug for the tests).
 pub fn xroced() -> io::Result<PathBuf> {
     static PATH: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    PATH.get_or_init(|| build_bin("xroce-engine", "xroced"))
+    PATH.get_or_init(|| build_bin("xroce-engine", "xroced", !cfg!(debug_assertions)))
         .clone()
         .map_err(io::Error::other)
 }
 
-/// Builds `bin` of `package` with the cargo running the tests, and returns its path.
-pub fn build_bin(package: &str, bin: &str) -> Result<PathBuf, String> {
+/// The path of a release build of `xroced` (for the demo and the bench), built once per
+/// process.
+pub fn xroced_release() -> io::Result<PathBuf> {
+    static PATH: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    PATH.get_or_init(|| build_bin("xroce-engine", "xroced", true))
+        .clone()
+        .map_err(io::Error::other)
+}
+
+/// Builds `bin` of `package` with the cargo running us, and returns its path.
+pub fn build_bin(package: &str, bin: &str, release: bool) -> Result<PathBuf, String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.args([
@@ -34,7 +44,7 @@ pub fn build_bin(package: &str, bin: &str) -> Result<PathBuf, String> {
         bin,
         "--message-format=json",
     ]);
-    if !cfg!(debug_assertions) {
+    if release {
         cmd.arg("--release");
     }
     let out = cmd
@@ -60,6 +70,8 @@ pub fn build_bin(package: &str, bin: &str) -> Result<PathBuf, String> {
 #[derive(Debug)]
 pub struct TwoHosts {
     daemons: Vec<(Side, Child)>,
+    bin: PathBuf,
+    extra: Vec<String>,
     /// The lab (dropped after the daemons).
     pub lab: Lab,
 }
@@ -70,37 +82,84 @@ pub const DEVICE: &str = "xroce0";
 impl TwoHosts {
     /// Builds a lab and starts `xroced` on both hosts, with `extra` arguments.
     pub fn start(config: &LabConfig, extra: &[&str]) -> io::Result<TwoHosts> {
+        TwoHosts::start_with(&xroced()?, config, extra)
+    }
+
+    /// Like [`TwoHosts::start`], with the daemon binary `bin`.
+    pub fn start_with(
+        bin: &std::path::Path,
+        config: &LabConfig,
+        extra: &[&str],
+    ) -> io::Result<TwoHosts> {
         let lab = Lab::new(config).map_err(io::Error::other)?;
         let mut hosts = TwoHosts {
             daemons: Vec::new(),
+            bin: bin.to_owned(),
+            extra: extra.iter().map(|s| s.to_string()).collect(),
             lab,
         };
-        let bin = xroced()?;
         for side in [Side::A, Side::B] {
-            let h = hosts.lab.host(side).clone();
-            let log = std::env::temp_dir().join(format!("xroced-{}.log", h.netns));
-            let file = std::fs::File::create(&log)?;
-            let bin_text = bin.to_string_lossy().into_owned();
-            let mut argv = vec![
-                bin_text.as_str(),
-                "--interface",
-                h.interface.as_str(),
-                "--device",
-                DEVICE,
-            ];
-            argv.extend_from_slice(extra);
-            let child = hosts
-                .lab
-                .command(side, &argv)
-                .stdout(Stdio::null())
-                .stderr(file)
-                .spawn()?;
-            hosts.daemons.push((side, child));
+            let _ = std::fs::remove_file(hosts.log(side));
+            hosts.spawn(side)?;
         }
         for side in [Side::A, Side::B] {
             hosts.wait_ready(side)?;
         }
         Ok(hosts)
+    }
+
+    fn spawn(&mut self, side: Side) -> io::Result<()> {
+        let h = self.lab.host(side).clone();
+        let log = self.log(side);
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)?;
+        let bin_text = self.bin.to_string_lossy().into_owned();
+        let mut argv = vec![
+            bin_text.as_str(),
+            "--netdev",
+            h.interface.as_str(),
+            "--name",
+            DEVICE,
+        ];
+        argv.extend(self.extra.iter().map(String::as_str));
+        let mut cmd = self.lab.command(side, &argv);
+        cmd.stdout(Stdio::null()).stderr(file);
+        // The daemon dies with the test even when the test is killed (no Drop runs then).
+        let die_with_parent = || {
+            // Safety: prctl(PR_SET_PDEATHSIG) is async-signal-safe and touches no memory.
+            unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) };
+            Ok(())
+        };
+        // Safety: the closure only makes one async-signal-safe system call.
+        unsafe { std::os::unix::process::CommandExt::pre_exec(&mut cmd, die_with_parent) };
+        let child = cmd.spawn()?;
+        self.daemons.push((side, child));
+        Ok(())
+    }
+
+    /// Sends `signal` to the daemon of `side` and waits for it to exit; returns its status.
+    pub fn kill(
+        &mut self,
+        side: Side,
+        signal: nix::sys::signal::Signal,
+    ) -> io::Result<std::process::ExitStatus> {
+        let at = self
+            .daemons
+            .iter()
+            .position(|(s, _)| *s == side)
+            .ok_or_else(|| io::Error::other(format!("no daemon runs on {side:?}")))?;
+        let (_, mut child) = self.daemons.remove(at);
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal)
+            .map_err(io::Error::other)?;
+        child.wait()
+    }
+
+    /// Starts the daemon of `side` again (after [`TwoHosts::kill`]).
+    pub fn restart(&mut self, side: Side) -> io::Result<()> {
+        self.spawn(side)?;
+        self.wait_ready(side)
     }
 
     fn wait_ready(&mut self, side: Side) -> io::Result<()> {
@@ -270,4 +329,53 @@ pub fn connect(
         m |= mask::TIMEOUT | mask::RETRY_CNT | mask::RNR_RETRY | mask::MAX_QP_RD_ATOMIC;
     }
     qp.modify(&a, m)
+}
+
+/// Polls `cq` until `n` completions arrived (panics after 10 s with what came).
+pub fn wait_completions(
+    cq: &verbs_shm::client::Cq,
+    n: usize,
+) -> Vec<verbs_shm::client::WorkCompletion> {
+    use verbs_shm::client::WorkCompletion;
+    let mut got = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut buf = [WorkCompletion::default(); 16];
+    while got.len() < n {
+        let k = cq.poll(&mut buf).expect("poll");
+        got.extend_from_slice(&buf[..k.min(n - got.len())]);
+        assert!(
+            Instant::now() < deadline,
+            "only {} of {n} completions after 10 s: {got:?}",
+            got.len()
+        );
+        if k == 0 {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    }
+    got
+}
+
+/// Moves a UD QP to RTS with Q_Key `qkey`.
+pub fn ud_ready(qp: &verbs_shm::client::Qp, qkey: u32, psn: u32) -> verbs_shm::client::Result<()> {
+    let mut a = QpAttr {
+        qp_state: 1,
+        port_num: 1,
+        qkey,
+        ..QpAttr::default()
+    };
+    qp.modify(&a, mask::STATE | mask::PKEY_INDEX | mask::PORT | mask::QKEY)?;
+    a.qp_state = 2;
+    qp.modify(&a, mask::STATE)?;
+    a.qp_state = 3;
+    a.sq_psn = psn;
+    qp.modify(&a, mask::STATE | mask::SQ_PSN)
+}
+
+/// The value of counter `name` in `stats`.
+pub fn counter(stats: &[(String, u64)], name: &str) -> u64 {
+    stats
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| *v)
+        .unwrap_or(0)
 }

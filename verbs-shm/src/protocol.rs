@@ -146,6 +146,8 @@ pub enum Request {
     },
     /// The daemon's counters.
     Stats,
+    /// Every queue pair's state and counters (`xroced stat --qp`).
+    QpStats,
 }
 
 /// The daemon's answer to one [`Request`].
@@ -256,8 +258,26 @@ pub enum Reply {
         /// `(name, value)`.
         counters: Vec<(String, u64)>,
     },
+    /// Per-QP counters.
+    QpStats {
+        /// One entry per queue pair, by QP number.
+        qps: Vec<QpStat>,
+    },
     /// Done, nothing to return.
     Done,
+}
+
+/// One queue pair's state and counters.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QpStat {
+    /// The QP number.
+    pub qpn: u32,
+    /// Its transport service: `RC`, `UC` or `UD`.
+    pub qp_type: String,
+    /// Its state, as `ibv_qp_state` names it (`RTS`, `ERR`, ...).
+    pub state: String,
+    /// `(name, value)` for every transport counter.
+    pub counters: Vec<(String, u64)>,
 }
 
 /// QP capacities (`ibv_qp_cap`).

@@ -13,11 +13,11 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 
 use crossbeam_channel::{Sender, bounded};
-use log::{debug, info, warn};
 use rand::Rng;
+use tracing::{debug, info, warn};
 use verbs_shm::contract::{self, Cqe, RecvWqe, SendWqe, ring_bytes};
 use verbs_shm::protocol::{
-    self, AhAttr, DeviceAttr, PortAttr, QpAttr as WireQpAttr, QpCaps, Reply, Request,
+    self, AhAttr, DeviceAttr, PortAttr, QpAttr as WireQpAttr, QpCaps, QpStat, Reply, Request,
 };
 use verbs_shm::ring::{Producer, Ring};
 use verbs_shm::sys::{self, Mapping};
@@ -179,14 +179,14 @@ impl Control {
     /// A control plane listening as `device`, with these pollers.
     pub fn new(
         device: &str,
+        listener: OwnedFd,
         pollers: Vec<PollerLink>,
         wake_page: OwnedFd,
         mut host: Box<dyn Host>,
         limits: AppLimits,
-    ) -> io::Result<Control> {
-        let listener = sys::listen(device)?;
+    ) -> Control {
         let gids = host.port().gids;
-        Ok(Control {
+        Control {
             device: device.to_owned(),
             listener,
             pollers,
@@ -199,7 +199,7 @@ impl Control {
             keys: HashSet::new(),
             qpns: HashSet::new(),
             gids,
-        })
+        }
     }
 
     /// The listening socket (for the daemon's poll set).
@@ -501,6 +501,16 @@ impl Control {
             Request::Stats => ok(Reply::Stats {
                 counters: self.stats(),
             }),
+            Request::QpStats => {
+                let mut qps: Vec<QpStat> = self
+                    .pollers
+                    .iter()
+                    .filter_map(|p| p.call(Command::QpStats))
+                    .flatten()
+                    .collect();
+                qps.sort_by_key(|q| q.qpn);
+                ok(Reply::QpStats { qps })
+            }
         }
     }
 
@@ -565,8 +575,8 @@ impl Control {
             hw_ver: 0,
             max_qp: self.limits.max_qps as u32,
             max_qp_wr: MAX_QUEUE,
-            // RC_RNR_NAK_GEN | PORT_ACTIVE_EVENT | SRQ_RESIZE? no | N_NOTIFY_CQ
-            device_cap_flags: (1 << 12) | (1 << 15) | (1 << 14),
+            // IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_N_NOTIFY_CQ (bit 15 is no ibv flag).
+            device_cap_flags: (1 << 12) | (1 << 14),
             max_sge: contract::MAX_SGE as u32,
             max_cq: self.limits.max_cqs as u32,
             max_cqe: MAX_QUEUE,

@@ -7,10 +7,10 @@ use std::thread::JoinHandle;
 
 use anyhow::{Context, Result, anyhow, bail};
 use crossbeam_channel::{bounded, unbounded};
-use log::{info, warn};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
+use tracing::{info, warn};
 use verbs_shm::contract::WakePage;
 use verbs_shm::sys::{self, Mapping};
 use xroce_transport::{Endpoint, EndpointConfig, Limits};
@@ -41,6 +41,8 @@ pub struct DaemonConfig {
     pub zero_copy: ZeroCopy,
     /// Per-application limits.
     pub limits: AppLimits,
+    /// How idle pollers wait.
+    pub idle: crate::poller::IdlePolicy,
 }
 
 /// The largest path MTU the daemon supports: a 4096-byte AF_XDP frame holds a 2048-byte
@@ -61,6 +63,21 @@ pub fn run(cfg: DaemonConfig, mut host: Box<dyn Host>) -> Result<()> {
     signals.thread_block().context("blocking SIGINT/SIGTERM")?;
     let signalfd = SignalFd::with_flags(&signals, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
         .context("creating a signalfd")?;
+
+    // Claim the device name first: a second daemon for the same name must not touch the
+    // first one's interface.
+    let listener = sys::listen(&cfg.device).map_err(|e| {
+        if e.raw_os_error() == Some(libc::EADDRINUSE) {
+            anyhow!(
+                "another xroced already serves device {} in this network namespace (its socket @{}{} is taken); stop it or choose another --name",
+                cfg.device,
+                sys::SOCKET_PREFIX,
+                cfg.device
+            )
+        } else {
+            anyhow!("listening on @{}{}: {e}", sys::SOCKET_PREFIX, cfg.device)
+        }
+    })?;
 
     let port = host.port();
     if port.gids.is_empty() {
@@ -110,6 +127,7 @@ pub fn run(cfg: DaemonConfig, mut host: Box<dyn Host>) -> Result<()> {
             doorbell: doorbell.clone(),
             commands: rx,
             core,
+            idle: cfg.idle,
         };
         let mut port_cfg = PortConfig::new(&cfg.interface, queue);
         port_cfg.hugepages = cfg.hugepages;
@@ -165,8 +183,7 @@ pub fn run(cfg: DaemonConfig, mut host: Box<dyn Host>) -> Result<()> {
     }
 
     let links = pollers.iter().map(|p| p.link.clone()).collect();
-    let mut control = Control::new(&cfg.device, links, wake_fd, host, cfg.limits)
-        .with_context(|| format!("listening on @{}{}", sys::SOCKET_PREFIX, cfg.device))?;
+    let mut control = Control::new(&cfg.device, listener, links, wake_fd, host, cfg.limits);
     info!(
         "ready: applications reach {} at @{}{}",
         cfg.device,

@@ -25,9 +25,9 @@ use std::sync::atomic::{AtomicU32, Ordering, fence};
 use std::time::{Duration, Instant as StdInstant};
 
 use crossbeam_channel::{Receiver as CmdReceiver, Sender};
-use log::{debug, warn};
+use tracing::{debug, warn};
 use verbs_shm::contract::{self, ARM_NEXT, ARM_NONE, ARM_SOLICITED, Cqe, RecvWqe, SendWqe};
-use verbs_shm::protocol::{CompletionEvent, EventRecord};
+use verbs_shm::protocol::{CompletionEvent, EventRecord, QpStat};
 use verbs_shm::ring::{Producer, Ring, RingError};
 use verbs_shm::sys::Mapping;
 use xroce_transport::{
@@ -122,6 +122,8 @@ pub enum Command {
     DestroyAh(u32, Sender<()>),
     /// Reads the counters.
     Stats(Sender<PollerStats>),
+    /// Every QP's state and counters.
+    QpStats(Sender<Vec<QpStat>>),
     /// Replaces the GID table.
     SetGids(Vec<xroce_wire::Gid>),
     /// Stops the poller.
@@ -292,6 +294,28 @@ pub struct PollerConfig {
     pub commands: CmdReceiver<Command>,
     /// The CPU to pin to, if any.
     pub core: Option<core_affinity::CoreId>,
+    /// How an idle poller waits.
+    pub idle: IdlePolicy,
+}
+
+/// How an idle poller waits for work: spin, then yield the core, then sleep in `poll(2)`.
+/// On a machine with few cores shared with the applications, spinning steals the core the
+/// application needs; on a dedicated core it buys the lowest latency.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IdlePolicy {
+    /// Spin this long after the last work.
+    pub spin: Duration,
+    /// Then yield the core until this long after the last work; then sleep.
+    pub yield_until: Duration,
+}
+
+impl Default for IdlePolicy {
+    fn default() -> IdlePolicy {
+        IdlePolicy {
+            spin: Duration::from_micros(50),
+            yield_until: Duration::from_millis(1),
+        }
+    }
 }
 
 /// One poller.
@@ -321,9 +345,6 @@ impl std::fmt::Debug for Poller {
     }
 }
 
-/// How long an idle poller spins before yielding, and yields before sleeping.
-const SPIN: Duration = Duration::from_micros(50);
-const YIELD: Duration = Duration::from_millis(1);
 /// The longest sleep (so the poller notices a stop even with no traffic).
 const MAX_SLEEP: Duration = Duration::from_millis(100);
 
@@ -386,14 +407,19 @@ impl Poller {
             }
             work += self.transmit(now);
             work += self.deliver(now);
+            // Frames still on the TX ring are work: in copy mode the kernel sends only when
+            // kicked (at most 32 frames a kick), and each pass kicks it again.
+            if self.port.tx().in_flight() > 0 {
+                work += 1;
+            }
             if work > 0 {
                 idle_since = None;
                 continue;
             }
             let idle = idle_since.get_or_insert_with(StdInstant::now).elapsed();
-            if idle < SPIN {
+            if idle < self.cfg.idle.spin {
                 std::hint::spin_loop();
-            } else if idle < YIELD {
+            } else if idle < self.cfg.idle.yield_until {
                 std::thread::yield_now();
             } else {
                 self.sleep();
@@ -582,6 +608,22 @@ impl Poller {
                 self.ahs.remove(&handle);
                 let _ = reply.send(());
             }
+            Command::QpStats(reply) => {
+                let qps = self
+                    .endpoint
+                    .qp_stats()
+                    .filter_map(|(qpn, state, counters)| {
+                        let qp = self.endpoint.qp(qpn)?;
+                        Some(QpStat {
+                            qpn: qpn.value(),
+                            qp_type: format!("{:?}", qp.qp_type()).to_uppercase(),
+                            state: state_name(state).to_owned(),
+                            counters: counters.iter().map(|(n, v)| (n.to_owned(), v)).collect(),
+                        })
+                    })
+                    .collect();
+                let _ = reply.send(qps);
+            }
             Command::Stats(reply) => {
                 let c = &self.counters;
                 let port = self.port.counters();
@@ -618,33 +660,62 @@ impl Poller {
 
     /// Receives a batch of frames.
     fn receive(&mut self, now: Instant) -> usize {
-        let batch = self.port.rx().poll();
+        let Poller {
+            port,
+            endpoint,
+            mem,
+            qps,
+            srqs,
+            ahs,
+            counters,
+            pending,
+            ..
+        } = self;
+        let batch = port.rx().poll();
         let n = batch.len();
-        for frame in batch.iter() {
-            self.endpoint.handle_frame(now, frame, &mut self.mem);
+        if n > 0 {
+            // Receive work requests posted before these frames were sent must be there to
+            // meet them (a UC or UD message finding none is dropped): take the rings first.
+            Self::pull_all(endpoint, qps, srqs, ahs, counters, pending, now);
+            for frame in batch.iter() {
+                endpoint.handle_frame(now, frame, mem);
+            }
         }
         drop(batch);
-        self.counters.rx_frames += n as u64;
+        counters.rx_frames += n as u64;
         n
     }
 
     /// Moves new work requests from the applications' rings into the transport, and
     /// publishes how many the transport has retired.
     fn pull_rings(&mut self, now: Instant) -> usize {
+        let Poller {
+            endpoint,
+            qps,
+            srqs,
+            ahs,
+            counters,
+            pending,
+            ..
+        } = self;
+        Self::pull_all(endpoint, qps, srqs, ahs, counters, pending, now)
+    }
+
+    fn pull_all(
+        endpoint: &mut Endpoint,
+        qps: &mut HashMap<u32, QpEntry>,
+        srqs: &mut HashMap<u32, SrqEntry>,
+        ahs: &HashMap<u32, (PdId, Path)>,
+        counters: &mut DaemonCounters,
+        pending: &mut VecDeque<Completion>,
+        now: Instant,
+    ) -> usize {
         let mut moved = 0;
-        for (&qpn, q) in self.qps.iter_mut() {
-            moved += Self::pull_qp(
-                &mut self.endpoint,
-                &self.ahs,
-                &mut self.counters,
-                &mut self.pending,
-                now,
-                Qpn::new(qpn),
-                q,
-            );
+        for (&qpn, q) in qps.iter_mut() {
+            moved += Self::pull_qp(endpoint, ahs, counters, pending, now, Qpn::new(qpn), q);
         }
-        for (&id, s) in self.srqs.iter_mut() {
-            moved += Self::pull_srq(&mut self.endpoint, &mut self.counters, id, s);
+        for (&id, s) in srqs.iter_mut() {
+            moved += Self::pull_srq(endpoint, counters, id, s);
         }
         moved
     }
@@ -848,6 +919,7 @@ impl Poller {
         {
             n += 1;
             let Some(q) = self.qps.get(&c.qpn) else {
+                debug!("completion for a QP that is gone: {c:?}");
                 continue;
             };
             let cq = match c.queue {
@@ -855,11 +927,13 @@ impl Poller {
                 CompletionQueue::Recv => q.recv_cq,
             };
             let Some(entry) = self.cqs.get_mut(&cq) else {
+                debug!("completion for a CQ that is gone: {c:?}");
                 continue;
             };
             if entry.broken {
                 continue;
             }
+            tracing::trace!("CQ {cq}: {c:?}");
             let cqe = to_cqe(&c, self.epoch.elapsed());
             match entry.ring.push(&cqe) {
                 Ok(true) => {
@@ -1064,4 +1138,17 @@ fn convert_recv(w: &RecvWqe, max_sge: u32) -> Result<TRecvWqe, &'static str> {
         wr_id: w.wr_id,
         sges: list,
     })
+}
+
+/// A QP state as `ibv_qp_state` names it.
+fn state_name(state: QpState) -> &'static str {
+    match state {
+        QpState::Reset => "RESET",
+        QpState::Init => "INIT",
+        QpState::Rtr => "RTR",
+        QpState::Rts => "RTS",
+        QpState::Sqd => "SQD",
+        QpState::Sqe => "SQE",
+        QpState::Err => "ERR",
+    }
 }

@@ -11,7 +11,7 @@
 use std::fmt;
 use std::num::NonZeroU32;
 
-use log::info;
+use tracing::info;
 use xsk_rs::FrameDesc;
 use xsk_rs::config::{FrameSize, QueueSize, UmemConfig as XskUmemConfig};
 

@@ -17,7 +17,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use aya::maps::{MapError, PerCpuArray, XskMap};
 use aya::programs::{ProgramError, Xdp, XdpMode};
 use aya::{Ebpf, EbpfLoader};
-use log::{info, warn};
+use tracing::{info, warn};
 use xroce_ebpf::Counter;
 
 use crate::error_chain;

@@ -34,7 +34,7 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::time::{Duration, Instant};
 
-use log::info;
+use tracing::info;
 use xsk_rs::config::{BindFlags, Interface, LibxdpFlags, QueueSize, SocketConfig};
 use xsk_rs::{CompQueue, FillQueue, FrameDesc, RxQueue, Socket, TxQueue};
 

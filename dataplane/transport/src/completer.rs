@@ -91,10 +91,7 @@ impl QueuePair {
                     break;
                 }
                 cx.count(Counter::response_out_of_seq);
-                if !self.comp.retry_started {
-                    self.comp.retry_started = true;
-                    self.start_retry(cx);
-                }
+                self.retry_once(cx);
                 return;
             }
             if psn.distance(entry.last_psn) <= 0 {
@@ -137,8 +134,10 @@ impl QueuePair {
             return;
         };
         if diff > 0 {
-            // An earlier response is missing; the timer will retry from it.
+            // An earlier response is missing: lost (responses of one READ leave in order).
+            // Resend from it now, once per gap, rather than waiting for the timer.
             cx.count(Counter::response_out_of_seq);
+            self.retry_once(cx);
             return;
         }
         if pkt
@@ -200,6 +199,7 @@ impl QueuePair {
         }
         if diff > 0 {
             cx.count(Counter::response_out_of_seq);
+            self.retry_once(cx);
             return;
         }
         if pkt
@@ -237,10 +237,7 @@ impl QueuePair {
                     // duplicate, as rxe does) proves the request arrived but cannot carry its
                     // result: the result was lost. Resend now rather than at the timeout.
                     cx.count(Counter::response_out_of_seq);
-                    if !self.comp.retry_started {
-                        self.comp.retry_started = true;
-                        self.start_retry(cx);
-                    }
+                    self.retry_once(cx);
                     return;
                 }
                 if psn.distance(self.comp.psn) >= 0 {
@@ -277,10 +274,7 @@ impl QueuePair {
                     self.comp.psn = psn;
                     self.on_progress(cx);
                 }
-                if !self.comp.retry_started {
-                    self.comp.retry_started = true;
-                    self.start_retry(cx);
-                }
+                self.retry_once(cx);
             }
             Syndrome::Nak(code) => {
                 let (counter, status) = match code {
@@ -306,6 +300,16 @@ impl QueuePair {
         } else {
             ack_timeout(self.attr.timeout).map(|t| cx.now + t)
         };
+    }
+
+    /// Starts a retransmission unless one already started for the same gap (a sequence
+    /// error NAK or a missing response): every later sign of the same loss is ignored until
+    /// progress is made.
+    fn retry_once<M: MemoryTable + ?Sized>(&mut self, cx: &mut Cx<'_, M>) {
+        if !self.comp.retry_started {
+            self.comp.retry_started = true;
+            self.start_retry(cx);
+        }
     }
 
     /// Starts a go-back-N retransmission, or fails the oldest work request when the retry

@@ -48,6 +48,15 @@ pub trait Emit {
 
     /// Finishes the packet begun last.
     fn commit(&mut self);
+
+    /// Whether packets to `path` can be framed at all: its source GID exists and is of the
+    /// destination's address family. A work request to a path that cannot be reached fails
+    /// (rxe completes it with a local QP operation error when it cannot route it) instead
+    /// of waiting at the head of the send queue forever.
+    fn reaches(&self, path: &Path) -> bool {
+        let _ = path;
+        true
+    }
 }
 
 /// What a queue pair borrows for one call.
@@ -56,8 +65,10 @@ pub struct Cx<'a, M: MemoryTable + ?Sized> {
     pub now: Instant,
     /// The memory regions.
     pub mem: &'a mut M,
-    /// The counters.
+    /// The endpoint's counters.
     pub counters: &'a mut Counters,
+    /// The counters of the QP being served (every increment goes to both).
+    pub qp_counters: &'a mut Counters,
     /// The QP's shared receive queue, if it has one.
     pub srq: Option<&'a mut Srq>,
     /// Asynchronous events.
@@ -68,6 +79,7 @@ impl<M: MemoryTable + ?Sized> Cx<'_, M> {
     /// Increments a counter.
     pub(crate) fn count(&mut self, counter: Counter) {
         self.counters.inc(counter);
+        self.qp_counters.inc(counter);
     }
 }
 

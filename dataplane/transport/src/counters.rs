@@ -144,6 +144,29 @@ counters! {
     rcvd_qp_error,
 }
 
+impl Counter {
+    /// Whether this counter counts a dropped packet, a response not sent, or a NAK sent or
+    /// received: the counters the rule of this module is about. Every such event lands in
+    /// exactly one of them. The others count traffic (`sent_pkts`, `rcvd_pkts`), messages
+    /// (`rdma_sends`, `rdma_recvs`) and what the requester did about a problem already
+    /// counted (`completer_retry_err`, `retransmit_timeouts`, `retry_exceeded_err`,
+    /// `retry_rnr_exceeded_err`, `send_err`).
+    pub fn is_drop_or_nak(self) -> bool {
+        !matches!(
+            self,
+            Counter::sent_pkts
+                | Counter::rcvd_pkts
+                | Counter::rdma_sends
+                | Counter::rdma_recvs
+                | Counter::completer_retry_err
+                | Counter::retransmit_timeouts
+                | Counter::retry_exceeded_err
+                | Counter::retry_rnr_exceeded_err
+                | Counter::send_err
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -18,7 +18,7 @@ use crate::context::{AsyncEvent, Cx};
 use crate::counters::{Counter, Counters};
 use crate::frame::{self, FrameWriter, Received};
 use crate::memory::MemoryTable;
-use crate::qp::{AttrMask, Limits, ModifyError, PostError, QpAttr, QpConfig, QueuePair};
+use crate::qp::{AttrMask, Limits, ModifyError, PostError, QpAttr, QpConfig, QpState, QueuePair};
 use crate::srq::{Srq, SrqAttr, SrqId};
 use crate::time::Instant;
 use crate::wqe::{RecvWqe, SendWqe};
@@ -98,6 +98,20 @@ pub struct Transmit {
     pub qpn: Qpn,
 }
 
+/// What [`Endpoint::diagnostics`] reports. Not a stable interface.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EndpointDiagnostics {
+    /// Queue pairs on the active list.
+    pub active: usize,
+    /// Entries in the timer heap, live and stale.
+    pub timers: usize,
+    /// Completions waiting for [`Endpoint::poll_completion`].
+    pub completions: usize,
+    /// Events waiting for [`Endpoint::poll_event`].
+    pub events: usize,
+}
+
 /// Every queue pair and shared receive queue of one poller.
 #[derive(Debug)]
 pub struct Endpoint {
@@ -115,6 +129,8 @@ pub struct Endpoint {
 #[derive(Debug)]
 struct QpSlot {
     qp: QueuePair,
+    /// What happened on this QP alone (the endpoint's counters hold the sum and more).
+    counters: Counters,
     /// The deadline of this QP's live entry in the timer heap.
     timer: Option<Instant>,
 }
@@ -171,6 +187,7 @@ impl Endpoint {
             qpn.value(),
             QpSlot {
                 qp: QueuePair::new(config),
+                counters: Counters::default(),
                 timer: None,
             },
         );
@@ -180,10 +197,27 @@ impl Endpoint {
     /// Destroys a queue pair; its outstanding work requests are dropped without completions
     /// (as `ibv_destroy_qp` does).
     pub fn destroy_qp(&mut self, qpn: Qpn) -> Result<(), EndpointError> {
-        self.qps
+        let slot = self
+            .qps
             .remove(&qpn.value())
-            .map(|_| ())
-            .ok_or(EndpointError::NoSuchQp(qpn))
+            .ok_or(EndpointError::NoSuchQp(qpn))?;
+        if slot.qp.scheduled {
+            // A QP created later with the same number must not inherit this turn.
+            self.active.retain(|&n| n != qpn.value());
+        }
+        Ok(())
+    }
+
+    /// One queue pair's counters.
+    pub fn qp_counters(&self, qpn: Qpn) -> Option<&Counters> {
+        self.qps.get(&qpn.value()).map(|slot| &slot.counters)
+    }
+
+    /// Every queue pair's number, state and counters.
+    pub fn qp_stats(&self) -> impl Iterator<Item = (Qpn, QpState, &Counters)> + '_ {
+        self.qps
+            .values()
+            .map(|slot| (slot.qp.qpn(), slot.qp.state(), &slot.counters))
     }
 
     /// A queue pair.
@@ -297,11 +331,13 @@ impl Endpoint {
             return self.counters.inc(Counter::rcvd_unknown_qpn);
         };
         self.counters.inc(Counter::rcvd_pkts);
+        slot.counters.inc(Counter::rcvd_pkts);
         let srq = slot.qp.config().srq.and_then(|id| self.srqs.get_mut(&id.0));
         let mut cx = Cx {
             now,
             mem,
             counters: &mut self.counters,
+            qp_counters: &mut slot.counters,
             srq,
             events: &mut self.events,
         };
@@ -327,12 +363,16 @@ impl Endpoint {
                 now,
                 mem: &mut *mem,
                 counters: &mut self.counters,
+                qp_counters: &mut slot.counters,
                 srq,
                 events: &mut self.events,
             };
             let mut writer = FrameWriter::new(buf, &self.config, &mut self.ip_id, slot.qp.qpn());
             let sent = slot.qp.poll_transmit(&mut cx, &mut writer);
             let len = writer.committed();
+            if sent {
+                slot.counters.inc(Counter::sent_pkts);
+            }
             // A QP that had nothing it could send (window full, waiting for a fence) leaves
             // the active list until an acknowledgement, a post or a timer wakes it.
             self.after(now, qpn, sent);
@@ -388,6 +428,7 @@ impl Endpoint {
                 now,
                 mem: &mut *mem,
                 counters: &mut self.counters,
+                qp_counters: &mut slot.counters,
                 srq,
                 events: &mut self.events,
             };
@@ -399,6 +440,18 @@ impl Endpoint {
     /// Whether any queue pair waits to transmit.
     pub fn has_transmit(&self) -> bool {
         !self.active.is_empty()
+    }
+
+    /// The sizes of the endpoint's own queues, for tests and fuzz targets that check
+    /// nothing grows without bound. Not a stable interface.
+    #[doc(hidden)]
+    pub fn diagnostics(&self) -> EndpointDiagnostics {
+        EndpointDiagnostics {
+            active: self.active.len(),
+            timers: self.timers.len(),
+            completions: self.completions.len(),
+            events: self.events.len(),
+        }
     }
 
     /// After any call into a QP: collect its completions, schedule it, register its timer.

@@ -14,7 +14,7 @@ use crate::context::Emit;
 use crate::counters::Counter;
 use crate::endpoint::EndpointConfig;
 use crate::packet::{Headers, Net, Packet};
-use crate::qp::Path;
+use crate::qp::{Path, QpType};
 
 /// The largest frame an endpoint emits: Ethernet with a VLAN tag (18), IPv6 (40), UDP (8),
 /// the largest IB headers (BTH + AtomicETH = 40), a 4096-byte payload, pad and ICRC.
@@ -91,7 +91,7 @@ impl<'b> FrameWriter<'b> {
         self.committed
     }
 
-    fn envelope(&mut self, path: &Path, remote: Qpn) -> Option<FrameRepr> {
+    fn envelope(&mut self, path: &Path, remote: Qpn, transport: QpType) -> Option<FrameRepr> {
         let sgid = *self.config.gids.get(usize::from(path.sgid_index))?;
         let hop_limit = if path.hop_limit == 0 {
             self.config.default_hop_limit
@@ -131,6 +131,11 @@ impl<'b> FrameWriter<'b> {
         };
         let src_port = if path.udp_sport != 0 {
             path.udp_sport
+        } else if transport == QpType::Ud {
+            // rxe gives a UD QP a source port when it creates it and keeps it whatever the
+            // address handle says, so we do too (ud_pingpong.pcap: QP 0x12 sends from
+            // 0xf806, not from the port its QP numbers would give).
+            source_port::rxe_initial_udp_source_port(self.qpn)
         } else {
             source_port::udp_source_port(path.flow_label, self.qpn, remote)
         };
@@ -160,7 +165,7 @@ impl Emit for FrameWriter<'_> {
     fn begin(&mut self, headers: &Headers, path: &Path, payload_len: usize) -> Option<&mut [u8]> {
         self.pending = None;
         let ib = headers.to_wire()?;
-        let repr = self.envelope(path, headers.dest_qpn)?;
+        let repr = self.envelope(path, headers.dest_qpn, headers.transport)?;
         let start = repr.header_len();
         let header_len = ib.emit(self.buf.get_mut(start..)?, payload_len).ok()?;
         let payload = start + header_len;
@@ -169,6 +174,13 @@ impl Emit for FrameWriter<'_> {
         }
         self.pending = Some((repr, header_len + payload_len));
         self.buf.get_mut(payload..payload + payload_len)
+    }
+
+    fn reaches(&self, path: &Path) -> bool {
+        self.config
+            .gids
+            .get(usize::from(path.sgid_index))
+            .is_some_and(|sgid| sgid.to_ipv4().is_some() == path.dgid.to_ipv4().is_some())
     }
 
     fn commit(&mut self) {

@@ -259,6 +259,11 @@ impl Regions {
         self.regions.retain(|r| r.lkey != lkey);
     }
 
+    /// Every region, in insertion order.
+    pub fn iter(&self) -> impl Iterator<Item = &Region> + '_ {
+        self.regions.iter()
+    }
+
     /// The region at `index`.
     pub fn region(&self, index: usize) -> &Region {
         &self.regions[index]

@@ -180,7 +180,8 @@ pub struct Path {
     pub flow_label: u32,
     /// The IP hop limit / TTL.
     pub hop_limit: u8,
-    /// The UDP source port; the engine derives it from the QP numbers.
+    /// The UDP source port, or 0 for the one rxe uses: derived from the QP numbers (and
+    /// the flow label) for RC and UC, fixed per QP number for UD.
     pub udp_sport: u16,
     /// An 802.1Q VLAN ID to tag frames with, if any.
     pub vlan: Option<u16>,
@@ -708,8 +709,11 @@ impl QueuePair {
         match to {
             QpState::Reset => {
                 // IBTA 10.3.1: RESET discards every work request without completions.
-                let config = self.config;
+                // The QP keeps its place on the endpoint's active list (if it has one): a
+                // second entry there would be a second turn per round.
+                let (config, scheduled) = (self.config, self.scheduled);
                 *self = QueuePair::new(config);
+                self.scheduled = scheduled;
             }
             QpState::Err => self.flush_all(),
             QpState::Sqe => self.flush_send_queue(),
@@ -885,6 +889,49 @@ impl QueuePair {
     pub fn recv_queue_len(&self) -> usize {
         self.rq.len()
     }
+
+    /// The sizes of the queue pair's queues and its sequence numbers, for tests and fuzz
+    /// targets that check nothing grows without bound and craft packets near the
+    /// expected PSNs. Not a stable interface.
+    #[doc(hidden)]
+    pub fn diagnostics(&self) -> QpDiagnostics {
+        QpDiagnostics {
+            send_queue: self.sq.len(),
+            recv_queue: self.rq.len(),
+            responses: self.resp.responses.len(),
+            response_capacity: self.resp.response_capacity(),
+            resources: self.resp.resources.len(),
+            completions: self.completions.len(),
+            expected_psn: self.resp.psn,
+            next_psn: self.req.psn,
+            oldest_unacked_psn: self.comp.psn,
+        }
+    }
+}
+
+/// What [`QueuePair::diagnostics`] reports. Not a stable interface.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QpDiagnostics {
+    /// Send work requests not completed.
+    pub send_queue: usize,
+    /// Receive work requests not consumed.
+    pub recv_queue: usize,
+    /// Responses (ACKs, NAKs, READ responses, atomic acknowledgements) waiting to be sent.
+    pub responses: usize,
+    /// How many responses may wait before new ones are dropped (NAKs that move the QP to
+    /// the error state may go one beyond).
+    pub response_capacity: usize,
+    /// READ and atomic responder resources kept for duplicates.
+    pub resources: usize,
+    /// Completions not yet collected by the endpoint.
+    pub completions: usize,
+    /// The PSN the responder expects next.
+    pub expected_psn: Psn,
+    /// The PSN the requester sends next.
+    pub next_psn: Psn,
+    /// The oldest PSN the requester has sent and not seen acknowledged.
+    pub oldest_unacked_psn: Psn,
 }
 
 /// The completion opcode of a send work request.
@@ -902,7 +949,7 @@ impl QueuePair {
     /// Handles one received packet addressed to this QP.
     pub fn handle_packet<M: MemoryTable + ?Sized>(&mut self, pkt: &Packet<'_>, cx: &mut Cx<'_, M>) {
         if pkt.h.transport != self.config.qp_type {
-            cx.counters.inc(Counter::rcvd_wrong_transport);
+            cx.count(Counter::rcvd_wrong_transport);
             return;
         }
         if pkt.h.kind.is_response() {

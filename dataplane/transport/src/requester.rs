@@ -244,6 +244,10 @@ impl QueuePair {
             Some(ud) => ud.path,
             None => self.attr.path,
         };
+        if !out.reaches(&path) {
+            self.fail_send(WcStatus::LocQpOpErr, cx);
+            return false;
+        }
         let psn = self.req.psn;
         let offset = self.req.offset;
         let (kind, payload_len, pos) = match wqe.op {

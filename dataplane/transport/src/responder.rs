@@ -140,8 +140,13 @@ impl ResponderState {
     }
 
     /// The most responses that may wait: every READ/atomic resource plus a few ACKs.
-    fn response_capacity(&self) -> usize {
+    pub(crate) fn response_capacity(&self) -> usize {
         self.max_resources + 8
+    }
+
+    /// Whether a response that does not coalesce may be queued.
+    pub(crate) fn has_room(&self) -> bool {
+        self.responses.len() < self.response_capacity()
     }
 }
 
@@ -256,14 +261,17 @@ impl QueuePair {
                 if self.resp.sent_psn_nak {
                     return cx.count(Counter::out_of_seq_dropped);
                 }
-                self.resp.sent_psn_nak = true;
-                cx.count(Counter::out_of_seq_request);
-                let ack = Response::Ack {
+                let nak = Response::Ack {
                     psn: self.resp.psn,
                     syndrome: Syndrome::Nak(NakCode::PsnSeqErr),
                     msn: self.resp.msn,
                 };
-                self.queue_response(ack, cx);
+                // A NAK that finds the queue full is not sent: the gap stays un-NAKed and
+                // the next packet of it tries again.
+                if self.queue_response(nak, cx) {
+                    self.resp.sent_psn_nak = true;
+                    cx.count(Counter::out_of_seq_request);
+                }
                 return;
             }
             if diff < 0 {
@@ -329,6 +337,15 @@ impl QueuePair {
         ) && self.resp.max_resources == 0
         {
             return self.fail_request(pkt, Failure::InvalidRequest, cx);
+        }
+        if matches!(
+            h.kind,
+            Kind::ReadRequest | Kind::CompareSwap | Kind::FetchAdd
+        ) && !self.resp.has_room()
+        {
+            // No room to queue its response: drop the request unexecuted (the requester
+            // retries it) rather than execute it and lose the answer.
+            return cx.count(Counter::response_queue_full);
         }
         if needs_recv && self.resp.recv.is_none() {
             match self.take_recv(cx) {
@@ -651,13 +668,14 @@ impl QueuePair {
         match h.kind {
             Kind::Send | Kind::Write => {
                 // C9-105: acknowledge again, with the last PSN executed; never re-execute.
-                cx.count(Counter::duplicate_request);
                 let ack = Response::Ack {
                     psn: self.resp.psn.wrapping_sub(1),
                     syndrome: ACK_UNLIMITED,
                     msn: self.resp.msn,
                 };
-                self.queue_response(ack, cx);
+                if self.queue_response(ack, cx) {
+                    cx.count(Counter::duplicate_request);
+                }
             }
             Kind::ReadRequest => {
                 let Some(reth) = h.reth else {
@@ -684,7 +702,6 @@ impl QueuePair {
                 let Some((first_psn, ..)) = valid else {
                     return cx.count(Counter::duplicate_request_no_resource);
                 };
-                cx.count(Counter::duplicate_request);
                 let read = Response::Read {
                     rkey: reth.rkey,
                     va: reth.va,
@@ -693,7 +710,9 @@ impl QueuePair {
                     first: h.psn == first_psn,
                     msn: self.resp.msn,
                 };
-                self.queue_response(read, cx);
+                if self.queue_response(read, cx) {
+                    cx.count(Counter::duplicate_request);
+                }
             }
             Kind::CompareSwap | Kind::FetchAdd => {
                 let orig = self.resp.resources.iter().find_map(|r| match *r {
@@ -703,13 +722,14 @@ impl QueuePair {
                 let Some(orig) = orig else {
                     return cx.count(Counter::duplicate_request_no_resource);
                 };
-                cx.count(Counter::duplicate_request);
                 let ack = Response::AtomicAck {
                     psn: h.psn,
                     orig,
                     msn: self.resp.msn,
                 };
-                self.queue_response(ack, cx);
+                if self.queue_response(ack, cx) {
+                    cx.count(Counter::duplicate_request);
+                }
             }
             _ => cx.count(Counter::rcvd_wrong_transport),
         }
@@ -727,13 +747,14 @@ impl QueuePair {
         let msn = self.resp.msn;
         if failure == Failure::Rnr {
             // IBTA 9.7.5.2.8: RNR NAK with our timer; the requester resends later.
-            cx.count(Counter::send_rnr_err);
             let nak = Response::Ack {
                 psn,
                 syndrome: Syndrome::RnrNak(self.attr.min_rnr_timer),
                 msn,
             };
-            self.queue_response(nak, cx);
+            if self.queue_response(nak, cx) {
+                cx.count(Counter::send_rnr_err);
+            }
             return;
         }
         let (code, counter, status) = match failure {
@@ -865,30 +886,35 @@ impl QueuePair {
         self.resp.resources.push_back(res);
     }
 
-    /// Queues a response. A positive ACK replaces a positive ACK still waiting at the tail
-    /// (coalescing); a full queue drops it (the requester's timer recovers).
-    fn queue_response<M: MemoryTable + ?Sized>(&mut self, r: Response, cx: &mut Cx<'_, M>) {
-        let capacity = self.resp.response_capacity();
+    /// Queues a response and says whether it was. A positive ACK replaces a positive ACK
+    /// still waiting at the tail (coalescing); a full queue drops it, counted in
+    /// `response_queue_full` (the requester's timer recovers). The caller counts what the
+    /// request was only when the response was queued, so that a request lands in exactly
+    /// one counter.
+    fn queue_response<M: MemoryTable + ?Sized>(&mut self, r: Response, cx: &mut Cx<'_, M>) -> bool {
         let q = &mut self.resp.responses;
         if let (
             Response::Ack {
                 syndrome: Syndrome::Ack(_),
                 ..
             },
-            Some(Response::Ack {
-                syndrome: Syndrome::Ack(_),
-                ..
-            }),
-        ) = (r, q.back())
+            Some(
+                back @ Response::Ack {
+                    syndrome: Syndrome::Ack(_),
+                    ..
+                },
+            ),
+        ) = (r, q.back_mut())
         {
-            // NOTE(unwrap): back() was Some just above.
-            *q.back_mut().unwrap() = r;
-            return;
+            *back = r;
+            return true;
         }
-        if q.len() >= capacity {
-            return cx.count(Counter::response_queue_full);
+        if !self.resp.has_room() {
+            cx.count(Counter::response_queue_full);
+            return false;
         }
-        q.push_back(r);
+        self.resp.responses.push_back(r);
+        true
     }
 
     /// Emits the next response packet, if one waits. Returns whether one was emitted.
@@ -969,7 +995,9 @@ impl QueuePair {
                     };
                     self.resp.responses.push_front(nak);
                     self.enter_error(cx, None, AsyncEvent::QpAccessError(self.config.qpn));
-                    return false;
+                    // Send the NAK in this turn: a QP that sends nothing now leaves the
+                    // endpoint's active list, and nothing else would bring it back.
+                    return self.poll_response(cx, out);
                 }
                 out.commit();
                 let resid = resid - n;

@@ -2,23 +2,26 @@
 //! examples, anything linked against rdma-core v44's libibverbs) load this library
 //! instead of rdma-core's, through `LD_LIBRARY_PATH` or `LD_PRELOAD`, and run on xroce.
 //!
-//! This layer is the ABI shell: the exact exported symbol set with exact versions
-//! (`abi/defsyms.txt`, see `build.rs`), each entry point with its C signature
-//! (`exports`), the C error contracts and panic containment (`ffi`), and behind them the
-//! Rust implementation of each verb (`provider`), which will sit on verbs-shm. The
-//! structure layouts come from the `verbs-abi` crate.
+//! The layers: the exact exported symbol set with exact versions (`abi/defsyms.txt`, see
+//! `build.rs`), each entry point with its C signature (`exports`) and each function
+//! reached through a pointer this library hands out (`ops`: `ibv_context_ops` and
+//! `verbs_context`), the C error contracts and panic containment (`ffi`), and behind them
+//! the Rust implementation of each verb over verbs-shm (`provider`): a device is an xroce
+//! daemon of the caller's network namespace, every object lives in the daemon, and the
+//! fast path touches only the shared-memory rings. The structure layouts come from the
+//! `verbs-abi` crate.
 //!
 //! What it never does: let a panic unwind into the application; read a pointer an
 //! application passed without checking it is an object this library handed out (or one the
 //! C contract requires to be valid); open kernel RDMA devices or load rdma-core
 //! providers (`verbs_register_driver_34` is accepted and ignored).
 //!
-//! Status: no device is listed yet (discovery needs the daemon), so programs behave as on
-//! a host without RDMA devices. See `provider` for what is implemented and what waits for
-//! verbs-shm.
+//! See `provider` for what is implemented and what answers as a provider without the
+//! feature.
 
 mod exports;
 mod ffi;
+mod ops;
 mod provider;
 
 /// The version script's companion: `.symver` directives and a compile-time check that

@@ -45,9 +45,11 @@ impl Inner {
         // NOTE(unwrap): a poisoned lock means another thread panicked mid-call; the socket
         // itself is still usable, so carry on with it.
         let sock = self.sock.lock().unwrap_or_else(|e| e.into_inner());
-        sys::send_message(sock.as_fd(), &bytes, fds)?;
+        // A signal handler of the application (perftest's SIGALRM, …) may interrupt either
+        // system call: retry it, or the reply would be read by the next request.
+        retry_interrupted(|| sys::send_message(sock.as_fd(), &bytes, fds))?;
         let mut buf = vec![0u8; protocol::MAX_MESSAGE];
-        let (n, fds) = sys::recv_message(sock.as_fd(), &mut buf)?;
+        let (n, fds) = retry_interrupted(|| sys::recv_message(sock.as_fd(), &mut buf))?;
         if n == 0 {
             return Err(Error::Protocol("the daemon closed the connection".into()));
         }
@@ -72,6 +74,16 @@ impl Inner {
             && let Some(fd) = self.doorbells.get(poller as usize)
         {
             sys::eventfd_signal(fd.as_fd());
+        }
+    }
+}
+
+/// Runs `call` again while it fails with `EINTR`.
+fn retry_interrupted<T>(mut call: impl FnMut() -> std::io::Result<T>) -> std::io::Result<T> {
+    loop {
+        match call() {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            other => return other,
         }
     }
 }
@@ -199,6 +211,14 @@ impl Context {
     pub fn stats(&self) -> Result<Vec<(String, u64)>> {
         match self.inner.call(&Request::Stats, &[])?.0 {
             Reply::Stats { counters } => Ok(counters),
+            other => Err(Error::Protocol(format!("unexpected reply {other:?}"))),
+        }
+    }
+
+    /// Every queue pair's state and counters, by QP number.
+    pub fn qp_stats(&self) -> Result<Vec<crate::protocol::QpStat>> {
+        match self.inner.call(&Request::QpStats, &[])?.0 {
+            Reply::QpStats { qps } => Ok(qps),
             other => Err(Error::Protocol(format!("unexpected reply {other:?}"))),
         }
     }

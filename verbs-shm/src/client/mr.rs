@@ -161,6 +161,7 @@ impl Mr {
         pd: u32,
         addr: *mut u8,
         len: usize,
+        iova: u64,
         access: Access,
     ) -> Result<Mr> {
         if len == 0 {
@@ -168,7 +169,6 @@ impl Mr {
         }
         // Safety: forwarded from the caller.
         let (fd, offset) = unsafe { share_range(addr as usize, len)? };
-        let iova = addr as u64;
         let (handle, lkey, rkey) = register(&ctx, pd, &fd, offset, iova, len, access)?;
         Ok(Mr {
             ctx,

@@ -58,8 +58,32 @@ impl Pd {
     /// pages with the same contents.
     pub unsafe fn register(&self, addr: *mut u8, len: usize, access: Access) -> Result<Mr> {
         // Safety: forwarded from the caller.
+        unsafe { self.register_iova(addr, len, addr as u64, access) }
+    }
+
+    /// As [`Pd::register`], but work requests and peers name the first byte `iova`
+    /// instead of its address (`ibv_reg_mr_iova`).
+    ///
+    /// # Safety
+    ///
+    /// As for [`Pd::register`].
+    pub unsafe fn register_iova(
+        &self,
+        addr: *mut u8,
+        len: usize,
+        iova: u64,
+        access: Access,
+    ) -> Result<Mr> {
+        // Safety: forwarded from the caller.
         unsafe {
-            Mr::register_existing(self.inner.ctx.clone(), self.inner.handle, addr, len, access)
+            Mr::register_existing(
+                self.inner.ctx.clone(),
+                self.inner.handle,
+                addr,
+                len,
+                iova,
+                access,
+            )
         }
     }
 
@@ -516,6 +540,16 @@ impl Qp {
         Ok(())
     }
 
+    /// Overwrites the send ring's producer counter: what a buggy or hostile application
+    /// can do to its own ring. For tests of the daemon's defences only.
+    #[doc(hidden)]
+    pub fn scribble_send_producer(&self, value: u32) {
+        let sq = self.sq.lock().unwrap_or_else(|e| e.into_inner());
+        sq.ring().publish_producer(value);
+        drop(sq);
+        self.ctx.doorbell(self.poller);
+    }
+
     /// Posts raw shared-memory send work requests (for the drop-in libibverbs).
     pub fn post_send_raw(&self, wqe: &SendWqe) -> Result<()> {
         let mut sq = self.sq.lock().unwrap_or_else(|e| e.into_inner());
@@ -527,6 +561,53 @@ impl Qp {
         drop(sq);
         self.ctx.doorbell(self.poller);
         Ok(())
+    }
+
+    /// Posts send work requests already in their shared-memory form (the drop-in
+    /// libibverbs builds them from `ibv_send_wr` lists), checked against the capacities
+    /// granted as [`Qp::post_send`] checks them; one publish and at most one doorbell for
+    /// the whole slice. On error, the index of the first request not posted comes with it.
+    pub fn post_send_wqes(&self, wqes: &[SendWqe]) -> std::result::Result<(), (usize, Error)> {
+        let mut sq = self.sq.lock().unwrap_or_else(|e| e.into_inner());
+        let mut staged = false;
+        let mut outcome = Ok(());
+        for (i, w) in wqes.iter().enumerate() {
+            let inline = w.send_flags & send_flags::INLINE != 0
+                && !matches!(
+                    w.opcode,
+                    wr_opcode::RDMA_READ
+                        | wr_opcode::ATOMIC_CMP_AND_SWP
+                        | wr_opcode::ATOMIC_FETCH_AND_ADD
+                );
+            if inline && w.num_sge > self.caps.max_inline_data {
+                outcome = Err((i, Error::Invalid("more inline data than max_inline_data")));
+                break;
+            }
+            if !inline && w.num_sge > self.caps.max_send_sge {
+                outcome = Err((
+                    i,
+                    Error::Invalid("more scatter/gather elements than max_send_sge"),
+                ));
+                break;
+            }
+            match sq.stage(w) {
+                Ok(true) => staged = true,
+                Ok(false) => {
+                    outcome = Err((i, Error::QueueFull));
+                    break;
+                }
+                Err(_) => {
+                    outcome = Err((i, Error::Broken));
+                    break;
+                }
+            }
+        }
+        if staged {
+            sq.publish();
+            drop(sq);
+            self.ctx.doorbell(self.poller);
+        }
+        outcome
     }
 
     /// Posts receive work requests (`ibv_post_recv`).

@@ -2,18 +2,25 @@
 //!
 //! Serves one Ethernet interface of the network namespace it runs in: RoCEv2 frames reach
 //! it through AF_XDP, everything else stays with the kernel. Applications in the same
-//! namespace find it as device `--device` (default `xroce0`).
+//! namespace find it as device `--name` (default `xroce0`) on the abstract unix socket
+//! `@xroce/<name>`.
 //!
 //! ```text
-//! xroced --interface eth0                       serve eth0 queue 0 as xroce0
-//! xroced --interface eth0 --queues 0,1 --cores 2,3
-//! xroced stats [--device xroce0]                the counters of a running daemon
+//! xroced --netdev eth0                              serve eth0 queue 0 as xroce0
+//! xroced --netdev eth0 --queues 2 --cores 2,3       two queues, pollers on cores 2 and 3
+//! xroced --config /etc/xroce/xroced.toml            the same settings from a file
+//! xroced stat [xroce0] [--qp]                       counters of a running daemon
 //! ```
 
-use anyhow::{Context as _, Result};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, bail};
 use clap::{Parser, Subcommand, ValueEnum};
+use serde::Deserialize;
 use xroce_engine::control::AppLimits;
 use xroce_engine::daemon::{DaemonConfig, NetlinkHost, run};
+use xroce_engine::poller::IdlePolicy;
 use xroce_engine::umem::HugepagePolicy;
 use xroce_engine::xdp::AttachRequest;
 use xroce_engine::xsk::ZeroCopy;
@@ -23,78 +30,118 @@ use xroce_engine::xsk::ZeroCopy;
 struct Args {
     #[command(subcommand)]
     command: Option<Sub>,
-    /// The interface to serve.
-    #[arg(long, short)]
-    interface: Option<String>,
+    /// The network interface to serve.
+    #[arg(long, short = 'i', visible_alias = "interface")]
+    netdev: Option<String>,
     /// The device name applications open.
-    #[arg(long, default_value = "xroce0")]
-    device: String,
-    /// Receive queues to serve, one poller thread each.
-    #[arg(long, value_delimiter = ',', default_value = "0")]
-    queues: Vec<u32>,
-    /// Cores to pin the pollers to, in the order of --queues.
+    #[arg(long, visible_alias = "device")]
+    name: Option<String>,
+    /// Serve receive queues 0..N, one poller thread each.
+    #[arg(long)]
+    queues: Option<u32>,
+    /// Serve exactly these receive queues instead (for example `0,2`).
     #[arg(long, value_delimiter = ',')]
-    cores: Vec<usize>,
+    queue_ids: Option<Vec<u32>>,
+    /// Cores to pin the pollers to, in queue order (for example `2,3`).
+    #[arg(long, value_delimiter = ',')]
+    cores: Option<Vec<usize>>,
+    /// A TOML file with any of these settings (the command line wins).
+    #[arg(long)]
+    config: Option<PathBuf>,
     /// XDP attach mode.
-    #[arg(long, value_enum, default_value_t = Mode::Auto)]
-    xdp: Mode,
+    #[arg(long, value_enum)]
+    xdp: Option<Mode>,
     /// Hugepages for the AF_XDP buffers.
-    #[arg(long, value_enum, default_value_t = Policy::Auto)]
-    hugepages: Policy,
+    #[arg(long, value_enum)]
+    hugepages: Option<Policy>,
     /// Zero-copy AF_XDP.
-    #[arg(long, value_enum, default_value_t = Policy::Auto)]
-    zero_copy: Policy,
+    #[arg(long, value_enum)]
+    zero_copy: Option<Policy>,
     /// Queue pairs per application.
-    #[arg(long, default_value_t = 4096)]
-    max_qps: usize,
+    #[arg(long)]
+    max_qps: Option<usize>,
     /// Completion queues per application.
-    #[arg(long, default_value_t = 4096)]
-    max_cqs: usize,
+    #[arg(long)]
+    max_cqs: Option<usize>,
     /// Registered memory per application, in MiB.
-    #[arg(long, default_value_t = 16384)]
-    max_mr_mib: u64,
-    /// More logging (-v info is the default; -vv debug).
+    #[arg(long)]
+    max_mr_mib: Option<u64>,
+    /// Microseconds an idle poller spins before yielding its core.
+    #[arg(long)]
+    spin_us: Option<u64>,
+    /// Microseconds (since the last work) an idle poller keeps yielding before it sleeps.
+    #[arg(long)]
+    yield_us: Option<u64>,
+    /// More logging (`-vv` debug, `-vvv` trace; `RUST_LOG` overrides).
     #[arg(short, long, action = clap::ArgAction::Count)]
     verbose: u8,
 }
 
 #[derive(Debug, Subcommand)]
 enum Sub {
-    /// Print the counters of a running daemon.
-    Stats {
+    /// Print the counters of a running daemon (in the style of `rdma statistic`).
+    #[command(visible_alias = "stats")]
+    Stat {
         /// The device.
-        #[arg(long, default_value = "xroce0")]
-        device: String,
-        /// Print counters that are zero too.
+        #[arg(default_value = "xroce0")]
+        name: String,
+        /// Also one line per queue pair.
+        #[arg(long)]
+        qp: bool,
+        /// Counters that are zero too.
         #[arg(long)]
         all: bool,
     },
 }
 
-#[derive(Clone, Copy, Debug, ValueEnum)]
+#[derive(Clone, Copy, Debug, Deserialize, ValueEnum)]
+#[serde(rename_all = "lowercase")]
 enum Mode {
     Auto,
     Native,
     Generic,
 }
 
-#[derive(Clone, Copy, Debug, ValueEnum)]
+#[derive(Clone, Copy, Debug, Deserialize, ValueEnum)]
+#[serde(rename_all = "lowercase")]
 enum Policy {
     Auto,
     Never,
     Required,
 }
 
+/// The settings a `--config` file may hold (same names as the options, with `_`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    netdev: Option<String>,
+    name: Option<String>,
+    queues: Option<u32>,
+    queue_ids: Option<Vec<u32>>,
+    cores: Option<Vec<usize>>,
+    xdp: Option<Mode>,
+    hugepages: Option<Policy>,
+    zero_copy: Option<Policy>,
+    max_qps: Option<usize>,
+    max_cqs: Option<usize>,
+    max_mr_mib: Option<u64>,
+    spin_us: Option<u64>,
+    yield_us: Option<u64>,
+}
+
 fn main() {
     let args = Args::parse();
     let level = match args.verbose {
-        0 | 1 => log::LevelFilter::Info,
-        2 => log::LevelFilter::Debug,
-        _ => log::LevelFilter::Trace,
+        0 | 1 => "info",
+        2 => "debug",
+        _ => "trace",
     };
-    env_logger::Builder::new()
-        .filter_level(level)
-        .parse_default_env()
+    // RUST_LOG overrides -v; aya's and libxdp's `log` records arrive through tracing-log.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
         .init();
     if let Err(e) = main_with(args) {
         eprintln!("xroced: {e:#}");
@@ -103,42 +150,127 @@ fn main() {
 }
 
 fn main_with(args: Args) -> Result<()> {
-    if let Some(Sub::Stats { device, all }) = &args.command {
-        let ctx = verbs_shm::client::Context::open(device)?;
-        for (name, value) in ctx.stats()? {
-            if *all || value != 0 {
-                println!("{name:32} {value}");
-            }
-        }
-        return Ok(());
+    if let Some(Sub::Stat { name, qp, all }) = &args.command {
+        return stat(name, *qp, *all);
     }
-    let interface = args.interface.context("--interface is required")?;
+    let file = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            toml::from_str::<FileConfig>(&text).with_context(|| {
+                format!("{} is not a valid xroced configuration", path.display())
+            })?
+        }
+        None => FileConfig::default(),
+    };
+    let netdev = args
+        .netdev
+        .or(file.netdev)
+        .context("which interface? give --netdev IFACE (or `netdev = \"...\"` in --config)")?;
+    let queues = match (
+        args.queue_ids.or(file.queue_ids),
+        args.queues.or(file.queues),
+    ) {
+        (Some(ids), _) => ids,
+        (None, Some(n)) if n > 0 => (0..n).collect(),
+        (None, Some(_)) => bail!("--queues must be at least 1"),
+        (None, None) => vec![0],
+    };
+    let spin_us = args.spin_us.or(file.spin_us).unwrap_or(50);
+    let yield_us = args.yield_us.or(file.yield_us).unwrap_or(1000).max(spin_us);
+    check_privileges()?;
     let cfg = DaemonConfig {
-        interface: interface.clone(),
-        device: args.device,
-        queues: args.queues,
-        cores: args.cores,
-        xdp: match args.xdp {
+        interface: netdev.clone(),
+        device: args.name.or(file.name).unwrap_or_else(|| "xroce0".into()),
+        queues,
+        cores: args.cores.or(file.cores).unwrap_or_default(),
+        xdp: match args.xdp.or(file.xdp).unwrap_or(Mode::Auto) {
             Mode::Auto => AttachRequest::Auto,
             Mode::Native => AttachRequest::Native,
             Mode::Generic => AttachRequest::Generic,
         },
-        hugepages: match args.hugepages {
+        hugepages: match args.hugepages.or(file.hugepages).unwrap_or(Policy::Auto) {
             Policy::Auto => HugepagePolicy::Auto,
             Policy::Never => HugepagePolicy::Never,
             Policy::Required => HugepagePolicy::Required,
         },
-        zero_copy: match args.zero_copy {
+        zero_copy: match args.zero_copy.or(file.zero_copy).unwrap_or(Policy::Auto) {
             Policy::Auto => ZeroCopy::Auto,
             Policy::Never => ZeroCopy::Never,
             Policy::Required => ZeroCopy::Required,
         },
+        idle: IdlePolicy {
+            spin: Duration::from_micros(spin_us),
+            yield_until: Duration::from_micros(yield_us),
+        },
         limits: AppLimits {
-            max_qps: args.max_qps,
-            max_cqs: args.max_cqs,
-            max_mr_bytes: args.max_mr_mib << 20,
+            max_qps: args.max_qps.or(file.max_qps).unwrap_or(4096),
+            max_cqs: args.max_cqs.or(file.max_cqs).unwrap_or(4096),
+            max_mr_bytes: args.max_mr_mib.or(file.max_mr_mib).unwrap_or(16384) << 20,
         },
     };
-    let host = NetlinkHost::new(&interface)?;
+    let host = NetlinkHost::new(&netdev)?;
     run(cfg, Box::new(host))
+}
+
+/// xroced loads an XDP program, opens AF_XDP sockets and locks memory: root, or the
+/// capabilities for each.
+fn check_privileges() -> Result<()> {
+    if nix::unistd::geteuid().is_root() {
+        return Ok(());
+    }
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let eff = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .unwrap_or(0);
+    let has = |bit: u32| eff & (1 << bit) != 0;
+    // CAP_NET_ADMIN 12, CAP_NET_RAW 13, CAP_IPC_LOCK 14, CAP_SYS_ADMIN 21, CAP_BPF 39.
+    let missing: Vec<&str> = [
+        (12, "CAP_NET_ADMIN"),
+        (13, "CAP_NET_RAW"),
+        (14, "CAP_IPC_LOCK"),
+    ]
+    .into_iter()
+    .filter(|&(b, _)| !has(b))
+    .map(|(_, n)| n)
+    .chain((!has(39) && !has(21)).then_some("CAP_BPF"))
+    .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    bail!(
+        "xroced must run as root, or with {} (it loads an XDP program, opens AF_XDP sockets and locks its packet buffers)",
+        missing.join(", ")
+    )
+}
+
+fn stat(name: &str, per_qp: bool, all: bool) -> Result<()> {
+    let ctx = verbs_shm::client::Context::open(name)?;
+    let counters = ctx.stats()?;
+    let line: Vec<String> = counters
+        .iter()
+        .filter(|(_, v)| all || *v != 0)
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    println!("link {name}/1 {}", line.join(" "));
+    if per_qp {
+        for qp in ctx.qp_stats()? {
+            let line: Vec<String> = qp
+                .counters
+                .iter()
+                .filter(|(_, v)| all || *v != 0)
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect();
+            println!(
+                "qp {:#08x} {} {} {}",
+                qp.qpn,
+                qp.qp_type,
+                qp.state,
+                line.join(" ")
+            );
+        }
+    }
+    Ok(())
 }

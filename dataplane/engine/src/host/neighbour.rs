@@ -310,7 +310,7 @@ impl Neighbours {
             .map_err(|e| {
                 HostError::netlink(format_args!("asking the kernel to resolve {ip}"), e)
             })?;
-        log::debug!("neighbour {ip}: resolution requested on interface {ifindex}");
+        tracing::debug!("neighbour {ip}: resolution requested on interface {ifindex}");
         Ok(())
     }
 
@@ -369,7 +369,7 @@ impl Neighbours {
                 // is in use: nudged, it confirms it (STALE, DELAY, PROBE) as it would for its
                 // own traffic, and a neighbour that left turns FAILED instead of lingering.
                 if let Err(err) = self.trigger(ifindex, next_hop) {
-                    log::debug!("neighbour {next_hop}: could not ask for confirmation: {err}");
+                    tracing::debug!("neighbour {next_hop}: could not ask for confirmation: {err}");
                 }
             }
             return Ok(Lookup::Resolved(mac));

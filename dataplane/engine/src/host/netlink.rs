@@ -86,7 +86,7 @@ impl RequestSocket {
             if !interrupted {
                 return Ok(replies);
             }
-            log::debug!("rtnetlink dump interrupted by a concurrent change; dumping again");
+            tracing::debug!("rtnetlink dump interrupted by a concurrent change; dumping again");
         }
         Err(io::Error::new(
             io::ErrorKind::Interrupted,
@@ -184,7 +184,7 @@ impl RequestSocket {
         match message.parsed {
             Ok(parsed) => Some(parsed),
             Err(why) => {
-                log::warn!(
+                tracing::warn!(
                     "rtnetlink: dropping a reply of type {} that does not parse: {why}",
                     message.header.message_type
                 );
@@ -237,7 +237,9 @@ pub(crate) fn parse_datagram(bytes: &[u8]) -> Vec<Received> {
     while bytes.len().saturating_sub(offset) >= HEADER_LEN {
         let rest = &bytes[offset..];
         let Ok(buffer) = NetlinkBuffer::new_checked(rest) else {
-            log::warn!("rtnetlink: a malformed message header; dropping the rest of the datagram");
+            tracing::warn!(
+                "rtnetlink: a malformed message header; dropping the rest of the datagram"
+            );
             break;
         };
         let length = buffer.length() as usize;

@@ -119,7 +119,7 @@ impl Watcher {
         let events = subscribe()
             .map_err(|e| HostError::netlink("subscribing to rtnetlink notifications", e))?;
         if let Err(e) = events.set_rx_buf_sz(RECEIVE_BUFFER_BYTES) {
-            log::warn!("rtnetlink notifications: keeping the default receive buffer: {e}");
+            tracing::warn!("rtnetlink notifications: keeping the default receive buffer: {e}");
         }
         let mut requests = open_socket()?;
         let interface =
@@ -194,7 +194,7 @@ impl Watcher {
                             addresses_touched |= self.apply(inner, &mut changes);
                         }
                     }
-                    Err(why) => log::warn!(
+                    Err(why) => tracing::warn!(
                         "rtnetlink: a notification of type {} does not parse: {why}",
                         message.header.message_type
                     ),
@@ -205,7 +205,7 @@ impl Watcher {
             return Ok(changes);
         }
         if lost {
-            log::info!(
+            tracing::info!(
                 "interface {}: rtnetlink notifications were lost; reading everything again",
                 self.interface.name
             );

@@ -5,7 +5,7 @@ use std::ffi::{c_char, c_int};
 use verbs_abi::{ibv_async_event, ibv_context, ibv_device};
 
 use crate::ffi;
-use crate::provider::{device, verbs};
+use crate::provider::{context, device, verbs};
 
 /// `struct ibv_device **ibv_get_device_list(int *num_devices)`: a NULL-terminated array
 /// (NULL and `errno` on failure); `*num_devices` gets the count, 0 on failure.
@@ -57,13 +57,13 @@ pub(crate) extern "C" fn ibv_get_device_index(device: *mut ibv_device) -> c_int 
 /// failure.
 #[unsafe(no_mangle)]
 pub(crate) extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_context {
-    ffi::null_on_error(|| verbs::open_device(device))
+    ffi::null_on_error(|| context::open_device(device))
 }
 
 /// `int ibv_close_device(struct ibv_context *context)`: 0 or an errno value.
 #[unsafe(no_mangle)]
 pub(crate) extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
-    ffi::errno_value(|| verbs::close_device(context))
+    ffi::errno_value(|| context::close_device(context))
 }
 
 /// `struct ibv_context *ibv_import_device(int cmd_fd)`: NULL and `errno` on failure.
@@ -74,18 +74,28 @@ pub(crate) extern "C" fn ibv_import_device(cmd_fd: c_int) -> *mut ibv_context {
 
 /// `int ibv_get_async_event(struct ibv_context *context, struct ibv_async_event *event)`:
 /// 0, or -1 and `errno`.
+///
+/// # Safety
+///
+/// `event` is NULL or valid for writing an `ibv_async_event`.
 #[unsafe(no_mangle)]
-pub(crate) extern "C" fn ibv_get_async_event(
+pub(crate) unsafe extern "C" fn ibv_get_async_event(
     context: *mut ibv_context,
     event: *mut ibv_async_event,
 ) -> c_int {
-    ffi::minus_one_on_error(|| verbs::get_async_event(context, event))
+    // Safety: forwarded from the caller.
+    ffi::minus_one_on_error(|| unsafe { context::get_async_event(context, event) })
 }
 
 /// `void ibv_ack_async_event(struct ibv_async_event *event)`.
+///
+/// # Safety
+///
+/// `event` is NULL or an event filled by `ibv_get_async_event`.
 #[unsafe(no_mangle)]
-pub(crate) extern "C" fn ibv_ack_async_event(event: *mut ibv_async_event) {
-    ffi::void(|| verbs::ack_async_event(event))
+pub(crate) unsafe extern "C" fn ibv_ack_async_event(event: *mut ibv_async_event) {
+    // Safety: forwarded from the caller.
+    ffi::void(|| unsafe { context::ack_async_event(event) })
 }
 
 include!(concat!(env!("OUT_DIR"), "/symver_exports_device.rs"));

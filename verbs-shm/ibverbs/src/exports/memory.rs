@@ -5,59 +5,79 @@ use std::ffi::{c_int, c_uint, c_void};
 use verbs_abi::{ibv_context, ibv_dm, ibv_fork_status, ibv_mr, ibv_pd};
 
 use crate::ffi;
-use crate::provider::{fork, verbs};
+use crate::provider::{fork, memory, verbs};
 
 /// `struct ibv_pd *ibv_alloc_pd(struct ibv_context *context)`: NULL and `errno` on failure.
 #[unsafe(no_mangle)]
 pub(crate) extern "C" fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd {
-    ffi::null_on_error(|| verbs::alloc_pd(context))
+    ffi::null_on_error(|| memory::alloc_pd(context))
 }
 
 /// `int ibv_dealloc_pd(struct ibv_pd *pd)`: 0 or an errno value.
 #[unsafe(no_mangle)]
 pub(crate) extern "C" fn ibv_dealloc_pd(pd: *mut ibv_pd) -> c_int {
-    ffi::errno_value(|| verbs::dealloc_pd(pd))
+    ffi::errno_value(|| memory::dealloc_pd(pd))
 }
 
 /// `struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length, int access)`
 /// (called by the `ibv_reg_mr` macro for constant access flags without optional bits):
 /// NULL and `errno` on failure. Registers with `iova = addr`, as rdma-core does.
+///
+/// # Safety
+///
+/// `[addr, addr + length)` is memory of the calling process that stays mapped while
+/// registered (its pages are moved onto shared memory in place).
 #[unsafe(no_mangle)]
-pub(crate) extern "C" fn ibv_reg_mr(
+pub(crate) unsafe extern "C" fn ibv_reg_mr(
     pd: *mut ibv_pd,
     addr: *mut c_void,
     length: usize,
     access: c_int,
 ) -> *mut ibv_mr {
     // The access flags are a bit set; C passes the same bits as int or unsigned.
-    ffi::null_on_error(|| verbs::reg_mr(pd, addr, length, addr as u64, access as c_uint))
+    // Safety: forwarded from the caller.
+    ffi::null_on_error(|| unsafe {
+        memory::reg_mr(pd, addr, length, addr as u64, access as c_uint)
+    })
 }
 
 /// `struct ibv_mr *ibv_reg_mr_iova(struct ibv_pd *pd, void *addr, size_t length, uint64_t
 /// iova, int access)`: NULL and `errno` on failure.
+///
+/// # Safety
+///
+/// `[addr, addr + length)` is memory of the calling process that stays mapped while
+/// registered (its pages are moved onto shared memory in place).
 #[unsafe(no_mangle)]
-pub(crate) extern "C" fn ibv_reg_mr_iova(
+pub(crate) unsafe extern "C" fn ibv_reg_mr_iova(
     pd: *mut ibv_pd,
     addr: *mut c_void,
     length: usize,
     iova: u64,
     access: c_int,
 ) -> *mut ibv_mr {
-    ffi::null_on_error(|| verbs::reg_mr(pd, addr, length, iova, access as c_uint))
+    // Safety: forwarded from the caller.
+    ffi::null_on_error(|| unsafe { memory::reg_mr(pd, addr, length, iova, access as c_uint) })
 }
 
 /// `struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length, uint64_t
 /// iova, unsigned int access)` (what the `ibv_reg_mr` macro calls for optional access
 /// bits, e.g. perftest's `IBV_ACCESS_RELAXED_ORDERING`): NULL and `errno` on failure.
+///
+/// # Safety
+///
+/// `[addr, addr + length)` is memory of the calling process that stays mapped while
+/// registered (its pages are moved onto shared memory in place).
 #[unsafe(no_mangle)]
-pub(crate) extern "C" fn ibv_reg_mr_iova2(
+pub(crate) unsafe extern "C" fn ibv_reg_mr_iova2(
     pd: *mut ibv_pd,
     addr: *mut c_void,
     length: usize,
     iova: u64,
     access: c_uint,
 ) -> *mut ibv_mr {
-    ffi::null_on_error(|| verbs::reg_mr(pd, addr, length, iova, access))
+    // Safety: forwarded from the caller.
+    ffi::null_on_error(|| unsafe { memory::reg_mr(pd, addr, length, iova, access) })
 }
 
 /// `struct ibv_mr *ibv_reg_dmabuf_mr(struct ibv_pd *pd, uint64_t offset, size_t length,
@@ -91,7 +111,7 @@ pub(crate) extern "C" fn ibv_rereg_mr(
 /// `int ibv_dereg_mr(struct ibv_mr *mr)`: 0 or an errno value.
 #[unsafe(no_mangle)]
 pub(crate) extern "C" fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int {
-    ffi::errno_value(|| verbs::dereg_mr(mr))
+    ffi::errno_value(|| memory::dereg_mr(mr))
 }
 
 /// `struct ibv_pd *ibv_import_pd(struct ibv_context *context, uint32_t pd_handle)`: NULL

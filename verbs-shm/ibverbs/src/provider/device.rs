@@ -6,8 +6,10 @@
 //! an application passes back is looked up here before it is read, so a foreign or stale
 //! pointer is an `ENODEV`/`EINVAL`, never a wild read.
 //!
-//! Nothing registers devices yet: discovery needs the daemon (verbs-shm), so the list is
-//! empty and tools behave as on a host without RDMA devices.
+//! Discovery: the devices are the xroce daemons serving the caller's network namespace
+//! (`verbs_shm::client::devices`). A device seen for the first time is registered with the
+//! node GUID its daemon reports; a list holds the registered devices whose daemon is
+//! serving now.
 
 use std::collections::BTreeMap;
 use std::ffi::{c_char, c_int};
@@ -81,13 +83,6 @@ pub(crate) enum RegisterError {
 
 /// Adds a device to the list: a RoCE channel adapter (`IBV_NODE_CA`, `IBV_TRANSPORT_IB`)
 /// named `name`, with node GUID `guid` (host order) and index `index`.
-#[cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "device discovery through the daemon is not written yet"
-    )
-)]
 pub(crate) fn register(
     name: &str,
     guid: u64,
@@ -110,6 +105,14 @@ pub(crate) fn register(
         ..Default::default()
     };
     ibv.name[..=name.len()].copy_from_slice(&c_name(name));
+    // Where rdma-core's devices have their sysfs directories. Nothing exists there for
+    // xroce: tools that read optional sysfs files (`ibv_devinfo`'s board id) skip them.
+    let dev_name = format!("uverbs-{name}");
+    ibv.dev_name[..=dev_name.len()].copy_from_slice(&c_name(&dev_name));
+    let dev_path = format!("/sys/class/infiniband_verbs/{dev_name}");
+    ibv.dev_path[..=dev_path.len()].copy_from_slice(&c_name(&dev_path));
+    let ibdev_path = format!("/sys/class/infiniband/{name}");
+    ibv.ibdev_path[..=ibdev_path.len()].copy_from_slice(&c_name(&ibdev_path));
     let device = DevicePtr(NonNull::from(Box::leak(Box::new(Device {
         ibv,
         guid,
@@ -133,16 +136,52 @@ pub(crate) struct DeviceList {
     pub(crate) count: c_int,
 }
 
-/// `ibv_get_device_list`: a new NULL-terminated array of every listed device.
+/// `ibv_get_device_list`: a new NULL-terminated array of the devices serving the caller's
+/// network namespace now. A daemon that cannot be reached is left out.
 pub(crate) fn list() -> Verb<DeviceList> {
+    // No daemon (or no /proc) is an empty list, as rdma-core answers without devices.
+    let names = verbs_shm::client::devices().unwrap_or_default();
+    for name in &names {
+        // A name too long for `ibv_device::name` cannot be listed (register refuses it).
+        if name.len() >= IBV_SYSFS_NAME_MAX || registered(name) {
+            continue;
+        }
+        let guid = verbs_shm::client::Context::open(name)
+            .and_then(|ctx| ctx.query_device())
+            .map(|attr| attr.node_guid);
+        let Ok(guid) = guid else {
+            continue;
+        };
+        let index = c_int::try_from(registry().devices.len()).map_err(|_| Errno::ENOMEM)?;
+        // A concurrent discovery may have registered it meanwhile: either copy is fine.
+        let _ = register(name, guid, index);
+    }
+    list_of(&names)
+}
+
+fn registered(name: &str) -> bool {
+    name.len() < IBV_SYSFS_NAME_MAX
+        && registry()
+            .devices
+            .iter()
+            .any(|d| d.get().ibv.name[..name.len() + 1] == c_name(name)[..])
+}
+
+/// A new NULL-terminated array of the registered devices named in `names`.
+pub(crate) fn list_of(names: &[String]) -> Verb<DeviceList> {
     let mut registry = registry();
-    let count = c_int::try_from(registry.devices.len()).map_err(|_| Errno::ENOMEM)?;
-    let array: Box<[*mut ibv_device]> = registry
+    let present: Vec<*mut ibv_device> = registry
         .devices
         .iter()
+        .filter(|d| {
+            names.iter().any(|n| {
+                n.len() < IBV_SYSFS_NAME_MAX && d.get().ibv.name[..n.len() + 1] == c_name(n)[..]
+            })
+        })
         .map(|d| d.as_ibv())
-        .chain([std::ptr::null_mut()])
         .collect();
+    let count = c_int::try_from(present.len()).map_err(|_| Errno::ENOMEM)?;
+    let array: Box<[*mut ibv_device]> = present.into_iter().chain([std::ptr::null_mut()]).collect();
     let len = array.len();
     let array = Box::into_raw(array).cast::<*mut ibv_device>();
     registry.lists.insert(array as usize, len);
@@ -192,6 +231,19 @@ pub(crate) fn index(device: *const ibv_device) -> Verb<c_int> {
     Ok(lookup(device)?.index)
 }
 
+/// The name of a listed device (what its daemon is called), or `ENODEV`.
+pub(crate) fn name_string(device: *const ibv_device) -> Verb<String> {
+    let d = lookup(device)?;
+    let bytes: Vec<u8> = d
+        .ibv
+        .name
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
+    String::from_utf8(bytes).map_err(|_| Errno::ENODEV)
+}
+
 /// The name of a listed device, for diagnostics.
 #[cfg(test)]
 pub(crate) fn name_of(device: *const ibv_device) -> Option<&'static std::ffi::CStr> {
@@ -226,15 +278,30 @@ mod tests {
         );
         assert_eq!(guid(std::ptr::null()), Err(Errno::ENODEV));
 
-        let before = list().unwrap();
+        let names: Vec<String> = vec!["xroce-test0".into(), "xroce-test1".into()];
+        let before = list_of(&names).unwrap();
         let first = register("xroce-test0", 0x0200_00ff_fe00_0001, 7).unwrap();
         assert_eq!(register("xroce-test0", 1, 1), Err(RegisterError::Duplicate));
         assert_eq!(register(&"x".repeat(64), 1, 1), Err(RegisterError::BadName));
         assert_eq!(register("", 1, 1), Err(RegisterError::BadName));
         let second = register("xroce-test1", 2, 8).unwrap();
 
-        let after = list().unwrap();
+        let after = list_of(&names).unwrap();
         assert_eq!(after.count, before.count + 2);
+        let only_first = list_of(&names[..1]).unwrap();
+        assert_eq!(
+            only_first.count, 1,
+            "only devices whose daemon serves are listed"
+        );
+        assert_eq!(listed(only_first.array, 1), vec![first]);
+        assert_eq!(free_list(only_first.array), Ok(()));
+        assert_eq!(name_string(second), Ok("xroce-test1".to_string()));
+        let too_long = list_of(&["x".repeat(100)]).unwrap();
+        assert_eq!(
+            too_long.count, 0,
+            "a name that cannot be a device is no device"
+        );
+        assert_eq!(free_list(too_long.array), Ok(()));
         let devices = listed(after.array, after.count);
         assert!(devices.contains(&first) && devices.contains(&second));
         assert_eq!(name_of(first).unwrap(), c"xroce-test0");
