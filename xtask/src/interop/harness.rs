@@ -202,7 +202,7 @@ pub(super) fn start_daemon(lab: &Lab, bin: &Path, logs: &Path, name: &str) -> Re
     let bin = bin.to_string_lossy();
     let mut xroced = Proc::spawn(
         &lab.a.netns,
-        &[&bin, "--interface", &lab.a.interface, "--device", DEVICE],
+        &[&bin, "--netdev", &lab.a.interface, "--name", DEVICE],
         &[],
         logs,
         name,
