@@ -12,7 +12,8 @@ use xroce_tests::daemon::{TwoHosts, build_bin};
 fn pingpong_bin() -> String {
     static PATH: OnceLock<Result<String, String>> = OnceLock::new();
     PATH.get_or_init(|| {
-        build_bin("xroce-pingpong", "xroce-pingpong").map(|p| p.to_string_lossy().into_owned())
+        build_bin("xroce-pingpong", "xroce-pingpong", !cfg!(debug_assertions))
+            .map(|p| p.to_string_lossy().into_owned())
     })
     .clone()
     .expect("building xroce-pingpong")
