@@ -102,7 +102,12 @@ fn ib_write_bw_all_sizes() {
     );
     for row in &client {
         assert_eq!(row.iterations, 20, "{row:?}");
-        assert!(row.average > 0.0 && row.peak > 0.0, "{row:?}");
+        // perftest prints MB/s with two decimals: 20 small writes delayed by one scheduling
+        // stall of a loaded host print 0.00, so small sizes are judged by their message rate.
+        assert!(row.mpps > 0.0, "{row:?}");
+        if row.bytes >= 4096 {
+            assert!(row.average > 0.0 && row.peak > 0.0, "{row:?}");
+        }
     }
     // The WRITE target is passive: its report is the last size's, from the client.
     assert_eq!(server.len(), 1, "{server:?}");
