@@ -5,6 +5,10 @@ use std::process::Command;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
+    /// Skip the interop check against Linux rxe (a VM booted under emulation; about a
+    /// minute, more on the first run, which builds its image from Debian packages).
+    #[arg(long)]
+    no_interop: bool,
     /// Extra arguments passed to `cargo test` (after `--workspace`).
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
     cargo_args: Vec<String>,
@@ -13,7 +17,12 @@ pub(crate) struct Args {
 pub(crate) fn run(args: &Args) -> Result<()> {
     crate::deps::ensure(crate::deps::ALL)?;
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = Command::new(&cargo)
+    let mut cmd = Command::new(&cargo);
+    if !args.no_interop {
+        // tests/tests/interop_rxe.rs runs `cargo xtask interop` when asked to.
+        cmd.env("XROCE_INTEROP", "1");
+    }
+    let status = cmd
         .args(["test", "--workspace"])
         .args(&args.cargo_args)
         // Tests that need root and network namespaces fail instead of skipping when run
