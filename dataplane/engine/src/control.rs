@@ -978,13 +978,9 @@ impl Control {
             }
             None => return error(libc::EIO, "the poller stopped"),
         }
-        self.conn(id).qps.insert(
-            handle,
-            QpInfo {
-                qpn,
-                caps: granted,
-            },
-        );
+        self.conn(id)
+            .qps
+            .insert(handle, QpInfo { qpn, caps: granted });
         let reply = Reply::Qp {
             qp: handle,
             qpn: qpn.value(),

@@ -17,6 +17,7 @@ use xroce_transport::{Endpoint, EndpointConfig, Limits};
 use xroce_wire::IbMtu;
 
 use crate::control::{AppLimits, Control, Host, PollerLink};
+use crate::handoff;
 use crate::poller::{Command, Poller, PollerConfig};
 use crate::umem::HugepagePolicy;
 use crate::xdp::{AttachRequest, XdpProgram};
@@ -115,10 +116,19 @@ pub fn run(cfg: DaemonConfig, mut host: Box<dyn Host>) -> Result<()> {
         .map_err(|e| anyhow!("{e}"))?;
     info!("XDP program attached to {} ({mode:?})", cfg.interface);
 
+    let doorbells = cfg
+        .queues
+        .iter()
+        .map(|_| sys::eventfd().map(Arc::new))
+        .collect::<std::io::Result<Vec<_>>>()?;
+    let mut mesh =
+        handoff::mesh(&doorbells, &wake_page, xroce_transport::frame::MAX_FRAME).into_iter();
     let mut pollers = Vec::new();
     for (index, &queue) in cfg.queues.iter().enumerate() {
         let (tx, rx) = unbounded();
-        let doorbell = Arc::new(sys::eventfd()?);
+        let doorbell = doorbells[index].clone();
+        // NOTE(unwrap): the mesh has one end per queue.
+        let handoff = mesh.next().expect("one hand-over end per poller");
         let (ready_tx, ready_rx) = bounded::<Result<OwnedFd, String>>(1);
         let core = cfg.cores.get(index).map(|&id| core_affinity::CoreId { id });
         let pcfg = PollerConfig {
@@ -128,6 +138,7 @@ pub fn run(cfg: DaemonConfig, mut host: Box<dyn Host>) -> Result<()> {
             commands: rx,
             core,
             idle: cfg.idle,
+            handoff,
         };
         let mut port_cfg = PortConfig::new(&cfg.interface, queue);
         port_cfg.hugepages = cfg.hugepages;

@@ -12,6 +12,7 @@
 
 pub mod control;
 pub mod daemon;
+pub mod handoff;
 pub mod host;
 pub mod memory;
 pub mod poller;

@@ -38,8 +38,9 @@ use xroce_transport::{
 use xroce_wire::Qpn;
 use zerocopy::IntoBytes;
 
+use crate::handoff::{Handoff, Sent};
 use crate::memory::{MrTable, Region};
-use crate::xsk::Port;
+use crate::xsk::{Port, RX_BATCH};
 
 /// `ibv_event_type` values the daemon raises.
 pub mod event_type {
@@ -279,6 +280,9 @@ struct DaemonCounters {
     idle_sleeps: u64,
     rx_frames: u64,
     tx_frames: u64,
+    handed_over: u64,
+    taken_over: u64,
+    handoff_full: u64,
 }
 
 /// How a poller is set up.
@@ -296,6 +300,8 @@ pub struct PollerConfig {
     pub core: Option<core_affinity::CoreId>,
     /// How an idle poller waits.
     pub idle: IdlePolicy,
+    /// Frames for QPs of other pollers go through here.
+    pub handoff: Handoff,
 }
 
 /// How an idle poller waits for work: spin, then yield the core, then sleep in `poll(2)`.
@@ -399,9 +405,13 @@ impl Poller {
                 None => return,
             }
             let now = self.now();
-            work += self.receive(now);
+            let received = self.receive(now);
+            work += received;
             work += self.pull_rings(now);
-            if self.endpoint.poll_timeout().is_some_and(|t| t <= now) {
+            // Timers wait while the RX ring still holds frames: an acknowledgement that has
+            // arrived but not been read yet must not count as lost (a starved poller would
+            // otherwise retransmit, and exhaust retries, on answers sitting in its ring).
+            if received < RX_BATCH && self.endpoint.poll_timeout().is_some_and(|t| t <= now) {
                 self.endpoint.handle_timeout(now, &mut self.mem);
                 work += 1;
             }
@@ -435,7 +445,7 @@ impl Poller {
         // A post that raced with the store above is visible now.
         let now = self.now();
         let pending = self.pull_rings(now) + self.transmit(now) + self.deliver(now);
-        if pending == 0 && self.cfg.commands.is_empty() {
+        if pending == 0 && self.cfg.commands.is_empty() && !self.cfg.handoff.pending() {
             let timeout = match self.endpoint.poll_timeout() {
                 Some(t) => (t.saturating_duration_since(self.now())).min(MAX_SLEEP),
                 None => MAX_SLEEP,
@@ -633,6 +643,9 @@ impl Poller {
                         ("rx_frames", c.rx_frames),
                         ("tx_frames", c.tx_frames),
                         ("loopback_frames", c.loopback_frames),
+                        ("handed_over_frames", c.handed_over),
+                        ("taken_over_frames", c.taken_over),
+                        ("handoff_full_drops", c.handoff_full),
                         ("tx_ring_full", c.tx_full),
                         ("bad_work_requests", c.bad_wqe),
                         ("broken_rings", c.broken_rings),
@@ -661,6 +674,7 @@ impl Poller {
     /// Receives a batch of frames.
     fn receive(&mut self, now: Instant) -> usize {
         let Poller {
+            cfg,
             port,
             endpoint,
             mem,
@@ -671,19 +685,30 @@ impl Poller {
             pending,
             ..
         } = self;
+        let handoff = &mut cfg.handoff;
         let batch = port.rx().poll();
         let n = batch.len();
-        if n > 0 {
+        if n > 0 || handoff.pending() {
             // Receive work requests posted before these frames were sent must be there to
             // meet them (a UC or UD message finding none is dropped): take the rings first.
             Self::pull_all(endpoint, qps, srqs, ahs, counters, pending, now);
-            for frame in batch.iter() {
+        }
+        for frame in batch.iter() {
+            let owner = handoff.owner(frame);
+            if owner == cfg.index {
                 endpoint.handle_frame(now, frame, mem);
+            } else {
+                match handoff.send(owner, frame) {
+                    Sent::Handed => counters.handed_over += 1,
+                    Sent::Full => counters.handoff_full += 1,
+                }
             }
         }
         drop(batch);
+        let taken = handoff.receive(RX_BATCH, |frame| endpoint.handle_frame(now, frame, mem));
         counters.rx_frames += n as u64;
-        n
+        counters.taken_over += taken as u64;
+        n + taken
     }
 
     /// Moves new work requests from the applications' rings into the transport, and
@@ -889,14 +914,24 @@ impl Poller {
             };
             let buf = frame.buf();
             if buf[..6] == self.mac {
-                // Addressed to ourselves: deliver it here, as the NIC would not.
+                // Addressed to ourselves: deliver it here (or to the poller that owns the
+                // destination QP), as the NIC would not.
                 let len = t.len;
-                self.loopback[..len].copy_from_slice(&buf[..len]);
-                drop(frame);
-                let lb = std::mem::take(&mut self.loopback);
-                self.endpoint.handle_frame(now, &lb[..len], &mut self.mem);
-                self.loopback = lb;
                 self.counters.loopback_frames += 1;
+                let owner = self.cfg.handoff.owner(&buf[..len]);
+                if owner != self.cfg.index {
+                    match self.cfg.handoff.send(owner, &buf[..len]) {
+                        Sent::Handed => self.counters.handed_over += 1,
+                        Sent::Full => self.counters.handoff_full += 1,
+                    }
+                    drop(frame);
+                } else {
+                    self.loopback[..len].copy_from_slice(&buf[..len]);
+                    drop(frame);
+                    let lb = std::mem::take(&mut self.loopback);
+                    self.endpoint.handle_frame(now, &lb[..len], &mut self.mem);
+                    self.loopback = lb;
+                }
             } else {
                 frame.submit(t.len);
                 self.counters.tx_frames += 1;

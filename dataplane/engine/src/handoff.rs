@@ -1,0 +1,268 @@
+//! Frames that arrive on one poller's queue for a queue pair another poller owns.
+//!
+//! A QP belongs to the poller whose index is its number modulo the number of pollers (the
+//! control plane allocates QPNs that way), so any poller can tell a frame's owner from its
+//! BTH without a shared table. RSS spreads RoCE flows over the queues by UDP source port,
+//! which the peer chooses, so a frame may land on any queue: it is copied into a buffer
+//! and handed to its owner through a bounded channel, with no lock on the packet path.
+//! Buffers travel back to the poller that filled them, so a steady stream allocates
+//! nothing. A poller that sleeps is woken through its doorbell, as applications wake it.
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Arc;
+use std::sync::atomic::{Ordering, fence};
+
+use crossbeam_channel::{Receiver, Sender, TrySendError, bounded};
+use verbs_shm::contract::PaddedWord;
+use verbs_shm::sys::{self, Mapping};
+
+/// Frames in flight towards one poller before the next one is dropped (and counted).
+const DEPTH: usize = 1024;
+
+/// Spare buffers a poller keeps.
+const POOL: usize = DEPTH;
+
+/// A frame on its way to its owner.
+#[derive(Debug)]
+struct Parcel {
+    buf: Vec<u8>,
+    len: usize,
+    from: usize,
+}
+
+#[derive(Debug, Clone)]
+struct Peer {
+    parcels: Sender<Parcel>,
+    returns: Sender<Vec<u8>>,
+    doorbell: Arc<OwnedFd>,
+}
+
+/// One poller's end of the hand-over mesh.
+#[derive(Debug)]
+pub struct Handoff {
+    index: usize,
+    peers: Vec<Peer>,
+    inbox: Receiver<Parcel>,
+    returns: Receiver<Vec<u8>>,
+    pool: Vec<Vec<u8>>,
+    wake_page: Arc<Mapping>,
+    frame_len: usize,
+}
+
+/// What [`Handoff::send`] did with a frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sent {
+    /// On its way to its owner.
+    Handed,
+    /// Dropped: the owner's inbox is full (a lost packet, which the transport recovers).
+    Full,
+}
+
+/// The mesh for `doorbells.len()` pollers: element `i` belongs to poller `i`. Frames are at
+/// most `frame_len` bytes.
+pub fn mesh(
+    doorbells: &[Arc<OwnedFd>],
+    wake_page: &Arc<Mapping>,
+    frame_len: usize,
+) -> Vec<Handoff> {
+    let n = doorbells.len();
+    let channels: Vec<_> = (0..n)
+        .map(|_| (bounded::<Parcel>(DEPTH), bounded::<Vec<u8>>(POOL)))
+        .collect();
+    let peers: Vec<Peer> = channels
+        .iter()
+        .zip(doorbells)
+        .map(|(((parcels, _), (returns, _)), doorbell)| Peer {
+            parcels: parcels.clone(),
+            returns: returns.clone(),
+            doorbell: doorbell.clone(),
+        })
+        .collect();
+    channels
+        .into_iter()
+        .enumerate()
+        .map(|(index, ((_, inbox), (_, returns)))| Handoff {
+            index,
+            peers: peers.clone(),
+            inbox,
+            returns,
+            pool: Vec::new(),
+            wake_page: wake_page.clone(),
+            frame_len,
+        })
+        .collect()
+}
+
+impl Handoff {
+    /// The poller that owns the QP a RoCEv2 frame is addressed to: this one when there is
+    /// only one, or when the frame is too mangled to say (the transport will count it).
+    pub fn owner(&self, frame: &[u8]) -> usize {
+        let n = self.peers.len();
+        if n <= 1 {
+            return self.index;
+        }
+        match dest_qpn(frame) {
+            Some(qpn) => (qpn % n as u32) as usize,
+            None => self.index,
+        }
+    }
+
+    /// Hands `frame` to poller `to`, waking it if it sleeps.
+    pub fn send(&mut self, to: usize, frame: &[u8]) -> Sent {
+        let Some(peer) = self.peers.get(to) else {
+            return Sent::Full;
+        };
+        // Buffers the others have finished with come home first.
+        while let Ok(buf) = self.returns.try_recv() {
+            if self.pool.len() < POOL {
+                self.pool.push(buf);
+            }
+        }
+        let mut buf = self.pool.pop().unwrap_or_else(|| vec![0u8; self.frame_len]);
+        let len = frame.len().min(buf.len());
+        buf[..len].copy_from_slice(&frame[..len]);
+        let parcel = Parcel {
+            buf,
+            len,
+            from: self.index,
+        };
+        match peer.parcels.try_send(parcel) {
+            Ok(()) => {}
+            Err(TrySendError::Full(p) | TrySendError::Disconnected(p)) => {
+                self.pool.push(p.buf);
+                return Sent::Full;
+            }
+        }
+        // The same protocol as an application's doorbell: publish, then look.
+        fence(Ordering::SeqCst);
+        let at = to * size_of::<PaddedWord>();
+        let sleeping = self
+            .wake_page
+            .u32_at(at)
+            .map_or(1, |w| w.load(Ordering::SeqCst));
+        if sleeping != 0 {
+            sys::eventfd_signal(peer.doorbell.as_fd());
+        }
+        Sent::Handed
+    }
+
+    /// Whether frames wait in this poller's inbox.
+    pub fn pending(&self) -> bool {
+        !self.inbox.is_empty()
+    }
+
+    /// Gives every frame waiting in the inbox (at most `max`) to `handle`; returns how many.
+    pub fn receive(&mut self, max: usize, mut handle: impl FnMut(&[u8])) -> usize {
+        let mut n = 0;
+        while n < max {
+            let Ok(parcel) = self.inbox.try_recv() else {
+                break;
+            };
+            handle(&parcel.buf[..parcel.len]);
+            n += 1;
+            let home = &self.peers[parcel.from].returns;
+            if let Err(e) = home.try_send(parcel.buf) {
+                // Its owner's pool is full: keep it here instead.
+                if self.pool.len() < POOL {
+                    self.pool.push(e.into_inner());
+                }
+            }
+        }
+        n
+    }
+}
+
+/// The destination QP of a RoCEv2 frame (Ethernet, one optional 802.1Q tag, IPv4 or IPv6,
+/// UDP, BTH), read without checking anything else.
+pub fn dest_qpn(frame: &[u8]) -> Option<u32> {
+    let mut at = 12;
+    let mut ethertype = u16::from_be_bytes(frame.get(at..at + 2)?.try_into().ok()?);
+    at += 2;
+    if ethertype == 0x8100 {
+        ethertype = u16::from_be_bytes(frame.get(at + 2..at + 4)?.try_into().ok()?);
+        at += 4;
+    }
+    at += match ethertype {
+        0x0800 => usize::from(frame.get(at)? & 0x0f) * 4,
+        0x86dd => 40,
+        _ => return None,
+    };
+    // UDP header, then BTH: the destination QP is bytes 5..8 of the BTH.
+    let bth = at + 8;
+    let q = frame.get(bth + 5..bth + 8)?;
+    Some(u32::from_be_bytes([0, q[0], q[1], q[2]]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(vlan: bool, v6: bool, qpn: u32) -> Vec<u8> {
+        let mut f = vec![0u8; 12];
+        if vlan {
+            f.extend_from_slice(&[0x81, 0x00, 0x00, 0x05]);
+        }
+        if v6 {
+            f.extend_from_slice(&[0x86, 0xdd]);
+            f.extend_from_slice(&[0x60; 40]);
+        } else {
+            f.extend_from_slice(&[0x08, 0x00]);
+            f.push(0x45);
+            f.extend_from_slice(&[0; 19]);
+        }
+        f.extend_from_slice(&[0x12, 0x34, 0x12, 0xb7, 0, 0, 0, 0]);
+        let q = qpn.to_be_bytes();
+        f.extend_from_slice(&[0x04, 0, 0xff, 0xff, 0, q[1], q[2], q[3], 0, 0, 0, 1]);
+        f
+    }
+
+    #[test]
+    fn dest_qpn_through_vlan_ipv4_and_ipv6() {
+        for vlan in [false, true] {
+            for v6 in [false, true] {
+                assert_eq!(dest_qpn(&frame(vlan, v6, 0xabcdef)), Some(0xabcdef));
+            }
+        }
+    }
+
+    #[test]
+    fn truncated_or_foreign_frames_have_no_owner() {
+        let f = frame(false, false, 0x11);
+        for len in 0..f.len() {
+            assert!(len >= 42 || dest_qpn(&f[..len]).is_none(), "len {len}");
+        }
+        let mut arp = f.clone();
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        assert_eq!(dest_qpn(&arp), None);
+    }
+
+    #[test]
+    fn frames_reach_their_owner_and_buffers_come_home() {
+        let bells: Vec<Arc<OwnedFd>> = (0..2).map(|_| Arc::new(sys::eventfd().unwrap())).collect();
+        let fd = sys::memfd("xroce-test-wake", 4096, false).unwrap();
+        let page = Arc::new(Mapping::map(fd.as_fd(), 4096, 0, true).unwrap());
+        let mut mesh = mesh(&bells, &page, 64);
+        let (a, rest) = mesh.split_at_mut(1);
+        let (a, b) = (&mut a[0], &mut rest[0]);
+        let f3 = frame(false, false, 3);
+        assert_eq!(a.owner(&f3), 1);
+        assert_eq!(a.owner(&frame(false, false, 4)), 0);
+        for _ in 0..3 {
+            assert_eq!(a.send(1, &f3[..f3.len().min(64)]), Sent::Handed);
+        }
+        assert!(b.pending());
+        let mut got = Vec::new();
+        assert_eq!(b.receive(usize::MAX, |f| got.push(f.to_vec())), 3);
+        assert_eq!(got.len(), 3);
+        assert!(got.iter().all(|f| dest_qpn(f) == Some(3)));
+        // The three buffers went back to poller 0, which reuses them.
+        assert_eq!(a.returns.len(), 3);
+        a.send(1, &f3[..f3.len().min(64)]);
+        assert_eq!((a.returns.len(), a.pool.len()), (0, 2));
+        // A full inbox drops and says so.
+        for _ in 1..DEPTH {
+            assert_eq!(a.send(1, &f3[..10]), Sent::Handed);
+        }
+        assert_eq!(a.send(1, &f3[..10]), Sent::Full);
+    }
+}
