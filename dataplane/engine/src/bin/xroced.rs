@@ -46,8 +46,11 @@ struct Args {
     #[arg(long, value_delimiter = ',')]
     cores: Option<Vec<usize>>,
     /// A TOML file with any of these settings (the command line wins).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "config_if_present")]
     config: Option<PathBuf>,
+    /// Like --config, and no error when the file does not exist (for service units).
+    #[arg(long)]
+    config_if_present: Option<PathBuf>,
     /// XDP attach mode.
     #[arg(long, value_enum)]
     xdp: Option<Mode>,
@@ -153,15 +156,10 @@ fn main_with(args: Args) -> Result<()> {
     if let Some(Sub::Stat { name, qp, all }) = &args.command {
         return stat(name, *qp, *all);
     }
-    let file = match &args.config {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            toml::from_str::<FileConfig>(&text).with_context(|| {
-                format!("{} is not a valid xroced configuration", path.display())
-            })?
-        }
-        None => FileConfig::default(),
+    let file = match (&args.config, &args.config_if_present) {
+        (Some(path), _) => read_config(path)?,
+        (None, Some(path)) if path.exists() => read_config(path)?,
+        _ => FileConfig::default(),
     };
     let netdev = args
         .netdev
@@ -211,6 +209,17 @@ fn main_with(args: Args) -> Result<()> {
     };
     let host = NetlinkHost::new(&netdev)?;
     run(cfg, Box::new(host))
+}
+
+fn read_config(path: &std::path::Path) -> Result<FileConfig> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    parse_config(&text)
+        .with_context(|| format!("{} is not a valid xroced configuration", path.display()))
+}
+
+fn parse_config(text: &str) -> Result<FileConfig> {
+    Ok(toml::from_str::<FileConfig>(text)?)
 }
 
 /// xroced loads an XDP program, opens AF_XDP sockets and locks memory: root, or the
@@ -273,4 +282,47 @@ fn stat(name: &str, per_qp: bool, all: bool) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const UNIT: &str = include_str!("../../../../dist/xroced@.service");
+    const EXAMPLE: &str = include_str!("../../../../dist/xroced.toml");
+
+    #[test]
+    fn the_shipped_configuration_parses_with_every_key() {
+        let c = parse_config(EXAMPLE).unwrap();
+        assert_eq!(c.name.as_deref(), Some("xroce0"));
+        assert_eq!((c.queues, c.cores.as_deref()), (Some(2), Some(&[2, 3][..])));
+        assert!(c.xdp.is_some() && c.hugepages.is_some() && c.zero_copy.is_some());
+        assert_eq!(
+            (c.max_qps, c.spin_us, c.yield_us),
+            (Some(4096), Some(50), Some(1000))
+        );
+        assert!(
+            parse_config("queus = 2").is_err(),
+            "a misspelt key must be refused"
+        );
+    }
+
+    #[test]
+    fn the_service_unit_command_line_parses() {
+        let line = UNIT
+            .lines()
+            .find_map(|l| l.strip_prefix("ExecStart="))
+            .expect("an ExecStart line");
+        let argv: Vec<String> = line
+            .split_whitespace()
+            .map(|w| w.replace("%i", "eth1"))
+            .collect();
+        assert!(argv[0].ends_with("/xroced"));
+        let args = Args::try_parse_from(&argv).unwrap();
+        assert_eq!(args.netdev.as_deref(), Some("eth1"));
+        assert_eq!(
+            args.config_if_present.as_deref(),
+            Some(std::path::Path::new("/etc/xroce/eth1.toml"))
+        );
+    }
 }
