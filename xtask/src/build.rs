@@ -12,6 +12,21 @@ const SONAME: &str = "libibverbs.so.1";
 pub(crate) struct Args {}
 
 pub(crate) fn run(_args: &Args) -> Result<()> {
+    let installed = install()?;
+    let lib = installed
+        .parent()
+        .with_context(|| format!("unexpected path {}", installed.display()))?;
+    println!("built {}", installed.display());
+    println!("  (and {} -> {SONAME})", lib.join("libibverbs.so").display());
+    println!();
+    println!("Run unmodified verbs programs on it:");
+    println!("  LD_LIBRARY_PATH={} ibv_devices", lib.display());
+    println!("  LD_PRELOAD={} ib_write_bw …", installed.display());
+    Ok(())
+}
+
+/// Builds the library and installs it in `target/xroce/lib/`; returns its path there.
+pub(crate) fn install() -> Result<PathBuf> {
     let artifact = build_release()?;
     // `<target>/release/libibverbs.so` → `<target>`.
     let target = artifact
@@ -36,14 +51,7 @@ pub(crate) fn run(_args: &Args) -> Result<()> {
     }
     std::os::unix::fs::symlink(SONAME, &link)
         .with_context(|| format!("creating {}", link.display()))?;
-
-    println!("built {}", installed.display());
-    println!("  (and {} -> {SONAME})", link.display());
-    println!();
-    println!("Run unmodified verbs programs on it:");
-    println!("  LD_LIBRARY_PATH={} ibv_devices", lib.display());
-    println!("  LD_PRELOAD={} ib_write_bw …", installed.display());
-    Ok(())
+    Ok(installed)
 }
 
 /// Runs `cargo build --release -p xroce-ibverbs` and returns the path cargo reports for

@@ -95,8 +95,8 @@ impl Check {
 pub(super) fn checks() -> Vec<Check> {
     let mut all = Vec::new();
     let pingpongs = [
-        ("rc", 64, 100),
-        ("rc", 4096, 50),
+        ("rc", 64, 1000),
+        ("rc", 4096, 1000),
         ("rc", 1 << 20, 5),
         ("uc", 4096, 20),
         ("ud", 512, 50),

@@ -158,6 +158,8 @@ pub(crate) fn run(args: &Args) -> Result<()> {
     let cache = target_dir().join("xroce/interop");
     let img = image::ensure(&cache, args.rebuild_image)?;
     let bins = build_binaries(args.release)?;
+    // The drop-in checks run Debian's programs on the library as this checkout builds it.
+    crate::build::install().context("building the drop-in libibverbs (cargo xtask build)")?;
     let run_dir = cache.join("runs").join(std::process::id().to_string());
     let _ = fs::remove_dir_all(&run_dir);
     fs::create_dir_all(&run_dir)?;
