@@ -1,8 +1,9 @@
 //! Network-namespace labs for xroce's end-to-end tests, benchmarks and demos.
 //!
 //! A [`Lab`] is two hosts, `a` and `b`, each a network namespace with one veth interface,
-//! joined directly or through a router namespace (where `tc netem` on the router's egress
-//! can inject loss, reordering or ECN marks: AF_XDP transmit bypasses the sender's qdiscs).
+//! joined directly or through a router namespace (where `tc netem` on the router's egress,
+//! or the `xroce-impair` forwarder where the kernel has no netem, can inject loss and
+//! reordering: AF_XDP transmit bypasses the sender's qdiscs).
 //! Names are unique per process and lab (`xr-<pid>-<n>-a`, `-b`, `-r`), and the lab deletes
 //! everything it made when dropped, on every exit path: [`signals::install`] extends that to
 //! Ctrl-C and SIGTERM, and [`cleanup_stale`] removes what dead processes left behind.
@@ -49,7 +50,8 @@ pub enum LabError {
     /// The kernel has no netem qdisc (`CONFIG_NET_SCH_NETEM` is off and no module).
     #[error(
         "this kernel has no netem qdisc (CONFIG_NET_SCH_NETEM): loss, delay and reordering \
-         cannot be injected with tc netem here"
+         cannot be injected with tc netem here (the xroce-impair forwarder of tools/impair \
+         loses, duplicates and reorders RoCEv2 frames with XDP instead)"
     )]
     NoNetem,
     /// A namespace of a named lab exists already.
@@ -427,7 +429,9 @@ impl Lab {
     /// Replaces the root qdisc of the router's interface facing `toward` with
     /// `netem <args>` (for example `["loss", "1%"]`, `["delay", "1ms", "reorder", "25%"]`).
     /// Frames going from the router to that host then suffer it. [`LabError::NoNetem`] when
-    /// the kernel has no netem (some minimal VM kernels).
+    /// the kernel has no netem (some minimal VM kernels): there, `xroce_impair::Impairer`
+    /// (crate `tools/impair`) impairs the lab's RoCEv2 traffic on the router with XDP and
+    /// AF_XDP instead (it cannot live here: it needs the engine, which needs this crate).
     pub fn netem(&self, toward: Side, args: &[&str]) -> Result<(), LabError> {
         let r = self
             .router
