@@ -21,6 +21,11 @@
 //! sent after the next `reorder_gap` frames of its direction (or after [`REORDER_HOLD`] if
 //! fewer come).
 //!
+//! Frames must carry complete checksums: a UDP checksum a sending kernel left to its veth's
+//! offload is never filled in once XDP has taken the frame out of the kernel, and the
+//! receiving kernel then drops it. RoCEv2 over IPv4 sends UDP checksum 0 and xroce computes
+//! IPv6 ones in software, so this matters only for kernel traffic sent to port 4791.
+//!
 //! It never makes frames of its own, never changes anything in a frame but the MACs, the
 //! TTL/hop limit and the IPv4 header checksum, and touches nothing outside the router
 //! namespace.
