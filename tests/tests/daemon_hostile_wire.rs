@@ -521,9 +521,25 @@ fn hostile_frames_land_in_counters_and_touch_nothing() {
         other_now == other_bytes,
         "another application's region changed"
     );
-    // The victims hit by a fatal class are in ERR, the healthy QP is not.
+    // The victims hit by a fatal class are in ERR, with the NAK in their own counters;
+    // the healthy QP is not.
+    let per_qp = ca.qp_stats().unwrap();
+    let nak_of = [
+        "sent_nak_remote_access",
+        "sent_nak_remote_access",
+        "sent_nak_remote_access",
+        "sent_nak_remote_access",
+        "sent_nak_invalid_request",
+        "sent_nak_remote_access",
+        "sent_nak_invalid_request",
+    ];
     for (i, qpn) in victims.iter().enumerate() {
         assert_eq!(qp_state(&ca, *qpn), "ERR", "victim {i}");
+        let q = per_qp
+            .iter()
+            .find(|q| q.qpn == *qpn)
+            .expect("victim's stats");
+        assert_eq!(counter(&q.counters, nak_of[i]), 1, "victim {i}: {q:?}");
     }
     assert_eq!(qp_state(&ca, h), "RTS");
     assert_eq!(
