@@ -156,6 +156,12 @@ impl TwoHosts {
         child.wait()
     }
 
+    /// The process id of the daemon of `side`, while it runs (`None` once it exited).
+    pub fn pid(&mut self, side: Side) -> Option<u32> {
+        let (_, child) = self.daemons.iter_mut().find(|(s, _)| *s == side)?;
+        matches!(child.try_wait(), Ok(None)).then(|| child.id())
+    }
+
     /// Starts the daemon of `side` again (after [`TwoHosts::kill`]).
     pub fn restart(&mut self, side: Side) -> io::Result<()> {
         self.spawn(side)?;

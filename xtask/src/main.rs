@@ -4,7 +4,8 @@
 //! - `cargo xtask demo`: the first command a newcomer runs.
 //! - `cargo xtask pcap FILE...`: decode the RoCEv2 packets of captures and check their ICRCs.
 //! - `cargo xtask build`: the drop-in `libibverbs.so.1`, installed in `target/xroce/lib`.
-//! - `cargo xtask lab`: a two-namespace lab to experiment in, torn down on Ctrl-C.
+//! - `cargo xtask lab up|down`: a two-namespace lab with fixed names to experiment in
+//!   (`cargo xtask lab` alone holds one until Ctrl-C).
 //! - `cargo xtask interop`: xroce against Linux rxe in a VM, both directions.
 
 mod build;
@@ -37,7 +38,7 @@ enum Command {
     Pcap(pcap::Args),
     /// Build the drop-in libibverbs.so.1 (release) into target/xroce/lib.
     Build(build::Args),
-    /// Build a two-namespace veth lab and hold it until Ctrl-C.
+    /// Two-namespace veth labs: `up` and `down` a fixed one, or hold one until Ctrl-C.
     Lab(lab::Args),
     /// Check xroce against Linux rxe (Debian's kernel in a VM), both directions.
     Interop(interop::Args),

@@ -1,8 +1,9 @@
 //! Network-namespace labs for xroce's end-to-end tests, benchmarks and demos.
 //!
 //! A [`Lab`] is two hosts, `a` and `b`, each a network namespace with one veth interface,
-//! joined directly or through a router namespace (where `tc netem` on the router's egress
-//! can inject loss, reordering or ECN marks: AF_XDP transmit bypasses the sender's qdiscs).
+//! joined directly or through a router namespace (where `tc netem` on the router's egress,
+//! or the `xroce-impair` forwarder where the kernel has no netem, can inject loss and
+//! reordering: AF_XDP transmit bypasses the sender's qdiscs).
 //! Names are unique per process and lab (`xr-<pid>-<n>-a`, `-b`, `-r`), and the lab deletes
 //! everything it made when dropped, on every exit path: [`signals::install`] extends that to
 //! Ctrl-C and SIGTERM, and [`cleanup_stale`] removes what dead processes left behind.
@@ -49,9 +50,13 @@ pub enum LabError {
     /// The kernel has no netem qdisc (`CONFIG_NET_SCH_NETEM` is off and no module).
     #[error(
         "this kernel has no netem qdisc (CONFIG_NET_SCH_NETEM): loss, delay and reordering \
-         cannot be injected with tc netem here"
+         cannot be injected with tc netem here (the xroce-impair forwarder of tools/impair \
+         loses, duplicates and reorders RoCEv2 frames with XDP instead)"
     )]
     NoNetem,
+    /// A namespace of a named lab exists already.
+    #[error("network namespace {0} exists already (remove the lab first: cargo xtask lab down)")]
+    Exists(String),
     /// A lab option that cannot work.
     #[error("invalid lab configuration: {0}")]
     Config(&'static str),
@@ -144,27 +149,62 @@ pub struct Lab {
     torn_down: bool,
 }
 
-const MAC_A: [u8; 6] = [0x02, 0x78, 0x72, 0x00, 0x00, 0x0a];
-const MAC_B: [u8; 6] = [0x02, 0x78, 0x72, 0x00, 0x00, 0x0b];
-const MAC_ROUTER_A: [u8; 6] = [0x02, 0x78, 0x72, 0x00, 0x01, 0x0a];
-const MAC_ROUTER_B: [u8; 6] = [0x02, 0x78, 0x72, 0x00, 0x01, 0x0b];
+/// Ethernet address of host `a`'s interface in every lab.
+pub const MAC_A: [u8; 6] = [0x02, 0x78, 0x72, 0x00, 0x00, 0x0a];
+/// Ethernet address of host `b`'s interface in every lab.
+pub const MAC_B: [u8; 6] = [0x02, 0x78, 0x72, 0x00, 0x00, 0x0b];
+/// Ethernet address of the router's interface facing `a`.
+pub const MAC_ROUTER_A: [u8; 6] = [0x02, 0x78, 0x72, 0x00, 0x01, 0x0a];
+/// Ethernet address of the router's interface facing `b`.
+pub const MAC_ROUTER_B: [u8; 6] = [0x02, 0x78, 0x72, 0x00, 0x01, 0x0b];
 
-/// Prefix of every namespace a lab makes.
+/// Prefix of every namespace a lab of [`Lab::new`] makes.
 pub const NAME_PREFIX: &str = "xr-";
+
+/// Prefix of the lab `cargo xtask lab up` makes: `xroce-a`, `xroce-b`, `xroce-r`.
+pub const FIXED_PREFIX: &str = "xroce";
 
 static NEXT_LAB: AtomicU64 = AtomicU64::new(0);
 
 impl Lab {
     /// Builds a lab. On error, whatever was already made is deleted.
     pub fn new(config: &LabConfig) -> Result<Lab, LabError> {
+        let id = NEXT_LAB.fetch_add(1, Ordering::Relaxed);
+        let prefix = format!("{NAME_PREFIX}{}-{id}", std::process::id());
+        Lab::with_prefix(id, prefix, config)
+    }
+
+    /// Builds a lab whose namespaces are `<prefix>-a`, `<prefix>-b` (and `<prefix>-r` with
+    /// a router), for people to use by name ([`FIXED_PREFIX`] is `cargo xtask lab up`'s).
+    /// Fails with [`LabError::Exists`] if any of those namespaces exists already (remove it
+    /// with [`remove_named`]). The lab is deleted when dropped, like any other, unless
+    /// [`Lab::keep`] lets it outlive the process.
+    pub fn new_named(prefix: &str, config: &LabConfig) -> Result<Lab, LabError> {
+        let taken = ["a", "b", "r"]
+            .iter()
+            .map(|role| format!("{prefix}-{role}"))
+            .find(|ns| netns::exists(ns));
+        if let Some(ns) = taken {
+            return Err(LabError::Exists(ns));
+        }
+        let id = NEXT_LAB.fetch_add(1, Ordering::Relaxed);
+        Lab::with_prefix(id, prefix.to_owned(), config)
+    }
+
+    /// Leaves the lab in place when this value goes away (for `cargo xtask lab up`): the
+    /// namespaces then live until [`remove_named`] (or `ip netns delete`) removes them.
+    pub fn keep(&mut self) {
+        self.torn_down = true;
+        unregister(self.id);
+    }
+
+    fn with_prefix(id: u64, prefix: String, config: &LabConfig) -> Result<Lab, LabError> {
         if !(68..=65535).contains(&config.mtu) {
             return Err(LabError::Config("mtu must be within 68..=65535"));
         }
         if config.queues == 0 {
             return Err(LabError::Config("queues must be at least 1"));
         }
-        let id = NEXT_LAB.fetch_add(1, Ordering::Relaxed);
-        let prefix = format!("{NAME_PREFIX}{}-{id}", std::process::id());
         let ns_a = format!("{prefix}-a");
         let ns_b = format!("{prefix}-b");
         let ns_r = format!("{prefix}-r");
@@ -389,7 +429,9 @@ impl Lab {
     /// Replaces the root qdisc of the router's interface facing `toward` with
     /// `netem <args>` (for example `["loss", "1%"]`, `["delay", "1ms", "reorder", "25%"]`).
     /// Frames going from the router to that host then suffer it. [`LabError::NoNetem`] when
-    /// the kernel has no netem (some minimal VM kernels).
+    /// the kernel has no netem (some minimal VM kernels): there, `xroce_impair::Impairer`
+    /// (crate `tools/impair`) impairs the lab's RoCEv2 traffic on the router with XDP and
+    /// AF_XDP instead (it cannot live here: it needs the engine, which needs this crate).
     pub fn netem(&self, toward: Side, args: &[&str]) -> Result<(), LabError> {
         let r = self
             .router
@@ -465,6 +507,21 @@ fn delete_namespace(ns: &str) -> Result<(), LabError> {
         Err(_) if !netns::exists(ns) => Ok(()),
         Err(e) => Err(e),
     }
+}
+
+/// Deletes the namespaces `<prefix>-a`, `<prefix>-b` and `<prefix>-r` of a lab made by
+/// [`Lab::new_named`] (killing the processes inside them first), whichever of them exist:
+/// also what an interrupted build left. Returns the names it deleted.
+pub fn remove_named(prefix: &str) -> Result<Vec<String>, LabError> {
+    let mut removed = Vec::new();
+    for role in ["a", "b", "r"] {
+        let ns = format!("{prefix}-{role}");
+        if netns::exists(&ns) {
+            delete_namespace(&ns)?;
+            removed.push(ns);
+        }
+    }
+    Ok(removed)
 }
 
 /// Deletes the namespaces of labs whose process is gone (`xr-<pid>-*` with no process

@@ -1,0 +1,363 @@
+//! What a router does to a frame it forwards, and the dice that decide its fate.
+//!
+//! Pure functions over bytes: no I/O, so that they are tested without a network.
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+const ETHERTYPE_IPV4: u16 = 0x0800;
+const ETHERTYPE_IPV6: u16 = 0x86dd;
+const ETHERTYPE_VLAN: u16 = 0x8100;
+const ETHERTYPE_QINQ: u16 = 0x88a8;
+
+/// What [`route`] made of a frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Routed {
+    /// Rewritten for the next hop: send it.
+    Forward,
+    /// Its TTL or hop limit ran out (RFC 791, RFC 8200): a router drops it.
+    TtlExpired,
+    /// Not an Ethernet frame with an IPv4 or IPv6 header: dropped.
+    Malformed,
+}
+
+fn be16(bytes: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_be_bytes([*bytes.get(at)?, *bytes.get(at + 1)?]))
+}
+
+/// Rewrites `frame` in place the way a router forwards it: destination MAC `next_hop`,
+/// source MAC `own` (the router's outgoing interface), IPv4 TTL or IPv6 hop limit one less
+/// and, for IPv4, the header checksum computed again (RFC 791). One 802.1Q or 802.1ad tag
+/// is kept as it is. Nothing else changes: the RoCEv2 ICRC masks the TTL and hop limit
+/// (IBTA A17.8), so it stays valid.
+pub fn route(frame: &mut [u8], own: [u8; 6], next_hop: [u8; 6]) -> Routed {
+    let Some(mut ethertype) = be16(frame, 12) else {
+        return Routed::Malformed;
+    };
+    let mut ip = 14;
+    if ethertype == ETHERTYPE_VLAN || ethertype == ETHERTYPE_QINQ {
+        let Some(inner) = be16(frame, 16) else {
+            return Routed::Malformed;
+        };
+        ethertype = inner;
+        ip = 18;
+    }
+    match ethertype {
+        ETHERTYPE_IPV4 => {
+            let Some(&version_ihl) = frame.get(ip) else {
+                return Routed::Malformed;
+            };
+            let ihl = usize::from(version_ihl & 0x0f) * 4;
+            if version_ihl >> 4 != 4 || ihl < 20 || frame.len() < ip + ihl {
+                return Routed::Malformed;
+            }
+            let header = &mut frame[ip..ip + ihl];
+            if header[8] <= 1 {
+                return Routed::TtlExpired;
+            }
+            header[8] -= 1;
+            header[10..12].fill(0);
+            let checksum = ipv4_checksum(header);
+            header[10..12].copy_from_slice(&checksum.to_be_bytes());
+        }
+        ETHERTYPE_IPV6 => {
+            let Some(header) = frame.get_mut(ip..ip + 40) else {
+                return Routed::Malformed;
+            };
+            if header[0] >> 4 != 6 {
+                return Routed::Malformed;
+            }
+            if header[7] <= 1 {
+                return Routed::TtlExpired;
+            }
+            header[7] -= 1;
+        }
+        _ => return Routed::Malformed,
+    }
+    frame[0..6].copy_from_slice(&next_hop);
+    frame[6..12].copy_from_slice(&own);
+    Routed::Forward
+}
+
+/// The Internet checksum (RFC 1071) of an IPv4 header whose checksum field is zero.
+fn ipv4_checksum(header: &[u8]) -> u16 {
+    let mut sum: u32 = header
+        .chunks(2)
+        .map(|w| u32::from(u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)])))
+        .sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+/// How a lab's path misbehaves. Probabilities are fractions (0.01 is 1 %), drawn
+/// independently for every frame in this order: loss, then duplication, then reordering.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Impairment {
+    /// A frame is dropped.
+    pub loss: f64,
+    /// A frame is sent twice, back to back.
+    pub duplicate: f64,
+    /// A frame is held back and sent after the next [`reorder_gap`](Self::reorder_gap)
+    /// frames of its direction.
+    pub reorder: f64,
+    /// How many frames overtake a frame held back (at least 1).
+    pub reorder_gap: u32,
+    /// Seed of the random generator: the same seed draws the same fates for the same
+    /// sequence of frames.
+    pub seed: u64,
+}
+
+impl Default for Impairment {
+    /// A perfect path (nothing lost, duplicated or reordered), seed 1, gap 3.
+    fn default() -> Self {
+        Impairment {
+            loss: 0.0,
+            duplicate: 0.0,
+            reorder: 0.0,
+            reorder_gap: 3,
+            seed: 1,
+        }
+    }
+}
+
+impl Impairment {
+    /// Why this impairment cannot be applied, if it cannot.
+    pub fn check(&self) -> Result<(), &'static str> {
+        let fraction = |p: f64| (0.0..=1.0).contains(&p);
+        if !(fraction(self.loss) && fraction(self.duplicate) && fraction(self.reorder)) {
+            return Err("loss, duplicate and reorder are fractions within 0..=1");
+        }
+        if self.reorder_gap == 0 {
+            return Err("reorder_gap must be at least 1");
+        }
+        Ok(())
+    }
+}
+
+/// The fate of one frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fate {
+    /// Forward it.
+    Pass,
+    /// Drop it.
+    Lose,
+    /// Forward it twice.
+    Duplicate,
+    /// Hold it back, forward it later.
+    Reorder,
+}
+
+/// A seeded random generator that draws each frame's [`Fate`].
+#[derive(Debug)]
+pub struct Dice {
+    rng: StdRng,
+    impairment: Impairment,
+}
+
+impl Dice {
+    /// Dice for `impairment`, seeded with its seed.
+    pub fn new(impairment: Impairment) -> Dice {
+        Dice {
+            rng: StdRng::seed_from_u64(impairment.seed),
+            impairment,
+        }
+    }
+
+    /// The next frame's fate.
+    pub fn roll(&mut self) -> Fate {
+        let i = self.impairment;
+        // Three draws every time, whatever the outcome, so that one knob does not shift
+        // the others' sequence.
+        let (lose, duplicate, reorder) = (
+            self.rng.random::<f64>() < i.loss,
+            self.rng.random::<f64>() < i.duplicate,
+            self.rng.random::<f64>() < i.reorder,
+        );
+        if lose {
+            Fate::Lose
+        } else if duplicate {
+            Fate::Duplicate
+        } else if reorder {
+            Fate::Reorder
+        } else {
+            Fate::Pass
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use xroce_wire::{
+        BthRepr, EtherType, EthernetAddress, EthernetRepr, Frame, FrameRepr, IbRepr, IpRepr,
+        Opcode, Psn, Qpn, VlanTag,
+    };
+
+    const OWN: [u8; 6] = [2, 0, 0, 0, 1, 1];
+    const NEXT: [u8; 6] = [2, 0, 0, 0, 2, 2];
+
+    fn roce(envelope: FrameRepr) -> Vec<u8> {
+        let ib = IbRepr::new(BthRepr::new(
+            Opcode::RC_SEND_ONLY,
+            Qpn::new(0x11),
+            Psn::new(7),
+        ));
+        let mut buf = vec![0u8; 256];
+        let len = envelope
+            .emit_packet(&mut buf, &ib, b"payload bytes")
+            .unwrap();
+        buf.truncate(len);
+        buf
+    }
+
+    fn ipv4(ttl: u8) -> FrameRepr {
+        let mut f = FrameRepr::ipv4(
+            EthernetAddress([2, 0, 0, 0, 0, 1]),
+            EthernetAddress([2, 0, 0, 0, 0, 2]),
+            [10, 77, 1, 1].into(),
+            [10, 77, 2, 1].into(),
+            0xc000,
+        );
+        if let IpRepr::Ipv4(ref mut r) = f.ip {
+            r.ttl = ttl;
+        }
+        f
+    }
+
+    #[test]
+    fn ipv4_is_routed_and_stays_valid() {
+        let mut frame = roce(ipv4(64));
+        assert_eq!(route(&mut frame, OWN, NEXT), Routed::Forward);
+        assert_eq!(&frame[0..6], &NEXT);
+        assert_eq!(&frame[6..12], &OWN);
+        assert_eq!(frame[14 + 8], 63);
+        // The header checksum verifies (the sum over the header is all ones)...
+        assert_eq!(ipv4_checksum(&frame[14..34]), 0);
+        // ...and the wire crate accepts the frame, ICRC included.
+        let parsed = Frame::parse(&frame).expect("a routed frame parses");
+        assert_eq!(parsed.payload, b"payload bytes");
+    }
+
+    #[test]
+    fn ipv6_hop_limit_goes_down() {
+        let mut envelope = FrameRepr::ipv6(
+            EthernetAddress([2, 0, 0, 0, 0, 1]),
+            EthernetAddress([2, 0, 0, 0, 0, 2]),
+            "fd00:77:1::1".parse().unwrap(),
+            "fd00:77:2::1".parse().unwrap(),
+            0xc000,
+        );
+        if let IpRepr::Ipv6(ref mut r) = envelope.ip {
+            r.hop_limit = 9;
+        }
+        let mut frame = roce(envelope);
+        assert_eq!(route(&mut frame, OWN, NEXT), Routed::Forward);
+        assert_eq!(frame[14 + 7], 8);
+        assert!(Frame::parse(&frame).is_ok());
+    }
+
+    #[test]
+    fn a_vlan_tag_is_kept() {
+        let mut envelope = ipv4(5);
+        envelope.ethernet = EthernetRepr {
+            vlan: Some(VlanTag {
+                pcp: 0,
+                dei: false,
+                vid: 42,
+            }),
+            ethertype: EtherType::IPV4,
+            ..envelope.ethernet
+        };
+        let mut frame = roce(envelope);
+        let tag = frame[12..16].to_vec();
+        assert_eq!(route(&mut frame, OWN, NEXT), Routed::Forward);
+        assert_eq!(&frame[12..16], &tag[..]);
+        assert_eq!(frame[18 + 8], 4);
+        assert!(Frame::parse(&frame).is_ok());
+    }
+
+    #[test]
+    fn the_last_hop_expires_and_junk_is_malformed() {
+        let mut frame = roce(ipv4(1));
+        let before = frame.clone();
+        assert_eq!(route(&mut frame, OWN, NEXT), Routed::TtlExpired);
+        assert_eq!(frame, before, "an expired frame is left alone");
+        assert_eq!(route(&mut [0u8; 10], OWN, NEXT), Routed::Malformed);
+        let mut arp = [0u8; 60];
+        arp[12..14].copy_from_slice(&0x0806u16.to_be_bytes());
+        assert_eq!(route(&mut arp, OWN, NEXT), Routed::Malformed);
+        let mut short = roce(ipv4(64));
+        short.truncate(14 + 12);
+        assert_eq!(route(&mut short, OWN, NEXT), Routed::Malformed);
+    }
+
+    #[test]
+    fn dice_follow_the_probabilities_and_the_seed() {
+        let impairment = Impairment {
+            loss: 0.01,
+            duplicate: 0.005,
+            reorder: 0.005,
+            reorder_gap: 3,
+            seed: 42,
+        };
+        let mut dice = Dice::new(impairment);
+        let n = 1_000_000;
+        let fates: Vec<Fate> = (0..n).map(|_| dice.roll()).collect();
+        let share = |f: Fate| fates.iter().filter(|&&x| x == f).count() as f64 / n as f64;
+        assert!(
+            (share(Fate::Lose) - 0.01).abs() < 0.001,
+            "{}",
+            share(Fate::Lose)
+        );
+        assert!((share(Fate::Duplicate) - 0.005).abs() < 0.0007);
+        assert!((share(Fate::Reorder) - 0.005).abs() < 0.0007);
+        let mut again = Dice::new(impairment);
+        assert!(fates.iter().take(10_000).all(|&f| f == again.roll()));
+        let mut perfect = Dice::new(Impairment::default());
+        assert!((0..10_000).all(|_| perfect.roll() == Fate::Pass));
+    }
+
+    #[test]
+    fn counters_read_back_what_they_print() {
+        let c = crate::ImpairCounters {
+            a_to_b: crate::DirectionCounters {
+                received: 10,
+                forwarded: 9,
+                dropped: 2,
+                duplicated: 1,
+                reordered: 3,
+                ttl_expired: 4,
+                malformed: 5,
+                tx_full: 6,
+            },
+            b_to_a: crate::DirectionCounters {
+                received: 7,
+                ..Default::default()
+            },
+        };
+        let text = format!("noise\n{c}\n");
+        assert_eq!(text.parse::<crate::ImpairCounters>(), Ok(c));
+        assert!(
+            "a -> b: received x"
+                .parse::<crate::ImpairCounters>()
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn impossible_impairments_are_refused() {
+        let bad = Impairment {
+            loss: 1.5,
+            ..Impairment::default()
+        };
+        assert!(bad.check().is_err());
+        let gapless = Impairment {
+            reorder_gap: 0,
+            ..Impairment::default()
+        };
+        assert!(gapless.check().is_err());
+        assert!(Impairment::default().check().is_ok());
+    }
+}
