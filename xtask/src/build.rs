@@ -17,7 +17,10 @@ pub(crate) fn run(_args: &Args) -> Result<()> {
         .parent()
         .with_context(|| format!("unexpected path {}", installed.display()))?;
     println!("built {}", installed.display());
-    println!("  (and {} -> {SONAME})", lib.join("libibverbs.so").display());
+    println!(
+        "  (and {} -> {SONAME})",
+        lib.join("libibverbs.so").display()
+    );
     println!();
     println!("Run unmodified verbs programs on it:");
     println!("  LD_LIBRARY_PATH={} ibv_devices", lib.display());
