@@ -33,6 +33,17 @@ pub fn xroced_release() -> io::Result<PathBuf> {
 
 /// Builds `bin` of `package` with the cargo running us, and returns its path.
 pub fn build_bin(package: &str, bin: &str, release: bool) -> Result<PathBuf, String> {
+    build_target(package, "--bin", bin, release)
+}
+
+/// Builds example `example` of `package` with the cargo running us, and returns its path.
+pub fn build_example(package: &str, example: &str, release: bool) -> Result<PathBuf, String> {
+    build_target(package, "--example", example, release)
+}
+
+/// Builds target `name` of `package` (`kind` is `--bin` or `--example`) and returns the
+/// path of the executable.
+fn build_target(package: &str, kind: &str, bin: &str, release: bool) -> Result<PathBuf, String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.args([
@@ -40,7 +51,7 @@ pub fn build_bin(package: &str, bin: &str, release: bool) -> Result<PathBuf, Str
         "--quiet",
         "-p",
         package,
-        "--bin",
+        kind,
         bin,
         "--message-format=json",
     ]);
@@ -256,40 +267,7 @@ impl Drop for TwoHosts {
 }
 
 /// `ibv_qp_attr_mask` bits.
-pub mod mask {
-    /// State.
-    pub const STATE: u32 = 1;
-    /// Access flags.
-    pub const ACCESS_FLAGS: u32 = 1 << 3;
-    /// P_Key index.
-    pub const PKEY_INDEX: u32 = 1 << 4;
-    /// Port.
-    pub const PORT: u32 = 1 << 5;
-    /// Q_Key.
-    pub const QKEY: u32 = 1 << 6;
-    /// Address vector.
-    pub const AV: u32 = 1 << 7;
-    /// Path MTU.
-    pub const PATH_MTU: u32 = 1 << 8;
-    /// Timeout.
-    pub const TIMEOUT: u32 = 1 << 9;
-    /// Retry count.
-    pub const RETRY_CNT: u32 = 1 << 10;
-    /// RNR retry.
-    pub const RNR_RETRY: u32 = 1 << 11;
-    /// RQ PSN.
-    pub const RQ_PSN: u32 = 1 << 12;
-    /// Max RD atomic.
-    pub const MAX_QP_RD_ATOMIC: u32 = 1 << 13;
-    /// Min RNR timer.
-    pub const MIN_RNR_TIMER: u32 = 1 << 15;
-    /// SQ PSN.
-    pub const SQ_PSN: u32 = 1 << 16;
-    /// Max dest RD atomic.
-    pub const MAX_DEST_RD_ATOMIC: u32 = 1 << 17;
-    /// Dest QPN.
-    pub const DEST_QPN: u32 = 1 << 20;
-}
+pub use verbs_shm::client::mask;
 
 /// Moves an RC or UC QP to RTS connected to `dest_qpn` at `av`, the way `ibv_rc_pingpong`
 /// does (path MTU 1024, timeout 14, retry 7, RNR retry 7).

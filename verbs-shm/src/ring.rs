@@ -63,6 +63,11 @@ impl<T: FromBytes + IntoBytes + Immutable> Ring<T> {
         })
     }
 
+    /// The mapping the ring lives in.
+    pub fn mapping(&self) -> &Arc<Mapping> {
+        &self.map
+    }
+
     /// The number of slots.
     pub fn entries(&self) -> u32 {
         self.entries

@@ -201,6 +201,8 @@ struct QpEntry {
     max_recv_sge: u32,
     max_inline: u32,
     events: Arc<EventSink>,
+    /// Its rings had impossible counters: they are never read again.
+    broken: bool,
 }
 
 #[derive(Debug)]
@@ -219,6 +221,8 @@ struct SrqEntry {
     ring: Intake<RecvWqe>,
     events: Arc<EventSink>,
     handle: u32,
+    /// Its ring had impossible counters: it is never read again.
+    broken: bool,
 }
 
 /// The daemon's end of a ring an application fills. What the daemon has taken (copied into
@@ -528,6 +532,7 @@ impl Poller {
                             ring: Intake::new(s.ring),
                             events: s.events,
                             handle: s.handle,
+                            broken: false,
                         },
                     );
                 }
@@ -584,6 +589,7 @@ impl Poller {
                             max_recv_sge: caps.max_recv_sge,
                             max_inline: caps.max_inline_data,
                             events: s.events,
+                            broken: false,
                         },
                     );
                 }
@@ -755,6 +761,11 @@ impl Poller {
         q: &mut QpEntry,
     ) -> usize {
         let mut moved = 0;
+        // A broken ring stays broken: reading it again would only count (and announce) the
+        // same damage on every pass, at the expense of every other application's work.
+        if q.broken {
+            return 0;
+        }
         let Some(qp) = endpoint.qp(qpn) else {
             return 0;
         };
@@ -824,6 +835,9 @@ impl Poller {
         id: u32,
         s: &mut SrqEntry,
     ) -> usize {
+        if s.broken {
+            return 0;
+        }
         let Some(srq) = endpoint.srq(SrqId(id)) else {
             return 0;
         };
@@ -831,6 +845,7 @@ impl Poller {
         let room = (attr.max_wr as usize).saturating_sub(srq.len());
         let Ok(avail) = s.ring.ready() else {
             counters.broken_rings += 1;
+            s.broken = true;
             s.ring.ring.broken().store(1, Ordering::Release);
             s.events.raise(event_type::SRQ_ERR, s.handle);
             s.ring.skip_all();
@@ -889,6 +904,7 @@ impl Poller {
             ..QpAttr::default()
         };
         let _ = endpoint.modify_qp(now, qpn, &attr, AttrMask::STATE);
+        q.broken = true;
         q.sq.ring.broken().store(1, Ordering::Release);
         q.events.raise(event_type::QP_FATAL, q.handle);
         // Stop reading its rings: they cannot be trusted.

@@ -10,6 +10,7 @@
 //! This crate never touches the network itself except for the exchange's TCP connection:
 //! the RDMA traffic is the daemon's.
 
+pub mod cli;
 pub mod oob;
 pub mod pingpong;
 

@@ -17,7 +17,8 @@
 //! as soon as it has connected its own QP.
 
 use std::io::{self, Read, Write};
-use std::net::Ipv6Addr;
+use std::net::{Ipv6Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::time::{Duration, Instant};
 
 /// Length of an address message, its terminating NUL included.
 pub const MESSAGE_LEN: usize = 52;
@@ -130,6 +131,34 @@ impl Dest {
                 .map_err(|_| bad("the GID is not 32 hex digits"))?;
         }
         Ok(Dest { lid, qpn, psn, gid })
+    }
+}
+
+/// Listens on TCP `port` of every address: dual-stack where the host allows it (IPv4
+/// clients then arrive as `::ffff:a.b.c.d`), IPv4 alone otherwise.
+pub fn listen(port: u16) -> io::Result<TcpListener> {
+    let any6 = SocketAddr::from((Ipv6Addr::UNSPECIFIED, port));
+    let any4 = SocketAddr::from(([0, 0, 0, 0], port));
+    TcpListener::bind(any6).or_else(|_| TcpListener::bind(any4))
+}
+
+/// Connects to `server` (a name or an address) on TCP `port`, trying again every 50 ms
+/// for `retry_for` while the server is not listening yet.
+pub fn connect(server: &str, port: u16, retry_for: Option<Duration>) -> io::Result<TcpStream> {
+    let deadline = Instant::now() + retry_for.unwrap_or_default();
+    loop {
+        let mut last = None;
+        for a in (server, port).to_socket_addrs()? {
+            match TcpStream::connect(a) {
+                Ok(s) => return Ok(s),
+                Err(e) => last = Some(e),
+            }
+        }
+        let e = last.unwrap_or_else(|| io::Error::other("no address"));
+        if Instant::now() >= deadline {
+            return Err(e);
+        }
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 

@@ -9,7 +9,7 @@
 //! message is sent from behind them.
 
 use std::io::{self, Write};
-use std::net::{Ipv6Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::net::{TcpListener, TcpStream};
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
@@ -33,30 +33,8 @@ pub const FILL: u8 = 0x7b;
 /// The page size the examples' `-c` marks (the first byte of every page).
 const PAGE: usize = 4096;
 
-/// `ibv_qp_attr_mask` bits.
-mod mask {
-    pub(super) const STATE: u32 = 1;
-    pub(super) const ACCESS_FLAGS: u32 = 1 << 3;
-    pub(super) const PKEY_INDEX: u32 = 1 << 4;
-    pub(super) const PORT: u32 = 1 << 5;
-    pub(super) const QKEY: u32 = 1 << 6;
-    pub(super) const AV: u32 = 1 << 7;
-    pub(super) const PATH_MTU: u32 = 1 << 8;
-    pub(super) const TIMEOUT: u32 = 1 << 9;
-    pub(super) const RETRY_CNT: u32 = 1 << 10;
-    pub(super) const RNR_RETRY: u32 = 1 << 11;
-    pub(super) const RQ_PSN: u32 = 1 << 12;
-    pub(super) const MAX_QP_RD_ATOMIC: u32 = 1 << 13;
-    pub(super) const MIN_RNR_TIMER: u32 = 1 << 15;
-    pub(super) const SQ_PSN: u32 = 1 << 16;
-    pub(super) const MAX_DEST_RD_ATOMIC: u32 = 1 << 17;
-    pub(super) const DEST_QPN: u32 = 1 << 20;
-}
-
-/// `ibv_qp_state` values.
-const INIT: u32 = 1;
-const RTR: u32 = 2;
-const RTS: u32 = 3;
+use verbs_shm::client::mask;
+use verbs_shm::client::qp_state::{INIT, RTR, RTS};
 
 /// The transport service, as the three example programs differ.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -590,15 +568,10 @@ pub fn run(opts: &Options, out: &mut dyn Write) -> Result<Report, PingpongError>
 }
 
 fn listen(port: u16) -> Result<TcpListener, PingpongError> {
-    let any6 = SocketAddr::from((Ipv6Addr::UNSPECIFIED, port));
-    let any4 = SocketAddr::from(([0, 0, 0, 0], port));
-    // Dual-stack first (IPv4 clients arrive as ::ffff:a.b.c.d), IPv4 alone otherwise.
-    TcpListener::bind(any6)
-        .or_else(|_| TcpListener::bind(any4))
-        .map_err(|source| PingpongError::Io {
-            what: format!("Couldn't listen to port {port}"),
-            source,
-        })
+    oob::listen(port).map_err(|source| PingpongError::Io {
+        what: format!("Couldn't listen to port {port}"),
+        source,
+    })
 }
 
 fn connect(
@@ -606,30 +579,10 @@ fn connect(
     port: u16,
     retry_for: Option<Duration>,
 ) -> Result<TcpStream, PingpongError> {
-    let deadline = Instant::now() + retry_for.unwrap_or_default();
-    loop {
-        let addrs = (server, port)
-            .to_socket_addrs()
-            .map_err(|source| PingpongError::Io {
-                what: format!("{server}:{port}"),
-                source,
-            })?;
-        let mut last = None;
-        for a in addrs {
-            match TcpStream::connect(a) {
-                Ok(s) => return Ok(s),
-                Err(e) => last = Some(e),
-            }
-        }
-        let e = last.unwrap_or_else(|| io::Error::other("no address"));
-        if Instant::now() >= deadline {
-            return Err(PingpongError::Io {
-                what: format!("Couldn't connect to {server}:{port}"),
-                source: e,
-            });
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    oob::connect(server, port, retry_for).map_err(|source| PingpongError::Io {
+        what: format!("Couldn't connect to {server}:{port}"),
+        source,
+    })
 }
 
 impl<'a> Pingpong<'a> {

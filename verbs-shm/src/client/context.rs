@@ -76,6 +76,13 @@ impl Inner {
             sys::eventfd_signal(fd.as_fd());
         }
     }
+
+    /// Writes poller `poller`'s doorbell whether it sleeps or not.
+    pub(crate) fn doorbell_always(&self, poller: u32) {
+        if let Some(fd) = self.doorbells.get(poller as usize) {
+            sys::eventfd_signal(fd.as_fd());
+        }
+    }
 }
 
 /// Runs `call` again while it fails with `EINTR`.

@@ -140,6 +140,14 @@ impl Cq {
         ring.ring().arm().store(mode, Ordering::Release);
     }
 
+    /// The shared memory holding this CQ's ring: what a buggy or hostile application can
+    /// write anything into. For tests of the daemon's defences only.
+    #[doc(hidden)]
+    pub fn ring_memory(&self) -> Arc<Mapping> {
+        let ring = self.ring.lock().unwrap_or_else(|e| e.into_inner());
+        ring.ring().mapping().clone()
+    }
+
     /// Completion events raised so far for this CQ.
     pub fn events_raised(&self) -> u32 {
         let ring = self.ring.lock().unwrap_or_else(|e| e.into_inner());

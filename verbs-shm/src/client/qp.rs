@@ -550,6 +550,22 @@ impl Qp {
         self.ctx.doorbell(self.poller);
     }
 
+    /// The shared memory holding this QP's rings (the send ring's header at offset 0, the
+    /// receive ring's after the send ring): what a buggy or hostile application can write
+    /// anything into. For tests of the daemon's defences only.
+    #[doc(hidden)]
+    pub fn ring_memory(&self) -> Arc<Mapping> {
+        let sq = self.sq.lock().unwrap_or_else(|e| e.into_inner());
+        sq.ring().mapping().clone()
+    }
+
+    /// Writes the poller's doorbell whether it sleeps or not (a flood of these is what a
+    /// hostile application can do). For tests of the daemon's defences only.
+    #[doc(hidden)]
+    pub fn ring_doorbell_always(&self) {
+        self.ctx.doorbell_always(self.poller);
+    }
+
     /// Posts raw shared-memory send work requests (for the drop-in libibverbs).
     pub fn post_send_raw(&self, wqe: &SendWqe) -> Result<()> {
         let mut sq = self.sq.lock().unwrap_or_else(|e| e.into_inner());
