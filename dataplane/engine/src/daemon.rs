@@ -40,6 +40,8 @@ pub struct DaemonConfig {
     pub hugepages: HugepagePolicy,
     /// Zero-copy AF_XDP.
     pub zero_copy: ZeroCopy,
+    /// Receive frames and transmit frames of each queue's UMEM (each; a power of two).
+    pub frames: u32,
     /// Per-application limits.
     pub limits: AppLimits,
     /// How idle pollers wait.
@@ -143,6 +145,8 @@ pub fn run(cfg: DaemonConfig, mut host: Box<dyn Host>) -> Result<()> {
         let mut port_cfg = PortConfig::new(&cfg.interface, queue);
         port_cfg.hugepages = cfg.hugepages;
         port_cfg.zero_copy = cfg.zero_copy;
+        port_cfg.rx_frames = cfg.frames;
+        port_cfg.tx_frames = cfg.frames;
         let endpoint_cfg = EndpointConfig {
             mac: port.mac,
             gids: port.gids.clone(),

@@ -414,9 +414,18 @@ fn attach_error(interface: &str, attempts: &[(AttachMode, ProgramError)]) -> Xdp
         .map(|(mode, e)| format!("{mode}: {}", error_chain(e)))
         .collect::<Vec<_>>()
         .join("; ");
+    let hint = match attempts {
+        [(AttachMode::Native, _)] => {
+            " (the driver has no native XDP for this interface and configuration: try --xdp auto or generic)"
+        }
+        _ if reason.contains("busy") || reason.contains("exists") => {
+            " (another XDP program is attached: `ip link set dev IFACE xdp off` removes it)"
+        }
+        _ => "",
+    };
     XdpError::Attach {
         interface: interface.to_owned(),
-        reason,
+        reason: reason + hint,
     }
 }
 

@@ -60,6 +60,10 @@ struct Args {
     /// Zero-copy AF_XDP.
     #[arg(long, value_enum)]
     zero_copy: Option<Policy>,
+    /// AF_XDP frames of 4 KiB per queue, for receiving and as many for sending (a power
+    /// of two; default 2048).
+    #[arg(long)]
+    frames: Option<u32>,
     /// Queue pairs per application.
     #[arg(long)]
     max_qps: Option<usize>,
@@ -125,6 +129,7 @@ struct FileConfig {
     xdp: Option<Mode>,
     hugepages: Option<Policy>,
     zero_copy: Option<Policy>,
+    frames: Option<u32>,
     max_qps: Option<usize>,
     max_cqs: Option<usize>,
     max_mr_mib: Option<u64>,
@@ -177,6 +182,10 @@ fn main_with(args: Args) -> Result<()> {
     let spin_us = args.spin_us.or(file.spin_us).unwrap_or(50);
     let yield_us = args.yield_us.or(file.yield_us).unwrap_or(1000).max(spin_us);
     check_privileges()?;
+    let frames = args.frames.or(file.frames).unwrap_or(2048);
+    if !frames.is_power_of_two() || !(64..=1 << 20).contains(&frames) {
+        bail!("--frames must be a power of two from 64 to 1048576 (got {frames})");
+    }
     let cfg = DaemonConfig {
         interface: netdev.clone(),
         device: args.name.or(file.name).unwrap_or_else(|| "xroce0".into()),
@@ -197,6 +206,7 @@ fn main_with(args: Args) -> Result<()> {
             Policy::Never => ZeroCopy::Never,
             Policy::Required => ZeroCopy::Required,
         },
+        frames,
         idle: IdlePolicy {
             spin: Duration::from_micros(spin_us),
             yield_until: Duration::from_micros(yield_us),
@@ -250,7 +260,7 @@ fn check_privileges() -> Result<()> {
         return Ok(());
     }
     bail!(
-        "xroced must run as root, or with {} (it loads an XDP program, opens AF_XDP sockets and locks its packet buffers)",
+        "must run as root, or with {} (it loads an XDP program, opens AF_XDP sockets and locks its packet buffers)",
         missing.join(", ")
     )
 }
