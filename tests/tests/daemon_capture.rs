@@ -38,8 +38,12 @@ impl Capture {
                 "-U",
                 "-Z",
                 "root",
+                // A snap length of a frame, not 256 KiB: in immediate mode every ring slot
+                // is a snap length, and a 2 MiB ring of 256 KiB slots drops bursts.
                 "-s",
-                "0",
+                "4096",
+                "-B",
+                "65536",
                 "-w",
                 &file_text,
                 "udp port 4791",

@@ -133,8 +133,9 @@ impl Harness {
                     // 64 MiB of kernel buffer: 1 MiB messages come in bursts.
                     "-B",
                     "65536",
+                    // A frame's snap length: in immediate mode every ring slot is one.
                     "-s",
-                    "0",
+                    "4096",
                     "-w",
                     &run_dir.join("capture.pcap").to_string_lossy(),
                     "udp port 4791 or tcp port 18515 or arp",
