@@ -128,7 +128,9 @@ pub fn compute(ip_header: &[u8], datagram: &[u8]) -> u32 {
         mask_datagram(&mut buf[..head.len()]);
         hasher.update(&buf[..head.len()]);
     }
-    hasher.update(rest);
+    if !rest.is_empty() {
+        hasher.update(rest);
+    }
     hasher.finalize()
 }
 
