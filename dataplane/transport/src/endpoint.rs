@@ -228,7 +228,7 @@ impl Endpoint {
             .get_mut(&qpn.value())
             .ok_or(EndpointError::NoSuchQp(qpn))?;
         slot.qp.modify(attr, mask)?;
-        self.after(now, qpn.value(), true);
+        queues!(self).after(slot, now, qpn.value(), true);
         Ok(())
     }
 
@@ -239,7 +239,7 @@ impl Endpoint {
             .get_mut(&qpn.value())
             .ok_or(EndpointError::NoSuchQp(qpn))?;
         slot.qp.post_send(wqe)?;
-        self.after(now, qpn.value(), true);
+        queues!(self).after(slot, now, qpn.value(), true);
         Ok(())
     }
 
@@ -250,7 +250,7 @@ impl Endpoint {
             .get_mut(&qpn.value())
             .ok_or(EndpointError::NoSuchQp(qpn))?;
         slot.qp.post_recv(wqe)?;
-        self.after(now, qpn.value(), true);
+        queues!(self).after(slot, now, qpn.value(), true);
         Ok(())
     }
 
@@ -428,13 +428,6 @@ impl Endpoint {
             timers: self.timers.len(),
             completions: self.completions.len(),
             events: self.events.len(),
-        }
-    }
-
-    /// After any call into a QP: collect its completions, schedule it, register its timer.
-    fn after(&mut self, now: Instant, qpn: u32, schedule: bool) {
-        if let Some(slot) = self.qps.get_mut(&qpn) {
-            queues!(self).after(slot, now, qpn, schedule);
         }
     }
 }
