@@ -347,43 +347,51 @@ impl QueuePair {
         status: WcStatus,
         cx: &mut Cx<'_, M>,
     ) {
-        let Some(entry) = self.sq.pop_front() else {
+        // Read what is needed and drop the entry: a work request is a few hundred bytes.
+        let Some(entry) = self.sq.front() else {
             return;
         };
+        let (wr_id, op, wr_flags) = (entry.wqe.wr_id, entry.wqe.op, entry.wqe.flags);
+        let (last_psn, state, holds_rd_atomic, len) = (
+            entry.last_psn,
+            entry.state,
+            entry.holds_rd_atomic,
+            entry.len,
+        );
+        self.sq.pop_front();
         if self.req.next == 0 {
             // The requester was (re)sending this work request: the acknowledgement made
             // that unnecessary. Continue with the next one, at the PSN after it.
             self.req.offset = 0;
-            if self.req.psn.distance(entry.last_psn) <= 0 && entry.state != EntryState::Posted {
-                self.req.psn = entry.last_psn.next();
+            if self.req.psn.distance(last_psn) <= 0 && state != EntryState::Posted {
+                self.req.psn = last_psn.next();
             }
         }
         self.req.next = self.req.next.saturating_sub(1);
-        if entry.holds_rd_atomic {
+        if holds_rd_atomic {
             self.req.rd_atomic = self.req.rd_atomic.saturating_sub(1);
         }
-        let wqe = entry.wqe;
-        if status == WcStatus::Success && wqe.op.is_send() {
+        if status == WcStatus::Success && op.is_send() {
             cx.count(Counter::rdma_sends);
         }
         // IBTA 10.7.3.1: an error always generates a completion.
         if self.config.sq_sig_all
-            || wqe.flags.contains(SendFlags::SIGNALED)
+            || wr_flags.contains(SendFlags::SIGNALED)
             || status != WcStatus::Success
         {
-            let flags = match wqe.op {
+            let flags = match op {
                 SendOp::SendWithImm { .. } | SendOp::WriteWithImm { .. } => WcFlags::WITH_IMM,
                 _ => WcFlags::default(),
             };
             self.completions.push_back(Completion {
-                wr_id: wqe.wr_id,
+                wr_id,
                 status,
-                opcode: send_opcode(wqe.op),
+                opcode: send_opcode(op),
                 queue: CompletionQueue::Send,
                 qpn: self.config.qpn.value(),
                 // ibv_wc.byte_len is meaningful for READ and atomics; rxe reports the message
                 // length for every opcode, so we do too.
-                byte_len: entry.len as u32,
+                byte_len: len as u32,
                 imm: 0,
                 flags,
                 src_qp: 0,

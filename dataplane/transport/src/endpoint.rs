@@ -16,7 +16,7 @@ use xroce_wire::{Gid, Qpn};
 use crate::completion::Completion;
 use crate::context::{AsyncEvent, Cx};
 use crate::counters::{Counter, Counters};
-use crate::frame::{self, FrameWriter, Received};
+use crate::frame::{self, FrameWriter};
 use crate::memory::MemoryTable;
 use crate::qp::{AttrMask, Limits, ModifyError, PostError, QpAttr, QpConfig, QpState, QueuePair};
 use crate::srq::{Srq, SrqAttr, SrqId};
@@ -243,7 +243,7 @@ impl Endpoint {
             .get_mut(&qpn.value())
             .ok_or(EndpointError::NoSuchQp(qpn))?;
         slot.qp.modify(attr, mask)?;
-        self.after(now, qpn.value(), true);
+        queues!(self).after(slot, now, qpn.value(), true);
         Ok(())
     }
 
@@ -254,7 +254,7 @@ impl Endpoint {
             .get_mut(&qpn.value())
             .ok_or(EndpointError::NoSuchQp(qpn))?;
         slot.qp.post_send(wqe)?;
-        self.after(now, qpn.value(), true);
+        queues!(self).after(slot, now, qpn.value(), true);
         Ok(())
     }
 
@@ -265,7 +265,7 @@ impl Endpoint {
             .get_mut(&qpn.value())
             .ok_or(EndpointError::NoSuchQp(qpn))?;
         slot.qp.post_recv(wqe)?;
-        self.after(now, qpn.value(), true);
+        queues!(self).after(slot, now, qpn.value(), true);
         Ok(())
     }
 
@@ -321,12 +321,11 @@ impl Endpoint {
         bytes: &[u8],
         mem: &mut M,
     ) {
-        let pkt = match frame::parse(bytes, &self.config.gids) {
-            Ok(pkt) => pkt,
+        let received = match frame::parse(bytes, &self.config.gids) {
+            Ok(received) => received,
             Err(counter) => return self.counters.inc(counter),
         };
-        let Received { packet, dest_qpn } = pkt;
-        let qpn = dest_qpn.value();
+        let qpn = received.dest_qpn.value();
         let Some(slot) = self.qps.get_mut(&qpn) else {
             return self.counters.inc(Counter::rcvd_unknown_qpn);
         };
@@ -341,8 +340,8 @@ impl Endpoint {
             srq,
             events: &mut self.events,
         };
-        slot.qp.handle_packet(&packet, &mut cx);
-        self.after(now, qpn, true);
+        slot.qp.handle_packet(&received.packet, &mut cx);
+        queues!(self).after(slot, now, qpn, true);
     }
 
     /// Writes the next frame to send into `buf` (which must hold a maximum-size frame:
@@ -375,7 +374,7 @@ impl Endpoint {
             }
             // A QP that had nothing it could send (window full, waiting for a fence) leaves
             // the active list until an acknowledgement, a post or a timer wakes it.
-            self.after(now, qpn, sent);
+            queues!(self).after(slot, now, qpn, sent);
             if sent {
                 self.counters.inc(Counter::sent_pkts);
                 return Some(Transmit {
@@ -433,7 +432,7 @@ impl Endpoint {
                 events: &mut self.events,
             };
             slot.qp.handle_timeout(&mut cx);
-            self.after(now, qpn, true);
+            queues!(self).after(slot, now, qpn, true);
         }
     }
 
@@ -453,13 +452,34 @@ impl Endpoint {
             events: self.events.len(),
         }
     }
+}
 
+/// The [`Queues`] of an endpoint, borrowed field by field.
+macro_rules! queues {
+    ($endpoint:expr) => {
+        Queues {
+            completions: &mut $endpoint.completions,
+            active: &mut $endpoint.active,
+            timers: &mut $endpoint.timers,
+        }
+    };
+}
+use queues;
+
+/// The endpoint's queues that [`Queues::after`] fills, borrowed apart from the QP table so
+/// that a caller holding a QP's slot needs no second lookup.
+struct Queues<'a> {
+    completions: &'a mut VecDeque<Completion>,
+    active: &'a mut VecDeque<u32>,
+    timers: &'a mut BinaryHeap<Reverse<(Instant, u32)>>,
+}
+
+impl Queues<'_> {
     /// After any call into a QP: collect its completions, schedule it, register its timer.
-    fn after(&mut self, now: Instant, qpn: u32, schedule: bool) {
-        let Some(slot) = self.qps.get_mut(&qpn) else {
-            return;
-        };
-        self.completions.extend(slot.qp.completions.drain(..));
+    fn after(self, slot: &mut QpSlot, now: Instant, qpn: u32, schedule: bool) {
+        if !slot.qp.completions.is_empty() {
+            self.completions.extend(slot.qp.completions.drain(..));
+        }
         if schedule && !slot.qp.scheduled && slot.qp.wants_transmit() {
             slot.qp.scheduled = true;
             self.active.push_back(qpn);

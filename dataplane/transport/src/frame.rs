@@ -28,6 +28,7 @@ pub(crate) struct Received<'a> {
 }
 
 /// Takes a received frame apart. The error is the counter the drop lands in.
+#[inline]
 pub(crate) fn parse<'a>(bytes: &'a [u8], gids: &[Gid]) -> Result<Received<'a>, Counter> {
     let frame = Frame::parse(bytes).map_err(|e| match e {
         ParseError::IcrcMismatch { .. } => Counter::rcvd_icrc_err,

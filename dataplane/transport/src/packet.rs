@@ -361,6 +361,7 @@ impl Syndrome {
 impl Headers {
     /// The roles' view of parsed wire headers; `None` for opcodes the transport does not
     /// implement.
+    #[inline]
     pub(crate) fn from_wire(ib: &IbRepr) -> Option<Headers> {
         let (transport, kind, pos) = classify(ib.info())?;
         let b = &ib.bth;
@@ -401,6 +402,7 @@ impl Headers {
 
     /// The wire representation of these headers, or `None` if no opcode has this shape
     /// (a bug in the caller).
+    #[inline]
     pub(crate) fn to_wire(self) -> Option<IbRepr> {
         let opcode = opcode_for(&self)?;
         let mut bth = BthRepr::new(opcode, self.dest_qpn, self.psn);

@@ -277,7 +277,9 @@ pub struct Limits {
     pub max_rd_atomic: u8,
     /// Unacknowledged PSNs the requester may have in flight.
     pub max_unacked_psns: u32,
-    /// The requester sets AckReq at least every this many packets.
+    /// The requester sets AckReq at least every this many packets. rxe asks on the packet
+    /// that finds more than `RXE_MAX_PKT_PER_ACK` (64) packets sent since the last one
+    /// that asked, the 66th, so the default does too.
     pub ack_req_every: u32,
 }
 
@@ -287,7 +289,7 @@ impl Default for Limits {
             max_mtu: IbMtu::Mtu4096,
             max_rd_atomic: 16,
             max_unacked_psns: 512,
-            ack_req_every: 32,
+            ack_req_every: 66,
         }
     }
 }

@@ -219,7 +219,9 @@ impl QueuePair {
         if self.req.retry {
             self.rewind();
         }
-        let Some(entry) = self.sq.get(self.req.next).copied() else {
+        // Work requests are a few hundred bytes (inline data, scatter/gather list): this
+        // path reads the fields it needs and never copies one.
+        let Some(state) = self.sq.get(self.req.next).map(|e| e.state) else {
             return false;
         };
         let qp_type = self.config.qp_type;
@@ -230,17 +232,19 @@ impl QueuePair {
             // The window of unacknowledged PSNs is full.
             return false;
         }
-        if entry.state == EntryState::Posted && !self.start_entry(cx) {
+        if state == EntryState::Posted && !self.start_entry(cx) {
             return false;
         }
         // start_entry may have changed the entry.
-        let entry = self.sq[self.req.next];
-        let wqe = entry.wqe;
-        let remote_qpn = match wqe.ud {
+        let idx = self.req.next;
+        let entry = &self.sq[idx];
+        let (op, flags, ud) = (entry.wqe.op, entry.wqe.flags, entry.wqe.ud);
+        let (entry_len, last_psn) = (entry.len, entry.last_psn);
+        let remote_qpn = match ud {
             Some(ud) => xroce_wire::Qpn::new(ud.remote_qpn),
             None => self.attr.dest_qpn,
         };
-        let path = match wqe.ud {
+        let path = match ud {
             Some(ud) => ud.path,
             None => self.attr.path,
         };
@@ -250,25 +254,25 @@ impl QueuePair {
         }
         let psn = self.req.psn;
         let offset = self.req.offset;
-        let (kind, payload_len, pos) = match wqe.op {
+        let (kind, payload_len, pos) = match op {
             SendOp::Read { .. } => (Kind::ReadRequest, 0u64, Pos::Only),
             SendOp::CompareSwap { .. } => (Kind::CompareSwap, 0, Pos::Only),
             SendOp::FetchAdd { .. } => (Kind::FetchAdd, 0, Pos::Only),
             op => {
-                let n = (entry.len - offset).min(u64::from(mtu));
+                let n = (entry_len - offset).min(u64::from(mtu));
                 let kind = if op.is_send() {
                     Kind::Send
                 } else {
                     Kind::Write
                 };
-                (kind, n, Pos::of(offset, n, entry.len))
+                (kind, n, Pos::of(offset, n, entry_len))
             }
         };
         let mut h = Headers::new(qp_type, kind, pos, remote_qpn, psn);
         // Fits: payload_len <= mtu <= 4096.
         let n = payload_len as usize;
         h.pad = ((4 - n % 4) % 4) as u8;
-        match wqe.op {
+        match op {
             SendOp::Write { remote_addr, rkey }
             | SendOp::WriteWithImm {
                 remote_addr, rkey, ..
@@ -277,14 +281,14 @@ impl QueuePair {
                 h.reth = Some(Reth {
                     va: remote_addr,
                     rkey,
-                    len: entry.len as u32,
+                    len: entry_len as u32,
                 });
             }
             SendOp::Read { remote_addr, rkey } => {
                 h.reth = Some(Reth {
                     va: remote_addr.wrapping_add(offset),
                     rkey,
-                    len: (entry.len - offset) as u32,
+                    len: (entry_len - offset) as u32,
                 });
             }
             SendOp::CompareSwap {
@@ -315,21 +319,21 @@ impl QueuePair {
             _ => {}
         }
         if pos.is_end() {
-            match wqe.op {
+            match op {
                 SendOp::SendWithImm { imm } | SendOp::WriteWithImm { imm, .. } => h.imm = Some(imm),
                 SendOp::SendWithInv { rkey } => h.ieth = Some(rkey),
                 _ => {}
             }
             let solicitable = matches!(
-                wqe.op,
+                op,
                 SendOp::Send
                     | SendOp::SendWithImm { .. }
                     | SendOp::SendWithInv { .. }
                     | SendOp::WriteWithImm { .. }
             );
-            h.solicited = solicitable && wqe.flags.contains(SendFlags::SOLICITED);
+            h.solicited = solicitable && flags.contains(SendFlags::SOLICITED);
         }
-        if let Some(ud) = wqe.ud {
+        if let Some(ud) = ud {
             // IBTA 10.2.5: a Q_Key with the high bit set means "use the QP's own Q_Key".
             let qkey = if ud.remote_qkey & 0x8000_0000 != 0 {
                 self.attr.qkey
@@ -350,7 +354,7 @@ impl QueuePair {
         let Some(dst) = out.begin(&h, &path, n) else {
             return false;
         };
-        if n > 0 && gather(&*cx.mem, pd, &wqe.data, offset, dst).is_err() {
+        if n > 0 && gather(&*cx.mem, pd, &self.sq[idx].wqe.data, offset, dst).is_err() {
             // IBTA 10.7.3.1: a bad lkey completes the work request in error.
             self.fail_send(WcStatus::LocProtErr, cx);
             return false;
@@ -365,9 +369,8 @@ impl QueuePair {
         if qp_type == QpType::Rc && self.comp.retrans_deadline.is_none() {
             self.comp.retrans_deadline = ack_timeout(self.attr.timeout).map(|t| cx.now + t);
         }
-        let idx = self.req.next;
         if matches!(kind, Kind::ReadRequest | Kind::CompareSwap | Kind::FetchAdd) {
-            self.req.psn = entry.last_psn.next();
+            self.req.psn = last_psn.next();
             self.finish_entry_send(idx, cx);
         } else {
             self.req.psn = psn.next();
@@ -383,35 +386,36 @@ impl QueuePair {
     /// Returns false when it must wait (or failed).
     fn start_entry<M: MemoryTable + ?Sized>(&mut self, cx: &mut Cx<'_, M>) -> bool {
         let idx = self.req.next;
-        let entry = self.sq[idx];
+        let entry = &self.sq[idx];
+        let (op, flags, holds_rd_atomic, len) = (
+            entry.wqe.op,
+            entry.wqe.flags,
+            entry.holds_rd_atomic,
+            entry.len,
+        );
         if self.state == QpState::Sqd {
             // SQD: work requests already started finish; no new one starts.
             return false;
         }
-        let op = entry.wqe.op;
         if self.config.qp_type == QpType::Rc {
             // IBTA 10.8.3.3: a fenced work request waits for every earlier READ and atomic.
-            if entry.wqe.flags.contains(SendFlags::FENCE)
-                && !entry.holds_rd_atomic
-                && self.req.rd_atomic > 0
-            {
+            if flags.contains(SendFlags::FENCE) && !holds_rd_atomic && self.req.rd_atomic > 0 {
                 return false;
             }
             if op.is_read_or_atomic()
-                && !entry.holds_rd_atomic
+                && !holds_rd_atomic
                 && self.req.rd_atomic >= self.attr.max_rd_atomic
             {
                 return false;
             }
         }
-        if entry.len > MAX_MESSAGE
-            || (self.config.qp_type == QpType::Ud && entry.len > u64::from(self.mtu()))
-        {
+        if len > MAX_MESSAGE || (self.config.qp_type == QpType::Ud && len > u64::from(self.mtu())) {
             self.fail_send(WcStatus::LocLenErr, cx);
             return false;
         }
-        let npkts = entry.npkts(self.mtu());
+        let mtu = self.mtu();
         let e = &mut self.sq[idx];
+        let npkts = e.npkts(mtu);
         e.first_psn = self.req.psn;
         e.last_psn = self.req.psn.wrapping_add(npkts - 1);
         e.state = EntryState::Sending;

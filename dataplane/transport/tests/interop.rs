@@ -1003,3 +1003,32 @@ fn ud_pingpong_client_pings_like_rxe() {
     let p = ud_pingpong(&cap, Side::Client, UD_PINGPONG_CLIENT, UD_PINGPONG_SERVER);
     p.assert_sent_what_rxe_sent(&cap);
 }
+
+// ---------------------------------------------------------------------------------------
+// What the captures are too short to show.
+
+#[test]
+fn a_long_write_asks_for_an_ack_on_every_66th_packet_as_rxe_does() {
+    // rxe_req.c: ack_req = END || noack_pkts++ > RXE_MAX_PKT_PER_ACK (64): the 66th packet
+    // since the last one that asked, and the last packet of the message.
+    let p = &WRITE_BW;
+    let c = perftest_connection(p, Access::REMOTE_WRITE);
+    let mut client = Player::new(Side::Client, p.client, p.server, QpType::Rc, &c);
+    let (lkey, local) = p.client_mr;
+    client.region(lkey, local, 200 * 1024, Access::LOCAL_WRITE);
+    let op = SendOp::Write {
+        remote_addr: p.server_mr.1,
+        rkey: p.server_mr.0,
+    };
+    client.post_send(signaled(1, op, local, 150 * 1024, lkey));
+    client.drain(&mut |_, _, _| {});
+    let asking: Vec<usize> = client
+        .emitted
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| Frame::parse(f).unwrap().ib.bth.ack_request)
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(client.emitted.len(), 150);
+    assert_eq!(asking, vec![65, 131, 149]);
+}

@@ -31,43 +31,106 @@ const IP_MASKED_PREFIX: usize = 12;
 /// BTH byte 4).
 const DATAGRAM_MASKED_PREFIX: usize = udp::HEADER_LEN + bth::HEADER_LEN;
 
+/// The CRC-32 of the pseudo-LRH: every ICRC starts from it.
+const PSEUDO_LRH_CRC: u32 = crc32(&PSEUDO_LRH);
+
+/// The standard CRC-32 (reflected, polynomial 0xEDB88320), bit by bit, for constants.
+const fn crc32(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    let mut i = 0;
+    while i < bytes.len() {
+        crc ^= bytes[i] as u32;
+        let mut k = 0;
+        while k < 8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0xedb8_8320
+            } else {
+                crc >> 1
+            };
+            k += 1;
+        }
+        i += 1;
+    }
+    !crc
+}
+
+/// IP header and datagram up to this many bytes in all are hashed in one piece, from a copy
+/// with the masks applied: crc32fast folds a long piece with carry-less multiplies, while
+/// the short pieces between masked fields would each go through its table loop.
+const ONE_PIECE: usize = 128;
+
+/// Sets the masked fields among the first bytes of an IP header (as many as `ip` holds).
+fn mask_ip(ip: &mut [u8]) {
+    let n = ip.len().min(IP_MASKED_PREFIX);
+    let ip = &mut ip[..n];
+    let version6 = ip.first().is_some_and(|b| b >> 4 == 6);
+    let mut set = |i: usize, bits: u8| {
+        if let Some(b) = ip.get_mut(i) {
+            *b |= bits;
+        }
+    };
+    if version6 {
+        // Traffic class (low nibble of byte 0, high nibble of byte 1) and flow label.
+        set(0, 0x0f);
+        set(1, 0xff);
+        set(2, 0xff);
+        set(3, 0xff);
+        set(7, 0xff); // hop limit
+    } else {
+        set(1, 0xff); // TOS: DSCP and ECN
+        set(8, 0xff); // TTL
+        set(10, 0xff); // header checksum
+        set(11, 0xff);
+    }
+}
+
+/// Sets the masked fields among the first bytes of a datagram (as many as it holds).
+fn mask_datagram(head: &mut [u8]) {
+    for i in [6, 7, udp::HEADER_LEN + bth::RESV8A_OFFSET] {
+        // UDP checksum; FECN, BECN, resv6.
+        if let Some(b) = head.get_mut(i) {
+            *b = 0xff;
+        }
+    }
+}
+
 /// Computes the ICRC.
 ///
 /// `ip_header` is the IP header (its version nibble selects the IPv4 or IPv6 masks);
 /// `datagram` is the UDP datagram from the UDP header up to, not including, the ICRC. Short
 /// inputs are hashed as they are (masks apply to the bytes present), so this never panics.
 pub fn compute(ip_header: &[u8], datagram: &[u8]) -> u32 {
-    let mut hasher = crc32fast::Hasher::new();
-    hasher.update(&PSEUDO_LRH);
-
-    let n = ip_header.len().min(IP_MASKED_PREFIX);
-    let mut ip = [0u8; IP_MASKED_PREFIX];
-    ip[..n].copy_from_slice(&ip_header[..n]);
-    if ip[0] >> 4 == 6 {
-        // Traffic class (low nibble of byte 0, high nibble of byte 1) and flow label.
-        ip[0] |= 0x0f;
-        ip[1] = 0xff;
-        ip[2] = 0xff;
-        ip[3] = 0xff;
-        ip[7] = 0xff; // hop limit
+    let mut hasher = crc32fast::Hasher::new_with_initial(PSEUDO_LRH_CRC);
+    let mut buf = [0u8; ONE_PIECE];
+    // The masked fields lie in the first bytes of each part: copy those (or everything, when
+    // it fits) and hash the rest in place.
+    let (head, rest) = if ip_header.len() + datagram.len() <= ONE_PIECE {
+        (datagram, &[][..])
     } else {
-        ip[1] = 0xff; // TOS: DSCP and ECN
-        ip[8] = 0xff; // TTL
-        ip[10] = 0xff; // header checksum
-        ip[11] = 0xff;
+        datagram.split_at(datagram.len().min(DATAGRAM_MASKED_PREFIX))
+    };
+    let ip_n = ip_header.len();
+    if ip_n + head.len() <= ONE_PIECE {
+        buf[..ip_n].copy_from_slice(ip_header);
+        buf[ip_n..ip_n + head.len()].copy_from_slice(head);
+        let (ip, dg) = buf.split_at_mut(ip_n);
+        mask_ip(ip);
+        mask_datagram(&mut dg[..head.len()]);
+        hasher.update(&buf[..ip_n + head.len()]);
+    } else {
+        // An IP header longer than any real one: its masked prefix, then the rest.
+        let n = ip_n.min(IP_MASKED_PREFIX);
+        buf[..n].copy_from_slice(&ip_header[..n]);
+        mask_ip(&mut buf[..n]);
+        hasher.update(&buf[..n]);
+        hasher.update(&ip_header[n..]);
+        buf[..head.len()].copy_from_slice(head);
+        mask_datagram(&mut buf[..head.len()]);
+        hasher.update(&buf[..head.len()]);
     }
-    hasher.update(&ip[..n]);
-    hasher.update(&ip_header[n..]);
-
-    let n = datagram.len().min(DATAGRAM_MASKED_PREFIX);
-    let mut head = [0u8; DATAGRAM_MASKED_PREFIX];
-    head[..n].copy_from_slice(&datagram[..n]);
-    head[6] = 0xff; // UDP checksum
-    head[7] = 0xff;
-    head[udp::HEADER_LEN + bth::RESV8A_OFFSET] = 0xff; // FECN, BECN, resv6
-    hasher.update(&head[..n]);
-    hasher.update(&datagram[n..]);
-
+    if !rest.is_empty() {
+        hasher.update(rest);
+    }
     hasher.finalize()
 }
 
@@ -123,6 +186,12 @@ pub(crate) mod tests {
         0x1f, 0x00, 0x00, 0x01, // AETH
         0x35, 0x25, 0x8f, 0x66, // ICRC
     ];
+
+    #[test]
+    fn the_pseudo_lrh_crc_constant_is_crc32fasts() {
+        assert_eq!(PSEUDO_LRH_CRC, crc32fast::hash(&PSEUDO_LRH));
+        assert_eq!(crc32(b"123456789"), 0xcbf4_3926);
+    }
 
     #[test]
     fn rxe_ack_verifies() {
