@@ -89,6 +89,17 @@ impl TwoHosts {
         config: &LabConfig,
         extra: &[&str],
     ) -> io::Result<TwoHosts> {
+        TwoHosts::start_sides(bin, config, extra, extra)
+    }
+
+    /// Like [`TwoHosts::start_with`], with different extra arguments for the daemon of
+    /// host `a` and of host `b` (for example their own `--cores`).
+    pub fn start_sides(
+        bin: &std::path::Path,
+        config: &LabConfig,
+        extra_a: &[&str],
+        extra_b: &[&str],
+    ) -> io::Result<TwoHosts> {
         let lab = Lab::new(config).map_err(io::Error::other)?;
         let mut hosts = TwoHosts {
             daemons: Vec::new(),
@@ -106,7 +117,10 @@ impl TwoHosts {
                 "--device",
                 DEVICE,
             ];
-            argv.extend_from_slice(extra);
+            argv.extend_from_slice(match side {
+                Side::A => extra_a,
+                Side::B => extra_b,
+            });
             let mut cmd = hosts.lab.command(side, &argv);
             cmd.stdout(Stdio::null()).stderr(file);
             // The daemon dies with the test even when the test is killed (no Drop runs then).

@@ -5,7 +5,9 @@
 //! - `cargo xtask pcap FILE...`: decode the RoCEv2 packets of captures and check their ICRCs.
 //! - `cargo xtask build`: the drop-in `libibverbs.so.1`, installed in `target/xroce/lib`.
 //! - `cargo xtask lab`: a two-namespace lab to experiment in, torn down on Ctrl-C.
+//! - `cargo xtask bench`: xroce's figures against raw AF_XDP and kernel UDP/TCP.
 
+mod bench;
 mod build;
 mod demo;
 mod deps;
@@ -37,6 +39,9 @@ enum Command {
     Build(build::Args),
     /// Build a two-namespace veth lab and hold it until Ctrl-C.
     Lab(lab::Args),
+    /// Measure xroce (bandwidth, latency, message rate, QP scaling) against raw AF_XDP and
+    /// kernel UDP/TCP in a two-namespace lab.
+    Bench(Box<bench::Args>),
 }
 
 fn main() {
@@ -54,5 +59,6 @@ fn run(cli: Cli) -> Result<()> {
         Command::Pcap(args) => pcap::run(&args),
         Command::Build(args) => build::run(&args),
         Command::Lab(args) => lab::run(&args),
+        Command::Bench(args) => bench::run(&args),
     }
 }
