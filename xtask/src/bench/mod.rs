@@ -542,9 +542,8 @@ pub(crate) fn run(args: &Args) -> Result<()> {
     };
     let need_lab = plan.any_xroce() || plan.has("udp") || plan.has("tcp");
     // Hugepages for the daemons' UMEMs (16 MiB per queue) and the bench's memory regions,
-    // as xsk-baseline reserves for its own UMEMs: given back when the run ends (this is
-    // dropped after the daemons).
-    let _hugepages = if plan.any_xroce() {
+    // as xsk-baseline reserves for its own UMEMs: given back once the daemons are gone.
+    let hugepages = if plan.any_xroce() {
         let pages = 2 * 8 * u64::from(args.queues) + 2 * (workload::MR_LEN as u64 >> 21) + 16;
         match xroce_lab::hugepages::HugepageReservation::reserve(pages) {
             Ok(r) => {
@@ -626,6 +625,7 @@ pub(crate) fn run(args: &Args) -> Result<()> {
         }
     }
     drop(hosts);
+    drop(hugepages);
 
     if let Some(bin) = &xsk_bin {
         let (a, b) = (
