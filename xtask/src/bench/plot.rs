@@ -77,6 +77,7 @@ pub(crate) fn draw(report: &Report, path: &Path) -> Result<bool> {
         .configure_mesh()
         .x_desc("message size")
         .y_desc("payload Gbit/s")
+        .light_line_style(TRANSPARENT)
         .x_labels(12)
         .x_label_formatter(&x_label)
         .draw()
@@ -162,8 +163,16 @@ pub(crate) fn draw(report: &Report, path: &Path) -> Result<bool> {
         .configure_mesh()
         .x_desc("message size")
         .y_desc("µs")
+        .light_line_style(TRANSPARENT)
         .x_labels(12)
         .x_label_formatter(&x_label)
+        .y_label_formatter(&|v| {
+            if *v >= 10.0 {
+                format!("{v:.0}")
+            } else {
+                format!("{v:.1}")
+            }
+        })
         .draw()
         .map_err(err)?;
     for (op, color) in OPS {
