@@ -165,11 +165,13 @@ fn bench_runs_every_test_and_writes_complete_json() {
             "qp_scaling",
             "baselines",
             "comparisons",
+            "failures",
             "daemon_counters",
             "notes",
         ],
     );
     assert_eq!(report["schema"], 1);
+    assert_eq!(report["failures"], Value::Array(Vec::new()));
     keys(
         &report["config"],
         "config",

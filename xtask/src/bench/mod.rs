@@ -511,6 +511,20 @@ pub(crate) fn run(args: &Args) -> Result<()> {
     };
     report.environment.kernel = kernel_release();
     report.environment.load_before = load_before;
+    if load_before[0] > 1.0 {
+        report.notes.push(format!(
+            "the load average was {:.2} when the run started: other work shared the cores",
+            load_before[0]
+        ));
+    }
+    let busy = 2 * args.queues as usize + 2;
+    if cpus < busy + 2 {
+        report.notes.push(format!(
+            "{cpus} CPUs for {busy} busy threads (the daemons' pollers and the bench's two): \
+             threads share cores, and one a poller hands work to may wait until a poller on \
+             its core stops spinning, which shows in the latency figures"
+        ));
+    }
 
     // The frame sizes the baselines run at follow from the path MTU.
     let config = LabConfig {
@@ -685,6 +699,11 @@ pub(crate) fn run(args: &Args) -> Result<()> {
             println!("plot: {}", path.display());
         }
     }
+    ensure!(
+        report.failures.is_empty(),
+        "{} point(s) failed: see FAILED points above",
+        report.failures.len()
+    );
     Ok(())
 }
 
@@ -828,6 +847,54 @@ fn anomaly(name: &str) -> bool {
     .any(|k| name.contains(k))
 }
 
+/// The daemons' anomaly counters now, as one line.
+fn anomalies(x: &Xroce<'_>) -> String {
+    let mut parts = Vec::new();
+    for (side, end) in [("a", &x.a), ("b", &x.b)] {
+        let odd: Vec<String> = end
+            .ctx
+            .stats()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(k, v)| *v != 0 && anomaly(k))
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        if !odd.is_empty() {
+            parts.push(format!("daemon {side}: {}", odd.join(", ")));
+        }
+    }
+    parts.join("; ")
+}
+
+/// Records the failure of `test` at `size`, skipping the sizes after it. Returns the
+/// error itself when the run was interrupted (Ctrl-C ends the run, not the point).
+fn failed(
+    x: &Xroce<'_>,
+    report: &mut Report,
+    test: &str,
+    (size, qps): (usize, usize),
+    skipped: &[usize],
+    error: anyhow::Error,
+) -> Result<()> {
+    if xroce_lab::signals::interrupted() {
+        return Err(error);
+    }
+    let counters = anomalies(x);
+    let error = if counters.is_empty() {
+        format!("{error:#}")
+    } else {
+        format!("{error:#} (anomaly counters so far: {counters})")
+    };
+    report.failures.push(report::Failure {
+        test: test.into(),
+        size,
+        qps,
+        error,
+        skipped_sizes: skipped.to_vec(),
+    });
+    Ok(())
+}
+
 fn workloads(
     x: &mut Xroce<'_>,
     plan: &Plan,
@@ -853,7 +920,7 @@ fn workloads(
         if op == Op::Send {
             x.prepare_send_bw(&pairs, args.rx_depth, max_size)?;
         }
-        for &size in &plan.sizes {
+        for (k, &size) in plan.sizes.iter().enumerate() {
             progress.step(format!("{test} {}", size_text(size)), expect_bw);
             let spec = BwSpec {
                 test,
@@ -865,10 +932,13 @@ fn workloads(
                 inline: false,
                 recv_len: max_size,
             };
-            let p = x
-                .bandwidth(&pairs, &spec, &timing, progress)
-                .with_context(|| format!("{test} at {}", size_text(size)))?;
-            report.bandwidth.push(p);
+            match x.bandwidth(&pairs, &spec, &timing, progress) {
+                Ok(p) => report.bandwidth.push(p),
+                Err(e) => {
+                    failed(x, report, test, (size, 1), &plan.sizes[k + 1..], e)?;
+                    break;
+                }
+            }
         }
     }
     for (test, op) in [
@@ -881,7 +951,7 @@ fn workloads(
         }
         let pairs = x.pairs(1, 128, 128)?;
         x.prepare_lat(&pairs[0], op, max_size)?;
-        for &size in &plan.sizes {
+        for (k, &size) in plan.sizes.iter().enumerate() {
             progress.step(
                 format!("{test} {}", size_text(size)),
                 Expect::Count(args.lat_iters as u64),
@@ -893,15 +963,18 @@ fn workloads(
                 iters: args.lat_iters,
                 max_time: timing.duration,
             };
-            let p = x
-                .latency(&pairs[0], &spec, progress)
-                .with_context(|| format!("{test} at {}", size_text(size)))?;
-            report.latency.push(p);
+            match x.latency(&pairs[0], &spec, progress) {
+                Ok(p) => report.latency.push(p),
+                Err(e) => {
+                    failed(x, report, test, (size, 1), &plan.sizes[k + 1..], e)?;
+                    break;
+                }
+            }
         }
     }
     if plan.has("msg_rate") {
         let pairs = x.pairs(1, args.tx_depth, 1)?;
-        for &size in &plan.msg_sizes {
+        for (k, &size) in plan.msg_sizes.iter().enumerate() {
             progress.step(format!("msg_rate {}", size_text(size)), expect_bw);
             let spec = BwSpec {
                 test: "msg_rate",
@@ -913,10 +986,14 @@ fn workloads(
                 inline: true,
                 recv_len: 0,
             };
-            let p = x
-                .bandwidth(&pairs, &spec, &timing, progress)
-                .with_context(|| format!("msg_rate at {}", size_text(size)))?;
-            report.msg_rate.push(p);
+            match x.bandwidth(&pairs, &spec, &timing, progress) {
+                Ok(p) => report.msg_rate.push(p),
+                Err(e) => {
+                    let rest = &plan.msg_sizes[k + 1..];
+                    failed(x, report, "msg_rate", (size, 1), rest, e)?;
+                    break;
+                }
+            }
         }
     }
     if plan.has("qp_scaling") {
@@ -929,7 +1006,7 @@ fn workloads(
             let pairs = x
                 .pairs(n, depth, 1)
                 .with_context(|| format!("creating {n} QP pairs"))?;
-            for &size in &plan.scaling_sizes {
+            for (k, &size) in plan.scaling_sizes.iter().enumerate() {
                 progress.step(
                     format!("qp_scaling {n} QPs, {}", size_text(size)),
                     expect_bw,
@@ -944,10 +1021,14 @@ fn workloads(
                     inline: false,
                     recv_len: 0,
                 };
-                let p = x
-                    .bandwidth(&pairs, &spec, &timing, progress)
-                    .with_context(|| format!("qp_scaling with {n} QPs at {}", size_text(size)))?;
-                report.qp_scaling.push(p);
+                match x.bandwidth(&pairs, &spec, &timing, progress) {
+                    Ok(p) => report.qp_scaling.push(p),
+                    Err(e) => {
+                        let rest = &plan.scaling_sizes[k + 1..];
+                        failed(x, report, "qp_scaling", (size, n), rest, e)?;
+                        break;
+                    }
+                }
             }
         }
     }

@@ -23,6 +23,8 @@ pub(crate) struct Report {
     pub(crate) qp_scaling: Vec<BwPoint>,
     pub(crate) baselines: Baselines,
     pub(crate) comparisons: Vec<Comparison>,
+    /// Points that failed (the larger sizes of the same test are then skipped).
+    pub(crate) failures: Vec<Failure>,
     /// The daemons' non-zero counters at the end of the xroce workloads.
     pub(crate) daemon_counters: DaemonCounters,
     /// Anything the reader should know about this run (skipped parts, anomalies).
@@ -54,6 +56,18 @@ pub(crate) struct Config {
     pub(crate) peer: String,
     /// `release`, or `debug` (figures of a debug build mean nothing).
     pub(crate) build: String,
+}
+
+/// A point that failed.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub(crate) struct Failure {
+    pub(crate) test: String,
+    pub(crate) size: usize,
+    pub(crate) qps: usize,
+    /// What went wrong, with the daemons' anomaly counters at the time.
+    pub(crate) error: String,
+    /// Sizes of the same test not run because of it.
+    pub(crate) skipped_sizes: Vec<usize>,
 }
 
 /// Where every thread ran.
@@ -523,6 +537,31 @@ impl Report {
                     cmp.ratio,
                     target,
                     met
+                );
+            }
+        }
+        if !self.failures.is_empty() {
+            let _ = writeln!(o, "\nFAILED points");
+            for f in &self.failures {
+                let skipped = if f.skipped_sizes.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        " (not run: {})",
+                        f.skipped_sizes
+                            .iter()
+                            .map(|s| size_text(*s))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                };
+                let _ = writeln!(
+                    o,
+                    "- {} {}, {} QP(s){skipped}: {}",
+                    f.test,
+                    size_text(f.size),
+                    f.qps,
+                    f.error
                 );
             }
         }

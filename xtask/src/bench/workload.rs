@@ -135,7 +135,7 @@ impl End {
         (word >> (8 * (offset & 7))) as u8
     }
 
-    /// Throws away completions left in both CQs (there should be none).
+    /// Throws away completions left in both CQs.
     fn drain_cqs(&self) -> Result<usize> {
         let mut buf = [WorkCompletion::default(); 64];
         let mut n = 0;
@@ -391,11 +391,9 @@ impl<'h> Xroce<'h> {
         timing: &Timing,
         progress: &Progress,
     ) -> Result<BwPoint> {
-        let stale = self.a.drain_cqs()? + self.b.drain_cqs()?;
-        ensure!(
-            stale == 0,
-            "{stale} completions were left over from the previous point"
-        );
+        // Only a failed point leaves completions behind (its QPs are gone since).
+        self.a.drain_cqs()?;
+        self.b.drain_cqs()?;
         let sent_total = AtomicU64::new(u64::MAX);
         let stop = AtomicBool::new(false);
         let (result, received) = std::thread::scope(|s| {
@@ -646,11 +644,9 @@ impl<'h> Xroce<'h> {
         progress: &Progress,
     ) -> Result<LatPoint> {
         let LatSpec { op, size, .. } = *spec;
-        let stale = self.a.drain_cqs()? + self.b.drain_cqs()?;
-        ensure!(
-            stale == 0,
-            "{stale} completions were left over from the previous point"
-        );
+        // Only a failed point leaves completions behind (its QPs are gone since).
+        self.a.drain_cqs()?;
+        self.b.drain_cqs()?;
         let zero = vec![0u8; size];
         for end in [&self.a, &self.b] {
             ensure!(end.mr.write(LAT_DST, &zero) && end.mr.write(LAT_SRC, &zero));
