@@ -210,6 +210,7 @@ fn bench_runs_every_test_and_writes_complete_json() {
             "baseline_a_core",
             "baseline_b_core",
             "app_spin_us",
+            "app_bw_sleep_us",
             "summary",
         ],
     );

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, Result, bail, ensure};
 use xroce_lab::{Lab, netns};
 
-use super::poll::{Idle, pin};
+use super::poll::{Idle, Then, place};
 use super::report::{FloodPoint, PingPoint, TcpPoint};
 
 /// Ethernet + IPv4 + UDP headers.
@@ -76,7 +76,7 @@ pub(crate) fn udp_flood(ends: Ends<'_>, frame: usize, secs: f64) -> Result<Flood
         let rx = s.spawn(|| -> Result<(u64, Duration)> {
             let socket = (|| -> Result<UdpSocket> {
                 netns::enter(&ends.lab.b.netns)?;
-                pin(ends.b_core);
+                place(ends.b_core);
                 let socket = UdpSocket::bind(ends.b_addr(FLOOD_PORT))?;
                 set_rcvbuf(&socket, 4 << 20);
                 socket.set_read_timeout(Some(Duration::from_millis(50)))?;
@@ -109,7 +109,7 @@ pub(crate) fn udp_flood(ends: Ends<'_>, frame: usize, secs: f64) -> Result<Flood
             let result = (|| -> Result<u64> {
                 let socket = (|| -> Result<UdpSocket> {
                     netns::enter(&ends.lab.a.netns)?;
-                    pin(ends.a_core);
+                    place(ends.a_core);
                     let socket = UdpSocket::bind(ends.a_addr(0))?;
                     socket.connect(ends.b_addr(FLOOD_PORT))?;
                     Ok(socket)
@@ -177,7 +177,7 @@ pub(crate) fn udp_pingpong(ends: Ends<'_>, frame: usize, count: usize) -> Result
         let responder = s.spawn(|| -> Result<u64> {
             let socket = (|| -> Result<UdpSocket> {
                 netns::enter(&ends.lab.b.netns)?;
-                pin(ends.b_core);
+                place(ends.b_core);
                 let socket = UdpSocket::bind(ends.b_addr(PING_PORT))?;
                 socket.set_nonblocking(true)?;
                 Ok(socket)
@@ -185,7 +185,7 @@ pub(crate) fn udp_pingpong(ends: Ends<'_>, frame: usize, count: usize) -> Result
             ready.wait();
             let socket = socket?;
             let mut buf = vec![0u8; 65536];
-            let mut idle = Idle::new(ends.spin);
+            let mut idle = Idle::new(ends.spin, Then::Yield);
             let mut answered = 0u64;
             while !stop.load(Ordering::Relaxed) {
                 match socket.recv_from(&mut buf) {
@@ -209,7 +209,7 @@ pub(crate) fn udp_pingpong(ends: Ends<'_>, frame: usize, count: usize) -> Result
             let result = (|| -> Result<Vec<Duration>> {
                 let socket = (|| -> Result<UdpSocket> {
                     netns::enter(&ends.lab.a.netns)?;
-                    pin(ends.a_core);
+                    place(ends.a_core);
                     let socket = UdpSocket::bind(ends.a_addr(0))?;
                     socket.connect(ends.b_addr(PING_PORT))?;
                     socket.set_nonblocking(true)?;
@@ -219,7 +219,7 @@ pub(crate) fn udp_pingpong(ends: Ends<'_>, frame: usize, count: usize) -> Result
                 let socket = socket?;
                 let mut data = vec![0u8; payload];
                 let mut buf = vec![0u8; 65536];
-                let mut idle = Idle::new(ends.spin);
+                let mut idle = Idle::new(ends.spin, Then::Yield);
                 let mut rtts = Vec::with_capacity(count);
                 let mut seq = 0u64;
                 let mut lost = 0u32;
@@ -289,7 +289,7 @@ pub(crate) fn tcp_stream(ends: Ends<'_>, secs: f64) -> Result<TcpPoint> {
         let rx = s.spawn(|| -> Result<(u64, Duration)> {
             let listener = (|| -> Result<TcpListener> {
                 netns::enter(&ends.lab.b.netns)?;
-                pin(ends.b_core);
+                place(ends.b_core);
                 Ok(TcpListener::bind(ends.b_addr(TCP_PORT))?)
             })();
             listening.wait();
@@ -332,7 +332,7 @@ pub(crate) fn tcp_stream(ends: Ends<'_>, secs: f64) -> Result<TcpPoint> {
         let tx = s.spawn(|| -> Result<()> {
             let entered = (|| -> Result<()> {
                 netns::enter(&ends.lab.a.netns)?;
-                pin(ends.a_core);
+                place(ends.a_core);
                 Ok(())
             })();
             listening.wait();

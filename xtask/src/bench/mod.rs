@@ -111,9 +111,14 @@ pub(crate) struct Args {
     /// Cores of the bench's own threads on host a and host b (`none`: unpinned).
     #[arg(long, default_value = "none")]
     app_cores: String,
-    /// How long the bench's threads spin on an empty queue before yielding, in µs.
+    /// How long the bench's threads spin on an empty queue before yielding (latency
+    /// tests) or sleeping (bandwidth tests), in µs.
     #[arg(long, default_value_t = 2)]
     spin_us: u64,
+    /// How long an idle thread of the bandwidth tests sleeps after spinning, in µs (0:
+    /// it yields instead, like the latency tests' threads).
+    #[arg(long, default_value_t = 20)]
+    bw_sleep_us: u64,
     /// Receive queues of each veth interface (one poller each in each daemon).
     #[arg(long, default_value_t = 1)]
     queues: u32,
@@ -497,14 +502,20 @@ pub(crate) fn run(args: &Args) -> Result<()> {
         baseline_a_core: a_base.or(Some(0)),
         baseline_b_core: b_base.or(Some(1.min(cpus - 1))),
         app_spin_us: args.spin_us,
+        app_bw_sleep_us: args.bw_sleep_us,
         summary: format!(
             "{cpus} CPUs; xroced a pollers {}, xroced b pollers {}; bench threads host a {}, \
-             host b {} (spin {} µs, then yield); baseline ends host a {}, host b {}",
+             host b {} (spin {} µs, then yield in the latency tests, {} in the bandwidth \
+             tests); baseline ends host a {}, host b {}",
             cores_text(&plan.daemon_cores[0]),
             cores_text(&plan.daemon_cores[1]),
             core_text(plan.app_cores[0]),
             core_text(plan.app_cores[1]),
             args.spin_us,
+            match args.bw_sleep_us {
+                0 => "yield".to_string(),
+                us => format!("sleep {us} µs"),
+            },
             core_text(a_base.or(Some(0))),
             core_text(b_base.or(Some(1.min(cpus - 1)))),
         ),
@@ -796,7 +807,11 @@ fn run_xroce(
     progress: &Progress,
 ) -> Result<()> {
     let spin = Duration::from_micros(args.spin_us);
-    let mut x = Xroce::new(hosts, spin, plan.app_cores)?;
+    let bw_then = match args.bw_sleep_us {
+        0 => poll::Then::Yield,
+        us => poll::Then::Sleep(Duration::from_micros(us)),
+    };
+    let mut x = Xroce::new(hosts, spin, bw_then, plan.app_cores)?;
     report.config.path_mtu = x.path_mtu;
     let result = workloads(&mut x, plan, args, report, progress);
     let mut anomalies = Vec::new();

@@ -83,8 +83,10 @@ pub(crate) struct Placement {
     /// Cores of the two ends of every baseline (raw AF_XDP and kernel sockets).
     pub(crate) baseline_a_core: Option<usize>,
     pub(crate) baseline_b_core: Option<usize>,
-    /// How the bench's threads wait: spin this long, then yield the core.
+    /// How the bench's threads wait: spin this long, then yield the core (latency tests)
+    /// or sleep `app_bw_sleep_us` (bandwidth tests; 0: yield).
     pub(crate) app_spin_us: u64,
+    pub(crate) app_bw_sleep_us: u64,
     /// A sentence saying all of the above.
     pub(crate) summary: String,
 }

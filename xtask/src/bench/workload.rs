@@ -20,7 +20,7 @@ use verbs_shm::client::{
 use xroce_lab::Side;
 use xroce_tests::daemon::{TwoHosts, mask};
 
-use super::poll::{Idle, pin};
+use super::poll::{Idle, Then, place};
 use super::progress::Progress;
 use super::report::{BwPoint, LatPoint};
 
@@ -232,6 +232,8 @@ pub(crate) struct Xroce<'h> {
     /// The same as an `ibv_mtu` code.
     mtu_code: u32,
     spin: Duration,
+    /// What the bandwidth tests' threads do once they have spun.
+    bw_then: Then,
     /// Cores for the bench's thread on host a and on host b.
     app_cores: [Option<usize>; 2],
     next_psn: u32,
@@ -255,6 +257,7 @@ impl<'h> Xroce<'h> {
     pub(crate) fn new(
         hosts: &'h TwoHosts,
         spin: Duration,
+        bw_then: Then,
         app_cores: [Option<usize>; 2],
     ) -> Result<Xroce<'h>> {
         let a = End::open(hosts, Side::A)?;
@@ -272,6 +275,7 @@ impl<'h> Xroce<'h> {
             path_mtu: 128 << mtu_code,
             mtu_code,
             spin,
+            bw_then,
             app_cores,
             next_psn: 0x100,
         })
@@ -443,10 +447,10 @@ impl<'h> Xroce<'h> {
         sent_total: &AtomicU64,
         stop: &AtomicBool,
     ) -> Result<u64> {
-        pin(self.app_cores[1]);
+        place(self.app_cores[1]);
         let by_qpn: HashMap<u32, &Pair> = pairs.iter().map(|p| (p.b.qpn(), p)).collect();
         let mut buf = [WorkCompletion::default(); 64];
-        let mut idle = Idle::new(self.spin);
+        let mut idle = Idle::new(self.spin, self.bw_then);
         let mut got = 0u64;
         // As large as every message of the test (see prepare_send_bw).
         let sge = [self.b.sge(0, recv_len)];
@@ -487,7 +491,7 @@ impl<'h> Xroce<'h> {
         progress: &Progress,
         stop: &AtomicBool,
     ) -> Result<(BwPoint, u64)> {
-        pin(self.app_cores[0]);
+        place(self.app_cores[0]);
         let nq = pairs.len();
         let depth = spec.depth.max(1) as u64;
         let m = (spec.cq_mod as u64).clamp(1, depth);
@@ -498,7 +502,7 @@ impl<'h> Xroce<'h> {
         let (mut posted, mut done) = (vec![0u64; nq], vec![0u64; nq]);
         let mut total_done = 0u64;
         let mut buf = [WorkCompletion::default(); 64];
-        let mut idle = Idle::new(self.spin);
+        let mut idle = Idle::new(self.spin, self.bw_then);
         let warmup = timing.warmup();
         let start = Instant::now();
         let mut window: Option<(Instant, u64)> = None;
@@ -727,7 +731,7 @@ impl<'h> Xroce<'h> {
         progress: &Progress,
         stop: &AtomicBool,
     ) -> Result<Vec<Duration>> {
-        pin(self.app_cores[0]);
+        place(self.app_cores[0]);
         let LatSpec {
             op,
             size,
@@ -741,7 +745,7 @@ impl<'h> Xroce<'h> {
         // first; then measure `iters` round trips or until the time is up.
         let warm_until = Instant::now() + max_time / 10;
         let mut measuring: Option<Instant> = None;
-        let mut idle = Idle::new(self.spin);
+        let mut idle = Idle::new(self.spin, Then::Yield);
         let mut sends = Reaper::default();
         let mut data = vec![0u8; size];
         let mut buf = [WorkCompletion::default(); 1];
@@ -816,12 +820,12 @@ impl<'h> Xroce<'h> {
     }
 
     fn responder(&self, pair: &Pair, spec: &LatSpec, stop: &AtomicBool) -> Result<()> {
-        pin(self.app_cores[1]);
+        place(self.app_cores[1]);
         let LatSpec {
             op, size, max_size, ..
         } = *spec;
         let inline = spec.inline();
-        let mut idle = Idle::new(self.spin);
+        let mut idle = Idle::new(self.spin, Then::Yield);
         let mut sends = Reaper::default();
         let mut data = vec![0u8; size];
         let mut buf = [WorkCompletion::default(); 1];
