@@ -82,7 +82,7 @@ fn build_target(package: &str, kind: &str, bin: &str, release: bool) -> Result<P
 pub struct TwoHosts {
     daemons: Vec<(Side, Child)>,
     bin: PathBuf,
-    extra: Vec<String>,
+    extra: [Vec<String>; 2],
     /// The lab (dropped after the daemons).
     pub lab: Lab,
 }
@@ -102,11 +102,22 @@ impl TwoHosts {
         config: &LabConfig,
         extra: &[&str],
     ) -> io::Result<TwoHosts> {
+        TwoHosts::start_sides(bin, config, extra, extra)
+    }
+
+    /// Like [`TwoHosts::start_with`], with different extra arguments for the daemon of
+    /// host `a` and of host `b` (for example their own `--cores`).
+    pub fn start_sides(
+        bin: &std::path::Path,
+        config: &LabConfig,
+        extra_a: &[&str],
+        extra_b: &[&str],
+    ) -> io::Result<TwoHosts> {
         let lab = Lab::new(config).map_err(io::Error::other)?;
         let mut hosts = TwoHosts {
             daemons: Vec::new(),
             bin: bin.to_owned(),
-            extra: extra.iter().map(|s| s.to_string()).collect(),
+            extra: [extra_a, extra_b].map(|e| e.iter().map(|s| s.to_string()).collect()),
             lab,
         };
         for side in [Side::A, Side::B] {
@@ -134,7 +145,11 @@ impl TwoHosts {
             "--name",
             DEVICE,
         ];
-        argv.extend(self.extra.iter().map(String::as_str));
+        let extra = match side {
+            Side::A => &self.extra[0],
+            Side::B => &self.extra[1],
+        };
+        argv.extend(extra.iter().map(String::as_str));
         let mut cmd = self.lab.command(side, &argv);
         cmd.stdout(Stdio::null()).stderr(file);
         // The daemon dies with the test even when the test is killed (no Drop runs then).

@@ -7,7 +7,9 @@
 //! - `cargo xtask lab up|down`: a two-namespace lab with fixed names to experiment in
 //!   (`cargo xtask lab` alone holds one until Ctrl-C).
 //! - `cargo xtask interop`: xroce against Linux rxe in a VM, both directions.
+//! - `cargo xtask bench`: xroce's figures against raw AF_XDP and kernel UDP/TCP.
 
+mod bench;
 mod build;
 mod demo;
 mod deps;
@@ -42,6 +44,9 @@ enum Command {
     Lab(lab::Args),
     /// Check xroce against Linux rxe (Debian's kernel in a VM), both directions.
     Interop(interop::Args),
+    /// Measure xroce (bandwidth, latency, message rate, QP scaling) against raw AF_XDP and
+    /// kernel UDP/TCP in a two-namespace lab.
+    Bench(Box<bench::Args>),
 }
 
 fn main() {
@@ -60,5 +65,6 @@ fn run(cli: Cli) -> Result<()> {
         Command::Build(args) => build::run(&args),
         Command::Lab(args) => lab::run(&args),
         Command::Interop(args) => interop::run(&args),
+        Command::Bench(args) => bench::run(&args),
     }
 }

@@ -7,6 +7,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use log::{info, warn};
 
@@ -14,6 +15,10 @@ use log::{info, warn};
 const POOL: &str = "/sys/kernel/mm/hugepages/hugepages-2048kB";
 /// Serialises read-modify-write of `nr_hugepages` between processes.
 const LOCK: &str = "/run/xroce-hugepages.lock";
+
+/// Pages the live reservations of this process added: what the signal teardown gives back
+/// when Ctrl-C ends the process before the reservations are dropped.
+static LIVE: AtomicU64 = AtomicU64::new(0);
 
 /// The size of the pages this module deals in.
 pub const PAGE_SIZE: usize = 2 << 20;
@@ -36,6 +41,7 @@ impl HugepageReservation {
         write_u64("nr_hugepages", before + pages)?;
         let after = persistent()?;
         let added = after.saturating_sub(before);
+        LIVE.fetch_add(added, Ordering::SeqCst);
         info!(
             "hugepages: reserved {added} of {pages} requested 2 MiB pages (pool {before} -> {after})"
         );
@@ -57,11 +63,29 @@ impl Drop for HugepageReservation {
         // pages and go back to the system when freed.
         let result = PoolLock::take().and_then(|_lock| {
             let now = persistent()?;
-            write_u64("nr_hugepages", now.saturating_sub(self.added))
+            write_u64("nr_hugepages", now.saturating_sub(self.added))?;
+            LIVE.fetch_sub(self.added, Ordering::SeqCst);
+            Ok(())
         });
         if let Err(e) = result {
             warn!("hugepages: giving back {} pages failed: {e}", self.added);
         }
+    }
+}
+
+/// Gives back the pages of every live reservation of this process (from the signal
+/// thread, just before the process exits without dropping them).
+pub(crate) fn release_all_live() {
+    let result = PoolLock::take().and_then(|_lock| {
+        let pages = LIVE.swap(0, Ordering::SeqCst);
+        if pages == 0 {
+            return Ok(());
+        }
+        let now = persistent()?;
+        write_u64("nr_hugepages", now.saturating_sub(pages))
+    });
+    if let Err(e) = result {
+        eprintln!("xroce-lab: giving back hugepages: {e}");
     }
 }
 

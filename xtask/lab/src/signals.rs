@@ -4,8 +4,8 @@
 //! [`install`] sets a handler for the three signals that only writes the signal number to a
 //! pipe (about all a signal handler may safely do), and starts a thread that reads the pipe.
 //! On a signal that thread sets the flag [`interrupted`] reads, deletes every live lab of
-//! the process (killing the processes inside its namespaces) and exits with 128 + the
-//! signal number. Whichever thread the kernel delivers the signal to, the same happens.
+//! the process (killing the processes inside its namespaces), gives back the hugepages the
+//! process reserved and exits with 128 + the signal number. Whichever thread the kernel delivers the signal to, the same happens.
 
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
@@ -69,6 +69,8 @@ fn install_once() -> io::Result<()> {
             INTERRUPTED.store(true, Ordering::Relaxed);
             eprintln!("xroce-lab: signal {signal}: tearing down the labs of this process");
             crate::teardown_all_registered();
+            // After the labs: their processes (and the memory they pinned) are gone.
+            crate::hugepages::release_all_live();
             std::process::exit(128 + signal);
         })?;
 
