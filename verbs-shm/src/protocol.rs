@@ -148,6 +148,23 @@ pub enum Request {
     Stats,
     /// Every queue pair's state and counters (`xroced stat --qp`).
     QpStats,
+    /// `ibv_rereg_mr`: the MR `mr` now covers `length` bytes at `offset` of the memory file
+    /// that comes alongside, at `iova`, in protection domain `pd`, with `access`; its handle
+    /// and keys stay the same. Answered with [`Reply::Mr`].
+    ReregMr {
+        /// The MR handle.
+        mr: u32,
+        /// The (new or same) PD handle.
+        pd: u32,
+        /// The address the application uses for the first byte.
+        iova: u64,
+        /// The length in bytes.
+        length: u64,
+        /// `ibv_access_flags`.
+        access: u32,
+        /// Where the region starts in the memory file.
+        offset: u64,
+    },
 }
 
 /// The daemon's answer to one [`Request`].

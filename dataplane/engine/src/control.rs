@@ -110,6 +110,7 @@ impl PollerLink {
 #[derive(Debug)]
 struct MrInfo {
     lkey: u32,
+    rkey: u32,
     len: u64,
 }
 
@@ -379,6 +380,14 @@ impl Control {
                 access,
                 offset,
             } => self.reg_mr(id, pd, iova, length, access, offset, fds),
+            Request::ReregMr {
+                mr,
+                pd,
+                iova,
+                length,
+                access,
+                offset,
+            } => self.rereg_mr(id, mr, pd, iova, length, access, offset, fds),
             Request::DeregMr { mr } => {
                 let Some(info) = self.conn(id).mrs.remove(&mr) else {
                     return error(libc::EINVAL, "no such memory region");
@@ -625,7 +634,7 @@ impl Control {
         length: u64,
         access: u32,
         offset: u64,
-        mut fds: Vec<OwnedFd>,
+        fds: Vec<OwnedFd>,
     ) -> Answer {
         let max_bytes = self.limits.max_mr_bytes;
         let c = self.conn(id);
@@ -643,32 +652,16 @@ impl Control {
                 ),
             );
         }
-        if fds.len() != 1 {
-            return error(libc::EINVAL, "RegMr needs exactly one memory file");
-        }
-        let fd = fds.remove(0);
-        let size = match sys::sealed_size(&fd) {
-            Ok(s) => s,
-            Err(e) => return error(libc::EINVAL, format!("memory file refused: {e}")),
-        };
-        if offset.checked_add(length).is_none_or(|end| end > size) {
-            return error(libc::EINVAL, "the region lies outside its memory file");
-        }
-        let page = 4096u64;
-        let map_offset = offset - offset % page;
-        let delta = offset - map_offset;
-        let map_len = (delta + length).div_ceil(page) * page;
-        let map_len = map_len.min(size - map_offset);
-        let map = match Mapping::map(fd.as_fd(), map_len as usize, map_offset, true) {
-            Ok(m) => Arc::new(m),
-            Err(e) => return error(libc::ENOMEM, format!("cannot map the region: {e}")),
+        let (map, start) = match Self::map_region(fds, offset, length) {
+            Ok(m) => m,
+            Err(answer) => return answer,
         };
         let lkey = self.alloc_key();
         let rkey = self.alloc_key();
         let handle = self.alloc_handle();
         let region = Region {
             map,
-            start: delta as usize,
+            start,
             iova,
             len: length,
             access: Access::from_bits(access),
@@ -683,13 +676,121 @@ impl Control {
             None => return error(libc::EIO, "the poller stopped"),
         }
         let c = self.conn(id);
-        c.mrs.insert(handle, MrInfo { lkey, len: length });
+        c.mrs.insert(
+            handle,
+            MrInfo {
+                lkey,
+                rkey,
+                len: length,
+            },
+        );
         c.mr_bytes += length;
         ok(Reply::Mr {
             mr: handle,
             lkey,
             rkey,
         })
+    }
+
+    /// Maps `length` bytes at `offset` of the one memory file in `fds`: the mapping and
+    /// where the region starts in it.
+    #[allow(clippy::result_large_err)]
+    fn map_region(
+        mut fds: Vec<OwnedFd>,
+        offset: u64,
+        length: u64,
+    ) -> Result<(Arc<Mapping>, usize), Answer> {
+        if fds.len() != 1 {
+            return Err(error(
+                libc::EINVAL,
+                "registering memory needs exactly one memory file",
+            ));
+        }
+        let fd = fds.remove(0);
+        let size = match sys::sealed_size(&fd) {
+            Ok(s) => s,
+            Err(e) => return Err(error(libc::EINVAL, format!("memory file refused: {e}"))),
+        };
+        if offset.checked_add(length).is_none_or(|end| end > size) {
+            return Err(error(
+                libc::EINVAL,
+                "the region lies outside its memory file",
+            ));
+        }
+        let page = 4096u64;
+        let map_offset = offset - offset % page;
+        let delta = offset - map_offset;
+        let map_len = (delta + length).div_ceil(page) * page;
+        let map_len = map_len.min(size - map_offset);
+        match Mapping::map(fd.as_fd(), map_len as usize, map_offset, true) {
+            Ok(m) => Ok((Arc::new(m), delta as usize)),
+            Err(e) => Err(error(libc::ENOMEM, format!("cannot map the region: {e}"))),
+        }
+    }
+
+    /// `ibv_rereg_mr`: the region behind handle `mr` is replaced by the new one in one
+    /// step on its poller, with the same handle and keys (as verbs keeps them).
+    #[allow(clippy::too_many_arguments)]
+    fn rereg_mr(
+        &mut self,
+        id: u64,
+        mr: u32,
+        pd: u32,
+        iova: u64,
+        length: u64,
+        access: u32,
+        offset: u64,
+        fds: Vec<OwnedFd>,
+    ) -> Answer {
+        let max_bytes = self.limits.max_mr_bytes;
+        let c = self.conn(id);
+        let Some(&MrInfo { lkey, rkey, len }) = c.mrs.get(&mr) else {
+            return error(libc::EINVAL, "no such memory region");
+        };
+        if !c.pds.contains(&pd) {
+            return error(libc::EINVAL, "no such protection domain");
+        }
+        if length == 0 {
+            return error(libc::EINVAL, "a memory region needs at least one byte");
+        }
+        let bytes = (c.mr_bytes - len).saturating_add(length);
+        if bytes > max_bytes {
+            return error(
+                libc::ENOMEM,
+                format!("{length} bytes exceed this application's limit of {max_bytes}"),
+            );
+        }
+        let (map, start) = match Self::map_region(fds, offset, length) {
+            Ok(m) => m,
+            Err(answer) => return answer,
+        };
+        let region = Region {
+            map,
+            start,
+            iova,
+            len: length,
+            access: Access::from_bits(access),
+            pd: PdId(pd),
+            lkey,
+            rkey: Some(rkey),
+        };
+        let poller = self.conn(id).poller;
+        match self.pollers[poller].call(|tx| Command::ReregMr(region, tx)) {
+            Some(Ok(())) => {}
+            Some(Err(e)) => return error(libc::EINVAL, e),
+            None => return error(libc::EIO, "the poller stopped"),
+        }
+        let c = self.conn(id);
+        c.mrs.insert(
+            mr,
+            MrInfo {
+                lkey,
+                rkey,
+                len: length,
+            },
+        );
+        c.mr_bytes = bytes;
+        ok(Reply::Mr { mr, lkey, rkey })
     }
 
     fn ring_memory(name: &str, len: usize) -> Result<(OwnedFd, Arc<Mapping>), (i32, String)> {

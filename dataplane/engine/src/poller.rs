@@ -96,6 +96,9 @@ pub enum Command {
     RegMr(Region, Sender<Result<(), String>>),
     /// Removes a memory region (by lkey).
     DeregMr(u32, Sender<()>),
+    /// Replaces the memory region with the same lkey (`ibv_rereg_mr`); the old one stays
+    /// if the new one cannot be added.
+    ReregMr(Region, Sender<Result<(), String>>),
     /// Adds a completion queue.
     CreateCq(Box<CqSetup>, Sender<()>),
     /// Removes a completion queue.
@@ -476,6 +479,19 @@ impl Poller {
                 self.mem.remove(lkey);
                 let _ = reply.send(());
             }
+            Command::ReregMr(region, reply) => {
+                let old = self.mem.remove(region.lkey);
+                let r = match self.mem.insert(region) {
+                    Ok(()) => Ok(()),
+                    Err(e) => {
+                        if let Some(old) = old {
+                            let _ = self.mem.insert(old);
+                        }
+                        Err(e.to_string())
+                    }
+                };
+                let _ = reply.send(r);
+            }
             Command::CreateCq(setup, reply) => {
                 let s = *setup;
                 self.cqs.insert(
@@ -580,6 +596,12 @@ impl Poller {
                 let _ = reply.send(r);
             }
             Command::ModifyQp(qpn, attr, mask, reply) => {
+                if mask.contains(AttrMask::STATE) && attr.qp_state == QpState::Reset {
+                    // Every completion the QP made so far goes to its CQs now, before the
+                    // reset: the application then removes the ones it has not polled (as
+                    // RDMA NICs clean their CQs), and none can surface after it.
+                    self.deliver(now);
+                }
                 let r = self
                     .endpoint
                     .modify_qp(now, qpn, &attr, mask)

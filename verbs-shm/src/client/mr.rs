@@ -182,6 +182,51 @@ impl Mr {
     }
 }
 
+impl Mr {
+    /// Re-registers the region (`ibv_rereg_mr`): from now on it covers `[addr, addr +
+    /// len)` of this process, seen by peers at `iova`, in protection domain `pd`, with
+    /// `access`; its handle and keys stay the same. On error the region is unchanged.
+    ///
+    /// # Safety
+    ///
+    /// As for [`super::Pd::register`].
+    pub unsafe fn reregister(
+        &mut self,
+        pd: &super::Pd,
+        addr: *mut u8,
+        len: usize,
+        iova: u64,
+        access: Access,
+    ) -> Result<()> {
+        if len == 0 {
+            return Err(Error::Invalid("a memory region needs at least one byte"));
+        }
+        if self.owned.is_some() && (addr as u64 != self.addr || len != self.len) {
+            return Err(Error::Invalid(
+                "a region from alloc_mr keeps the memory it was allocated with",
+            ));
+        }
+        // Safety: forwarded from the caller.
+        let (fd, offset) = unsafe { share_range(addr as usize, len)? };
+        let req = Request::ReregMr {
+            mr: self.handle,
+            pd: pd.handle(),
+            iova,
+            length: len as u64,
+            access: access.0,
+            offset,
+        };
+        match self.ctx.call(&req, &[fd.as_fd()])?.0 {
+            Reply::Mr { mr, lkey, rkey }
+                if (mr, lkey, rkey) == (self.handle, self.lkey, self.rkey) => {}
+            other => return Err(Error::Protocol(format!("unexpected reply {other:?}"))),
+        }
+        self.addr = iova;
+        self.len = len;
+        Ok(())
+    }
+}
+
 fn register(
     ctx: &Inner,
     pd: u32,
