@@ -579,7 +579,9 @@ impl Control {
             sys_image_guid: guid,
             max_mr_size: self.limits.max_mr_bytes,
             page_size_cap: 0xffff_f000,
-            vendor_id: 0,
+            // rxe reports 0xffffff (no IEEE OUI of its own), so do we: non-zero as verbs
+            // consumers expect, and unknown to perftest, which then keeps its generic path.
+            vendor_id: 0xff_ffff,
             vendor_part_id: 0,
             hw_ver: 0,
             max_qp: self.limits.max_qps as u32,
