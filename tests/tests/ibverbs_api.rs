@@ -474,8 +474,8 @@ fn queries_unsupported_features_and_busy_objects_answer_as_verbs_says() {
     );
     assert_eq!(sz, 648);
     assert!(
-        create_qp_ex.is_none() && create_cq_ex.is_none(),
-        "no extended QPs/CQs"
+        create_qp_ex.is_some() && create_cq_ex.is_some(),
+        "extended QPs and CQs"
     );
     let mut port = ibv_port_attr::default();
     let query_port_op = query_port_op.expect("verbs_context::query_port");
@@ -640,7 +640,10 @@ fn queries_unsupported_features_and_busy_objects_answer_as_verbs_says() {
     let qp = create_qp(&verbs, pd, cq, cq, 8);
     // Safety: a QP of the library.
     let qp_ex = unsafe { (verbs.qp_to_qp_ex)(qp.0) };
-    assert!(qp_ex.is_null(), "no ibv_qp_ex wr_* API");
+    assert!(
+        qp_ex.is_null(),
+        "no ibv_qp_ex for a QP created without IBV_QP_INIT_ATTR_SEND_OPS_FLAGS"
+    );
     let mut attr = ibv_qp_attr::default();
     let mut init = ibv_qp_init_attr::default();
     // Safety: a QP and writable structures.
