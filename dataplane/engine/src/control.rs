@@ -89,6 +89,10 @@ impl Default for AppLimits {
 /// The largest queue a QP, SRQ or CQ may have.
 pub const MAX_QUEUE: u32 = 32768;
 
+/// The GID table length reported to applications (at least; more when the interface has
+/// more addresses).
+pub const GID_TABLE_LEN: usize = 16;
+
 /// How the control plane reaches one poller.
 #[derive(Debug, Clone)]
 pub struct PollerLink {
@@ -613,7 +617,10 @@ impl Control {
             state: if p.up { 4 } else { 1 },
             max_mtu: u32::from(IbMtu::Mtu4096.code()),
             active_mtu: u32::from(p.active_mtu.code()),
-            gid_tbl_len: p.gids.len().max(1) as u32,
+            // A table with room to spare, as RDMA NICs and rxe have: the entries past the
+            // interface's addresses are empty (a zero GID, `ENODATA` from
+            // `ibv_query_gid_ex`) until an address comes.
+            gid_tbl_len: p.gids.len().max(GID_TABLE_LEN) as u32,
             max_msg_sz: 1 << 31,
             pkey_tbl_len: 1,
             phys_state: if p.up { 5 } else { 3 },
