@@ -17,7 +17,7 @@ use rand::Rng;
 use tracing::{debug, info, warn};
 use verbs_shm::contract::{self, Cqe, RecvWqe, SendWqe, ring_bytes};
 use verbs_shm::protocol::{
-    self, AhAttr, DeviceAttr, PortAttr, QpAttr as WireQpAttr, QpCaps, QpStat, Reply, Request,
+    self, AhAttr, DeviceAttr, Piece, PortAttr, QpAttr as WireQpAttr, QpCaps, QpStat, Reply, Request,
 };
 use verbs_shm::ring::{Producer, Ring};
 use verbs_shm::sys::{self, Mapping};
@@ -116,6 +116,15 @@ struct MrInfo {
     lkey: u32,
     rkey: u32,
     len: u64,
+}
+
+/// Where the memory of a region to register is.
+#[derive(Debug)]
+enum Memory {
+    /// At `offset` of one memory file.
+    File { offset: u64 },
+    /// `start` bytes into `pieces` of several memory files, mapped side by side.
+    Pieces { start: u64, pieces: Vec<Piece> },
 }
 
 #[derive(Debug)]
@@ -383,15 +392,33 @@ impl Control {
                 length,
                 access,
                 offset,
-            } => self.reg_mr(id, pd, iova, length, access, offset, fds),
+            } => {
+                let memory = Memory::File { offset };
+                self.reg_mr(id, pd, iova, length, access, memory, fds)
+            }
+            Request::RegMrPieces {
+                pd,
+                iova,
+                length,
+                access,
+                start,
+                pieces,
+            } => {
+                let memory = Memory::Pieces { start, pieces };
+                self.reg_mr(id, pd, iova, length, access, memory, fds)
+            }
             Request::ReregMr {
                 mr,
                 pd,
                 iova,
                 length,
                 access,
-                offset,
-            } => self.rereg_mr(id, mr, pd, iova, length, access, offset, fds),
+                start,
+                pieces,
+            } => {
+                let memory = Memory::Pieces { start, pieces };
+                self.rereg_mr(id, mr, pd, iova, length, access, memory, fds)
+            }
             Request::DeregMr { mr } => {
                 let Some(info) = self.conn(id).mrs.remove(&mr) else {
                     return error(libc::EINVAL, "no such memory region");
@@ -642,7 +669,7 @@ impl Control {
         iova: u64,
         length: u64,
         access: u32,
-        offset: u64,
+        memory: Memory,
         fds: Vec<OwnedFd>,
     ) -> Answer {
         let max_bytes = self.limits.max_mr_bytes;
@@ -661,7 +688,7 @@ impl Control {
                 ),
             );
         }
-        let (map, start) = match Self::map_region(fds, offset, length) {
+        let (map, start) = match Self::map_region(fds, memory, length) {
             Ok(m) => m,
             Err(answer) => return answer,
         };
@@ -701,10 +728,23 @@ impl Control {
         })
     }
 
-    /// Maps `length` bytes at `offset` of the one memory file in `fds`: the mapping and
-    /// where the region starts in it.
+    /// Maps the memory behind a region of `length` bytes: the mapping and where the
+    /// region starts in it.
     #[allow(clippy::result_large_err)]
     fn map_region(
+        fds: Vec<OwnedFd>,
+        memory: Memory,
+        length: u64,
+    ) -> Result<(Arc<Mapping>, usize), Answer> {
+        match memory {
+            Memory::File { offset } => Self::map_file(fds, offset, length),
+            Memory::Pieces { start, pieces } => Self::map_pieces(fds, start, &pieces, length),
+        }
+    }
+
+    /// `length` bytes at `offset` of the one memory file in `fds`.
+    #[allow(clippy::result_large_err)]
+    fn map_file(
         mut fds: Vec<OwnedFd>,
         offset: u64,
         length: u64,
@@ -726,13 +766,60 @@ impl Control {
                 "the region lies outside its memory file",
             ));
         }
-        let page = 4096u64;
+        let page = sys::PAGE_SIZE as u64;
         let map_offset = offset - offset % page;
         let delta = offset - map_offset;
         let map_len = (delta + length).div_ceil(page) * page;
         let map_len = map_len.min(size - map_offset);
         match Mapping::map(fd.as_fd(), map_len as usize, map_offset, true) {
             Ok(m) => Ok((Arc::new(m), delta as usize)),
+            Err(e) => Err(error(libc::ENOMEM, format!("cannot map the region: {e}"))),
+        }
+    }
+
+    /// `length` bytes from `start` bytes into `pieces` (whole pages of the memory files in
+    /// `fds`, one each), mapped side by side.
+    #[allow(clippy::result_large_err)]
+    fn map_pieces(
+        fds: Vec<OwnedFd>,
+        start: u64,
+        pieces: &[Piece],
+        length: u64,
+    ) -> Result<(Arc<Mapping>, usize), Answer> {
+        if pieces.is_empty() || pieces.len() > sys::MAX_FDS || fds.len() != pieces.len() {
+            return Err(error(
+                libc::EINVAL,
+                format!(
+                    "a region needs 1 to {} pieces, each with its memory file",
+                    sys::MAX_FDS
+                ),
+            ));
+        }
+        let page = sys::PAGE_SIZE as u64;
+        let mut total = 0u64;
+        let mut parts = Vec::with_capacity(pieces.len());
+        for (fd, p) in fds.iter().zip(pieces) {
+            if p.len == 0 || !p.offset.is_multiple_of(page) || !p.len.is_multiple_of(page) {
+                return Err(error(libc::EINVAL, "pieces are whole pages"));
+            }
+            let size = match sys::sealed_size(fd) {
+                Ok(s) => s,
+                Err(e) => return Err(error(libc::EINVAL, format!("memory file refused: {e}"))),
+            };
+            if p.offset.checked_add(p.len).is_none_or(|end| end > size) {
+                return Err(error(libc::EINVAL, "a piece lies outside its memory file"));
+            }
+            let (Ok(len), Some(sum)) = (usize::try_from(p.len), total.checked_add(p.len)) else {
+                return Err(error(libc::EINVAL, "the pieces are too long"));
+            };
+            total = sum;
+            parts.push((fd.as_fd(), p.offset, len));
+        }
+        if start.checked_add(length).is_none_or(|end| end > total) {
+            return Err(error(libc::EINVAL, "the region lies outside its pieces"));
+        }
+        match Mapping::map_pieces(&parts, true) {
+            Ok(m) => Ok((Arc::new(m), start as usize)),
             Err(e) => Err(error(libc::ENOMEM, format!("cannot map the region: {e}"))),
         }
     }
@@ -748,7 +835,7 @@ impl Control {
         iova: u64,
         length: u64,
         access: u32,
-        offset: u64,
+        memory: Memory,
         fds: Vec<OwnedFd>,
     ) -> Answer {
         let max_bytes = self.limits.max_mr_bytes;
@@ -769,7 +856,7 @@ impl Control {
                 format!("{length} bytes exceed this application's limit of {max_bytes}"),
             );
         }
-        let (map, start) = match Self::map_region(fds, offset, length) {
+        let (map, start) = match Self::map_region(fds, memory, length) {
             Ok(m) => m,
             Err(answer) => return answer,
         };
