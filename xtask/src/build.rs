@@ -12,6 +12,20 @@ const SONAME: &str = "libibverbs.so.1";
 pub(crate) struct Args {}
 
 pub(crate) fn run(_args: &Args) -> Result<()> {
+    let (lib, installed) = install()?;
+    let link = lib.join("libibverbs.so");
+    println!("built {}", installed.display());
+    println!("  (and {} -> {SONAME})", link.display());
+    println!();
+    println!("Run unmodified verbs programs on it:");
+    println!("  LD_LIBRARY_PATH={} ibv_devices", lib.display());
+    println!("  LD_PRELOAD={} ib_write_bw …", installed.display());
+    Ok(())
+}
+
+/// Builds the library (release) and installs it in `<target>/xroce/lib`; returns that
+/// directory and the installed file.
+pub(crate) fn install() -> Result<(PathBuf, PathBuf)> {
     let artifact = build_release()?;
     // `<target>/release/libibverbs.so` → `<target>`.
     let target = artifact
@@ -36,14 +50,7 @@ pub(crate) fn run(_args: &Args) -> Result<()> {
     }
     std::os::unix::fs::symlink(SONAME, &link)
         .with_context(|| format!("creating {}", link.display()))?;
-
-    println!("built {}", installed.display());
-    println!("  (and {} -> {SONAME})", link.display());
-    println!();
-    println!("Run unmodified verbs programs on it:");
-    println!("  LD_LIBRARY_PATH={} ibv_devices", lib.display());
-    println!("  LD_PRELOAD={} ib_write_bw …", installed.display());
-    Ok(())
+    Ok((lib, installed))
 }
 
 /// Runs `cargo build --release -p xroce-ibverbs` and returns the path cargo reports for

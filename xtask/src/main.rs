@@ -6,6 +6,7 @@
 //! - `cargo xtask build`: the drop-in `libibverbs.so.1`, installed in `target/xroce/lib`.
 //! - `cargo xtask lab`: a two-namespace lab to experiment in, torn down on Ctrl-C.
 //! - `cargo xtask interop`: xroce against Linux rxe in a VM, both directions.
+//! - `cargo xtask rdma-core-tests`: rdma-core's own test suite (python3-pyverbs) on xroce.
 
 mod build;
 mod demo;
@@ -13,6 +14,7 @@ mod deps;
 mod interop;
 mod lab;
 mod pcap;
+mod rdma_core_tests;
 mod test;
 
 use anyhow::Result;
@@ -41,6 +43,8 @@ enum Command {
     Lab(lab::Args),
     /// Check xroce against Linux rxe (Debian's kernel in a VM), both directions.
     Interop(interop::Args),
+    /// Run rdma-core's own test suite (Debian's python3-pyverbs) on xroce's device.
+    RdmaCoreTests(rdma_core_tests::Args),
 }
 
 fn main() {
@@ -59,5 +63,6 @@ fn run(cli: Cli) -> Result<()> {
         Command::Build(args) => build::run(&args),
         Command::Lab(args) => lab::run(&args),
         Command::Interop(args) => interop::run(&args),
+        Command::RdmaCoreTests(args) => rdma_core_tests::run(&args),
     }
 }
