@@ -314,7 +314,7 @@ pub(crate) unsafe fn set_inline_data_list(
             // Safety: readable for `n` buffers (caller).
             let bufs = unsafe { std::slice::from_raw_parts(list, n) };
             for b in bufs {
-                if bytes.len() + b.length > MAX_INLINE {
+                if bytes.len().saturating_add(b.length) > MAX_INLINE {
                     gathered = Err(Errno::EINVAL);
                     break;
                 }
