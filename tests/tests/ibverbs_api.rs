@@ -7,6 +7,8 @@
 //! - unsupported features answer as a provider without them, and destroying an object in
 //!   use is `EBUSY`;
 //! - a completion channel honours `O_NONBLOCK`;
+//! - extended CQs are polled with `ibv_start_poll`/`ibv_next_poll`, extended QPs post with
+//!   the `ibv_wr_*` builder all or nothing, and `ibv_rereg_mr` keeps the keys;
 //! - threads post on different QPs and poll one shared CQ concurrently, and the daemon
 //!   writes into memory the application registered in place while the receiving threads
 //!   sleep in `ibv_get_cq_event`.
@@ -64,6 +66,8 @@ struct Verbs {
     destroy_qp: unsafe extern "C" fn(*mut ibv_qp) -> c_int,
     qp_to_qp_ex: unsafe extern "C" fn(*mut ibv_qp) -> *mut ibv_qp_ex,
     reg_dmabuf_mr: unsafe extern "C" fn(*mut ibv_pd, u64, usize, u64, c_int, c_int) -> *mut ibv_mr,
+    rereg_mr:
+        unsafe extern "C" fn(*mut ibv_mr, c_int, *mut ibv_pd, *mut c_void, usize, c_int) -> c_int,
     get_async_event: unsafe extern "C" fn(*mut ibv_context, *mut ibv_async_event) -> c_int,
     ack_async_event: unsafe extern "C" fn(*mut ibv_async_event),
     create_ah: unsafe extern "C" fn(*mut ibv_pd, *mut ibv_ah_attr) -> *mut ibv_ah,
@@ -159,6 +163,7 @@ impl Verbs {
             destroy_qp: symbol!(handle, "ibv_destroy_qp" @ "IBVERBS_1.1"),
             qp_to_qp_ex: symbol!(handle, "ibv_qp_to_qp_ex" @ "IBVERBS_1.6"),
             reg_dmabuf_mr: symbol!(handle, "ibv_reg_dmabuf_mr" @ "IBVERBS_1.12"),
+            rereg_mr: symbol!(handle, "ibv_rereg_mr" @ "IBVERBS_1.1"),
             get_async_event: symbol!(handle, "ibv_get_async_event" @ "IBVERBS_1.1"),
             ack_async_event: symbol!(handle, "ibv_ack_async_event" @ "IBVERBS_1.1"),
             create_ah: symbol!(handle, "ibv_create_ah" @ "IBVERBS_1.1"),
@@ -474,8 +479,8 @@ fn queries_unsupported_features_and_busy_objects_answer_as_verbs_says() {
     );
     assert_eq!(sz, 648);
     assert!(
-        create_qp_ex.is_none() && create_cq_ex.is_none(),
-        "no extended QPs/CQs"
+        create_qp_ex.is_some() && create_cq_ex.is_some(),
+        "extended QPs and CQs"
     );
     let mut port = ibv_port_attr::default();
     let query_port_op = query_port_op.expect("verbs_context::query_port");
@@ -508,11 +513,11 @@ fn queries_unsupported_features_and_busy_objects_answer_as_verbs_says() {
     );
     assert_eq!(raw[0], IBV_PORT_ACTIVE as u8);
 
-    // Device attributes: vendor 0 (perftest's generic path), READ/atomic depth > 0.
+    // Device attributes: rxe's vendor 0xffffff (unknown to perftest: its generic path), READ/atomic depth > 0.
     let mut dev = ibv_device_attr::default();
     // Safety: a context and a writable structure.
     assert_eq!(unsafe { (verbs.query_device)(ctx.0, &mut dev) }, 0);
-    assert_eq!((dev.vendor_id, dev.phys_port_cnt), (0, 1));
+    assert_eq!((dev.vendor_id, dev.phys_port_cnt), (0xff_ffff, 1));
     assert!(dev.max_qp_rd_atom > 0 && dev.max_qp_wr > 0);
     assert_eq!(dev.atomic_cap, IBV_ATOMIC_HCA);
 
@@ -640,7 +645,10 @@ fn queries_unsupported_features_and_busy_objects_answer_as_verbs_says() {
     let qp = create_qp(&verbs, pd, cq, cq, 8);
     // Safety: a QP of the library.
     let qp_ex = unsafe { (verbs.qp_to_qp_ex)(qp.0) };
-    assert!(qp_ex.is_null(), "no ibv_qp_ex wr_* API");
+    assert!(
+        qp_ex.is_null(),
+        "no ibv_qp_ex for a QP created without IBV_QP_INIT_ATTR_SEND_OPS_FLAGS"
+    );
     let mut attr = ibv_qp_attr::default();
     let mut init = ibv_qp_init_attr::default();
     // Safety: a QP and writable structures.
@@ -1239,4 +1247,340 @@ fn a_ud_reply_goes_back_to_where_the_request_came_from() {
 /// The bytes of message `m` of QP `i`.
 fn pattern(i: usize, m: usize, len: usize) -> Vec<u8> {
     (0..len).map(|k| (i * 31 + m * 7 + k) as u8).collect()
+}
+
+/// Every completion of an extended CQ until `n` came (10 s at most), as
+/// (wr_id, status, opcode, byte_len), read the way verbs.h's inline functions read them.
+fn poll_ex(cq: *mut ibv_cq_ex, n: usize) -> Vec<(u64, u32, u32, u32)> {
+    let mut got = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    // Safety: a live extended CQ of the library.
+    let c = unsafe { &*cq };
+    let (start, next, end) = (
+        c.start_poll.expect("start_poll"),
+        c.next_poll.expect("next_poll"),
+        c.end_poll.expect("end_poll"),
+    );
+    let (opcode, byte_len) = (
+        c.read_opcode.expect("read_opcode"),
+        c.read_byte_len.expect("read_byte_len"),
+    );
+    while got.len() < n {
+        assert!(
+            Instant::now() < deadline,
+            "{} of {n} completions: {got:?}",
+            got.len()
+        );
+        let mut attr = ibv_poll_cq_attr::default();
+        // Safety: the CQ's own polling function, with a valid attribute structure.
+        let mut r = unsafe { start(cq, &mut attr) };
+        if r == libc::ENOENT {
+            std::thread::sleep(Duration::from_micros(100));
+            continue;
+        }
+        assert_eq!(r, 0, "ibv_start_poll");
+        while r == 0 {
+            // Safety: a live CQ; a completion is current, whose fields the provider set.
+            let current = unsafe { &*cq };
+            let (wr_id, status) = (current.wr_id, current.status);
+            // Safety: a completion is current.
+            let op = unsafe { opcode(cq) };
+            // Safety: as above.
+            let len = unsafe { byte_len(cq) };
+            got.push((wr_id, status, op, len));
+            // Safety: inside a successful start_poll.
+            r = unsafe { next(cq) };
+        }
+        assert_eq!(r, libc::ENOENT, "ibv_next_poll");
+        // Safety: after a successful start_poll.
+        unsafe { end(cq) };
+    }
+    got
+}
+
+/// The `ibv_wr_*` functions of one extended QP, called as verbs.h's inline functions call
+/// them.
+struct WrApi {
+    qp: *mut ibv_qp_ex,
+    x: &'static ibv_qp_ex,
+}
+
+impl WrApi {
+    /// # Safety
+    ///
+    /// `qp` is an extended QP of the library that outlives the `WrApi`.
+    unsafe fn new(qp: *mut ibv_qp_ex) -> WrApi {
+        // Safety: forwarded from the caller.
+        let x = unsafe { &*qp };
+        WrApi { qp, x }
+    }
+
+    fn start(&self) {
+        // Safety: the QP's own function.
+        unsafe { self.x.wr_start.unwrap()(self.qp) }
+    }
+
+    fn complete(&self) -> c_int {
+        // Safety: the QP's own function.
+        unsafe { self.x.wr_complete.unwrap()(self.qp) }
+    }
+
+    /// Sets the next request's id, signaled.
+    fn id(&self, id: u64) {
+        // Safety: the application's fields of a live extended QP.
+        unsafe { (*self.qp).wr_id = id };
+        // Safety: as above.
+        unsafe { (*self.qp).wr_flags = IBV_SEND_SIGNALED };
+    }
+
+    fn write(&self, rkey: u32, addr: u64) {
+        // Safety: the QP's own function.
+        unsafe { self.x.wr_rdma_write.unwrap()(self.qp, rkey, addr) }
+    }
+
+    fn send(&self) {
+        // Safety: the QP's own function.
+        unsafe { self.x.wr_send.unwrap()(self.qp) }
+    }
+
+    fn fetch_add(&self, rkey: u32, addr: u64) {
+        // Safety: the QP's own function.
+        unsafe { self.x.wr_atomic_fetch_add.unwrap()(self.qp, rkey, addr, 1) }
+    }
+
+    fn sge(&self, lkey: u32, addr: *mut u8, length: u32) {
+        // Safety: the QP's own function; the memory is registered.
+        unsafe { self.x.wr_set_sge.unwrap()(self.qp, lkey, addr as u64, length) }
+    }
+
+    fn inline(&self, bytes: &[u8]) {
+        // Safety: the QP's own function; it copies the bytes before returning.
+        unsafe {
+            self.x.wr_set_inline_data.unwrap()(
+                self.qp,
+                bytes.as_ptr().cast_mut().cast(),
+                bytes.len(),
+            )
+        }
+    }
+}
+
+#[test]
+fn extended_cqs_and_qps_post_all_or_nothing_and_rereg_keeps_the_keys() {
+    if !runnable("ibverbs_api extended", &[]) {
+        return;
+    }
+    let _one_at_a_time = serial();
+    let bench = Bench::start();
+    let verbs = Verbs::load();
+    let ctx = open(&verbs, &bench, Side::A);
+    // Both QPs on host A: loopback.
+    let own = bench.hosts.lab.host(Side::A).ipv4;
+    // Safety: a context of the library, embedded in its verbs_context.
+    let ext = unsafe { &*vctx(ctx) };
+    let (create_cq_ex, create_qp_ex) = (
+        ext.create_cq_ex.expect("create_cq_ex"),
+        ext.create_qp_ex.expect("create_qp_ex"),
+    );
+    // Safety: a context of the library.
+    let pd = unsafe { (verbs.alloc_pd)(ctx.0) };
+    assert!(!pd.is_null());
+
+    // Extended CQ: a field the device does not offer is EOPNOTSUPP; the standard ones work.
+    let mut cattr = ibv_cq_init_attr_ex {
+        cqe: 64,
+        cq_context: std::ptr::null_mut(),
+        channel: std::ptr::null_mut(),
+        comp_vector: 0,
+        wc_flags: u64::from(IBV_WC_EX_WITH_COMPLETION_TIMESTAMP),
+        comp_mask: 0,
+        flags: 0,
+        parent_domain: std::ptr::null_mut(),
+    };
+    // Safety: a context and a valid attribute structure.
+    let refused = unsafe { create_cq_ex(ctx.0, &mut cattr) };
+    assert!(refused.is_null() && errno() == libc::EOPNOTSUPP);
+    cattr.wc_flags =
+        u64::from(IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_QP_NUM | IBV_WC_EX_WITH_IMM);
+    // Safety: as above.
+    let cq = unsafe { create_cq_ex(ctx.0, &mut cattr) };
+    assert!(!cq.is_null(), "ibv_create_cq_ex: errno {}", errno());
+
+    // Extended QPs with WRITE, SEND and READ; memory window binds are refused.
+    let ops = u64::from(IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_READ);
+    let qp_attr = |send_ops_flags: u64| ibv_qp_init_attr_ex {
+        qp_context: std::ptr::null_mut(),
+        send_cq: cq.cast(),
+        recv_cq: cq.cast(),
+        srq: std::ptr::null_mut(),
+        cap: ibv_qp_cap {
+            max_send_wr: 4,
+            max_recv_wr: 4,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data: 64,
+        },
+        qp_type: IBV_QPT_RC,
+        sq_sig_all: 0,
+        comp_mask: IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+        pd,
+        xrcd: std::ptr::null_mut(),
+        create_flags: 0,
+        max_tso_header: 0,
+        rwq_ind_tbl: std::ptr::null_mut(),
+        rx_hash_conf: ibv_rx_hash_conf::default(),
+        source_qpn: 0,
+        send_ops_flags,
+    };
+    let mut bind = qp_attr(ops | u64::from(IBV_QP_EX_WITH_BIND_MW));
+    // Safety: a context and a valid attribute structure.
+    let refused = unsafe { create_qp_ex(ctx.0, &mut bind) };
+    assert!(refused.is_null() && errno() == libc::EOPNOTSUPP);
+    let (mut attr_a, mut attr_b) = (qp_attr(ops), qp_attr(ops));
+    // Safety: as above.
+    let qa = unsafe { create_qp_ex(ctx.0, &mut attr_a) };
+    // Safety: as above.
+    let qb = unsafe { create_qp_ex(ctx.0, &mut attr_b) };
+    assert!(
+        !qa.is_null() && !qb.is_null(),
+        "ibv_create_qp_ex: errno {}",
+        errno()
+    );
+    let (qa, qb) = (Ptr(qa), Ptr(qb));
+    // Safety: a QP of the library.
+    let qpn_a = unsafe { (*qa.0).qp_num };
+    // Safety: as above.
+    let qpn_b = unsafe { (*qb.0).qp_num };
+    connect(&verbs, qa, own, qpn_b);
+    connect(&verbs, qb, own, qpn_a);
+    // Safety: a QP of the library created with send operations.
+    let xa = unsafe { (verbs.qp_to_qp_ex)(qa.0) };
+    assert_eq!(
+        xa.cast::<ibv_qp>(),
+        qa.0,
+        "the ibv_qp_ex begins with the ibv_qp"
+    );
+    // Safety: an extended QP of the library, alive until the end of the test.
+    let wr = unsafe { WrApi::new(xa) };
+
+    let (src, dst, moved) = (Pages::new(65536), Pages::new(65536), Pages::new(65536));
+    let data = pattern(1, 2, 4096);
+    src.write(0, &data);
+    let access =
+        (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ) as c_int;
+    // Safety: a PD and mapped memory of this process.
+    let mr_src = unsafe { (verbs.reg_mr)(pd, src.at(0).cast(), 65536, access) };
+    // Safety: as above.
+    let mr_dst = unsafe { (verbs.reg_mr)(pd, dst.at(0).cast(), 65536, access) };
+    assert!(!mr_src.is_null() && !mr_dst.is_null());
+    // Safety: a live MR of the library.
+    let src_lkey = unsafe { (*mr_src).lkey };
+    // Safety: as above.
+    let dst_mr = unsafe { &*mr_dst };
+    let (dst_lkey, dst_rkey) = (dst_mr.lkey, dst_mr.rkey);
+
+    // One sequence, a WRITE and an inline SEND, posted together.
+    let mut rsge = ibv_sge {
+        addr: dst.at(32768) as u64,
+        length: 4096,
+        lkey: dst_lkey,
+    };
+    let mut rwr = ibv_recv_wr {
+        wr_id: 100,
+        sg_list: &mut rsge,
+        num_sge: 1,
+        ..ibv_recv_wr::default()
+    };
+    // Safety: a QP of the library; registered buffer.
+    assert_eq!(unsafe { post_recv(qb, &mut rwr) }, 0);
+    let greeting = b"hello, inline";
+    wr.start();
+    wr.id(1);
+    wr.write(dst_rkey, dst.at(0) as u64);
+    wr.sge(src_lkey, src.at(0), 4096);
+    wr.id(2);
+    wr.send();
+    wr.inline(greeting);
+    assert_eq!(wr.complete(), 0);
+    let mut got = poll_ex(cq, 3);
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            (1, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 4096),
+            (2, IBV_WC_SUCCESS, IBV_WC_SEND, greeting.len() as u32),
+            (100, IBV_WC_SUCCESS, IBV_WC_RECV, greeting.len() as u32),
+        ]
+    );
+    assert_eq!(dst.read(0, 4096), data);
+    assert_eq!(dst.read(32768, greeting.len()), greeting);
+
+    // An operation the QP was not created for: EINVAL, and nothing of the sequence goes.
+    wr.start();
+    wr.id(3);
+    wr.write(dst_rkey, dst.at(0) as u64);
+    wr.sge(src_lkey, src.at(0), 8);
+    wr.id(4);
+    wr.fetch_add(dst_rkey, dst.at(0) as u64);
+    wr.sge(src_lkey, src.at(0), 8);
+    assert_eq!(wr.complete(), libc::EINVAL);
+    // More requests than the send queue holds: ENOMEM, and none goes.
+    wr.start();
+    for i in 0..=u64::from(attr_a.cap.max_send_wr) {
+        wr.id(10 + i);
+        wr.write(dst_rkey, dst.at(0) as u64);
+        wr.sge(src_lkey, src.at(0), 8);
+    }
+    assert_eq!(wr.complete(), libc::ENOMEM);
+
+    // Re-registration onto other memory keeps both keys: a WRITE with the old rkey lands
+    // in the new memory.
+    // Safety: a live MR; mapped memory of this process.
+    let r = unsafe {
+        (verbs.rereg_mr)(
+            mr_dst,
+            IBV_REREG_MR_CHANGE_TRANSLATION as c_int,
+            std::ptr::null_mut(),
+            moved.at(0).cast(),
+            65536,
+            0,
+        )
+    };
+    assert_eq!(r, 0, "ibv_rereg_mr: errno {}", errno());
+    // Safety: a live MR of the library, re-read after the call changed it.
+    let after = unsafe { std::ptr::read_volatile(mr_dst) };
+    let after = (after.lkey, after.rkey, after.addr);
+    assert_eq!(after, (dst_lkey, dst_rkey, moved.at(0).cast::<c_void>()));
+    wr.start();
+    wr.id(50);
+    wr.write(dst_rkey, moved.at(0) as u64);
+    wr.sge(src_lkey, src.at(0), 4096);
+    assert_eq!(wr.complete(), 0);
+    assert_eq!(
+        poll_ex(cq, 1),
+        [(50, IBV_WC_SUCCESS, IBV_WC_RDMA_WRITE, 4096)],
+        "only the last sequence was posted"
+    );
+    assert_eq!(moved.read(0, 4096), data);
+
+    // Without remote write any more, the same WRITE is a remote access error.
+    // Safety: a live MR.
+    let r = unsafe {
+        (verbs.rereg_mr)(
+            mr_dst,
+            IBV_REREG_MR_CHANGE_ACCESS as c_int,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            0,
+            IBV_ACCESS_LOCAL_WRITE as c_int,
+        )
+    };
+    assert_eq!(r, 0, "ibv_rereg_mr: errno {}", errno());
+    wr.start();
+    wr.id(51);
+    wr.write(dst_rkey, moved.at(0) as u64);
+    wr.sge(src_lkey, src.at(0), 8);
+    assert_eq!(wr.complete(), 0);
+    let c = poll_ex(cq, 1);
+    assert_eq!((c[0].0, c[0].1), (51, IBV_WC_REM_ACCESS_ERR));
 }

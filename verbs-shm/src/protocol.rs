@@ -148,6 +148,52 @@ pub enum Request {
     Stats,
     /// Every queue pair's state and counters (`xroced stat --qp`).
     QpStats,
+    /// `ibv_rereg_mr`: the MR `mr` now covers `length` bytes from `start` bytes into
+    /// `pieces`, at `iova`, in protection domain `pd`, with `access`; its handle and keys
+    /// stay the same. Answered with [`Reply::Mr`].
+    ReregMr {
+        /// The MR handle.
+        mr: u32,
+        /// The (new or same) PD handle.
+        pd: u32,
+        /// The address the application uses for the first byte.
+        iova: u64,
+        /// The length in bytes.
+        length: u64,
+        /// `ibv_access_flags`.
+        access: u32,
+        /// Where the region starts in the concatenation of `pieces`.
+        start: u64,
+        /// The memory behind the region, in order; their memory files come alongside.
+        pieces: Vec<Piece>,
+    },
+    /// `ibv_reg_mr` of application memory that lies on several memory files (pages shared
+    /// by earlier registrations, and new ones): `length` bytes from `start` bytes into
+    /// the concatenation of `pieces` appear at `iova`. Answered with [`Reply::Mr`].
+    RegMrPieces {
+        /// The PD handle.
+        pd: u32,
+        /// The address the application uses for the first byte.
+        iova: u64,
+        /// The length in bytes.
+        length: u64,
+        /// `ibv_access_flags`.
+        access: u32,
+        /// Where the region starts in the concatenation of `pieces`.
+        start: u64,
+        /// The memory behind the region, in order; their memory files come alongside.
+        pieces: Vec<Piece>,
+    },
+}
+
+/// A piece of the memory behind a region: `len` bytes at `offset` of a memory file, both
+/// whole pages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Piece {
+    /// Where the piece starts in its file.
+    pub offset: u64,
+    /// Its length.
+    pub len: u64,
 }
 
 /// The daemon's answer to one [`Request`].

@@ -192,6 +192,11 @@ impl<T: FromBytes + IntoBytes + Immutable> Producer<T> {
         self.ring.publish_producer(self.head);
     }
 
+    /// Forgets every slot staged since the last publish (the consumer never saw them).
+    pub fn discard(&mut self) {
+        self.head = self.ring.producer();
+    }
+
     /// Stages and publishes one slot. Returns `false` when full.
     pub fn push(&mut self, value: &T) -> Result<bool, RingError> {
         let pushed = self.stage(value)?;
@@ -240,6 +245,29 @@ impl<T: FromBytes + IntoBytes + Immutable> Consumer<T> {
     pub fn release(&mut self, n: u32) {
         self.tail = self.tail.wrapping_add(n);
         self.ring.publish_consumer(self.tail);
+    }
+
+    /// Drops the ready slots `keep` refuses, keeping the others in order: they are moved
+    /// toward the producer's end and the freed slots consumed. Only slots the producer
+    /// already published (and will not touch again) are rewritten. Returns how many were
+    /// dropped.
+    pub fn retain(&mut self, keep: impl Fn(&T) -> bool) -> Result<u32, RingError> {
+        let n = self.available()?;
+        let mut to = self.tail.wrapping_add(n);
+        let mut dropped = 0;
+        for i in (0..n).rev() {
+            let v = self.peek(i);
+            if keep(&v) {
+                to = to.wrapping_sub(1);
+                if dropped > 0 {
+                    self.ring.write(to, &v);
+                }
+            } else {
+                dropped += 1;
+            }
+        }
+        self.release(dropped);
+        Ok(dropped)
     }
 
     /// Takes the next slot, if any.
@@ -305,6 +333,58 @@ mod tests {
         // A consumer counter ahead of the producer is impossible.
         p.ring().publish_consumer(7);
         assert_eq!(p.free(), Err(RingError::Corrupt));
+    }
+
+    #[test]
+    fn retain_drops_ready_slots_in_place_and_keeps_the_order() {
+        let (a, b) = ring(8);
+        let mut p = Producer::new(a);
+        let mut c = Consumer::new(b);
+        let cqe = |wr_id: u64, qp_num: u32| Cqe {
+            wr_id,
+            qp_num,
+            ..Cqe::default()
+        };
+        // Wrap around once so the compaction crosses the end of the slots.
+        for i in 0..6 {
+            assert_eq!(p.push(&cqe(i, 0)), Ok(true));
+        }
+        for _ in 0..6 {
+            c.pop().unwrap();
+        }
+        for (i, qp) in [(1, 7), (2, 9), (3, 7), (4, 7), (5, 9), (6, 7)] {
+            assert_eq!(p.push(&cqe(i, qp)), Ok(true));
+        }
+        assert_eq!(c.retain(|e| e.qp_num != 9), Ok(2));
+        assert_eq!(c.available(), Ok(4));
+        // The producer sees the freed slots and keeps going after what it published.
+        assert_eq!(p.push(&cqe(7, 9)), Ok(true));
+        let order: Vec<u64> = std::iter::from_fn(|| c.pop().unwrap())
+            .map(|e| e.wr_id)
+            .collect();
+        assert_eq!(order, [1, 3, 4, 6, 7]);
+        assert_eq!(c.retain(|_| false), Ok(0), "nothing ready, nothing dropped");
+    }
+
+    #[test]
+    fn discarded_slots_were_never_published() {
+        let (a, b) = ring(4);
+        let mut p = Producer::new(a);
+        let mut c = Consumer::new(b);
+        assert_eq!(p.push(&Cqe::default()), Ok(true));
+        for _ in 0..3 {
+            assert_eq!(p.stage(&Cqe::default()), Ok(true));
+        }
+        p.discard();
+        assert_eq!(c.available(), Ok(1));
+        assert_eq!(p.free(), Ok(3));
+        c.pop().unwrap();
+        p.publish();
+        assert_eq!(
+            c.available(),
+            Ok(0),
+            "publishing after a discard publishes nothing"
+        );
     }
 
     #[test]

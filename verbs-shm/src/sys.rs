@@ -24,6 +24,9 @@ use nix::sys::socket::{
 /// The most file descriptors one control message carries.
 pub const MAX_FDS: usize = 8;
 
+/// The page size memory files and their mappings are counted in.
+pub const PAGE_SIZE: usize = 4096;
+
 fn to_io(e: nix::Error) -> io::Error {
     io::Error::from_raw_os_error(e as i32)
 }
@@ -61,6 +64,68 @@ impl Mapping {
             ptr: ptr.cast(),
             len,
         })
+    }
+
+    /// Maps `pieces` one after the other into one contiguous range, shared, readable and
+    /// (if `writable`) writable: each piece is `len` bytes of its file at `offset`, both
+    /// multiples of the page size. A region registered from application memory that lies
+    /// on several memory files is seen through such a mapping.
+    pub fn map_pieces(
+        pieces: &[(BorrowedFd<'_>, u64, usize)],
+        writable: bool,
+    ) -> io::Result<Mapping> {
+        let invalid = |what| io::Error::new(io::ErrorKind::InvalidInput, what);
+        let page = PAGE_SIZE as u64;
+        let mut total = 0usize;
+        for &(_, offset, len) in pieces {
+            if len == 0 || !offset.is_multiple_of(page) || !(len as u64).is_multiple_of(page) {
+                return Err(invalid("pieces are whole pages"));
+            }
+            total = total.checked_add(len).ok_or_else(|| invalid("too long"))?;
+        }
+        let length = NonZeroUsize::new(total).ok_or_else(|| invalid("empty mapping"))?;
+        // Reserve the whole range first, inaccessible, so the pieces land side by side.
+        // Safety: a fresh anonymous mapping chosen by the kernel aliases nothing.
+        let base = unsafe {
+            nix::sys::mman::mmap_anonymous(
+                None,
+                length,
+                ProtFlags::PROT_NONE,
+                MapFlags::MAP_PRIVATE | MapFlags::MAP_NORESERVE,
+            )
+        }
+        .map_err(to_io)?;
+        // From here on, dropping `mapping` unmaps the whole range, pieces included.
+        let mapping = Mapping {
+            ptr: base.cast(),
+            len: total,
+        };
+        let mut prot = ProtFlags::PROT_READ;
+        if writable {
+            prot |= ProtFlags::PROT_WRITE;
+        }
+        let mut at = 0usize;
+        for &(fd, offset, len) in pieces {
+            let offset = i64::try_from(offset).map_err(|_| invalid("offset too large"))?;
+            let addr = NonZeroUsize::new(mapping.ptr.as_ptr() as usize + at)
+                .ok_or_else(|| invalid("null address"))?;
+            let piece_len = NonZeroUsize::new(len).ok_or_else(|| invalid("empty piece"))?;
+            // Safety: MAP_FIXED over pages of the range reserved above, which this mapping
+            // owns and nothing references yet.
+            unsafe {
+                mmap(
+                    Some(addr),
+                    piece_len,
+                    prot,
+                    MapFlags::MAP_SHARED | MapFlags::MAP_FIXED,
+                    fd,
+                    offset,
+                )
+            }
+            .map_err(to_io)?;
+            at += len;
+        }
+        Ok(mapping)
     }
 
     /// The length in bytes.
@@ -367,4 +432,49 @@ pub fn list_devices() -> io::Result<Vec<String>> {
     devices.sort();
     devices.dedup();
     Ok(devices)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file_of(byte: u8, pages: usize) -> OwnedFd {
+        let fd = memfd("test-piece", pages * PAGE_SIZE, false).unwrap();
+        let m = Mapping::map(fd.as_fd(), pages * PAGE_SIZE, 0, true).unwrap();
+        assert!(m.copy_in(0, &vec![byte; pages * PAGE_SIZE]));
+        fd
+    }
+
+    #[test]
+    fn pieces_of_several_files_are_seen_side_by_side_and_shared() {
+        let a = file_of(0xaa, 2);
+        let b = file_of(0xbb, 3);
+        // The second page of `a`, then the last two pages of `b`.
+        let m = Mapping::map_pieces(
+            &[
+                (a.as_fd(), PAGE_SIZE as u64, PAGE_SIZE),
+                (b.as_fd(), PAGE_SIZE as u64, 2 * PAGE_SIZE),
+            ],
+            true,
+        )
+        .unwrap();
+        assert_eq!(m.len(), 3 * PAGE_SIZE);
+        let mut edge = [0u8; 2];
+        assert!(m.copy_out(PAGE_SIZE - 1, &mut edge));
+        assert_eq!(edge, [0xaa, 0xbb]);
+        // Writes reach the files themselves.
+        assert!(m.copy_in(PAGE_SIZE, &[1, 2, 3]));
+        let direct = Mapping::map(b.as_fd(), 3 * PAGE_SIZE, 0, false).unwrap();
+        let mut got = [0u8; 3];
+        assert!(direct.copy_out(PAGE_SIZE, &mut got));
+        assert_eq!(got, [1, 2, 3]);
+    }
+
+    #[test]
+    fn pieces_must_be_whole_pages() {
+        let a = file_of(0, 1);
+        assert!(Mapping::map_pieces(&[(a.as_fd(), 0, 100)], true).is_err());
+        assert!(Mapping::map_pieces(&[(a.as_fd(), 8, PAGE_SIZE)], true).is_err());
+        assert!(Mapping::map_pieces(&[], true).is_err());
+    }
 }

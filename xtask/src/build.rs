@@ -12,15 +12,10 @@ const SONAME: &str = "libibverbs.so.1";
 pub(crate) struct Args {}
 
 pub(crate) fn run(_args: &Args) -> Result<()> {
-    let installed = install()?;
-    let lib = installed
-        .parent()
-        .with_context(|| format!("unexpected path {}", installed.display()))?;
+    let (lib, installed) = install()?;
+    let link = lib.join("libibverbs.so");
     println!("built {}", installed.display());
-    println!(
-        "  (and {} -> {SONAME})",
-        lib.join("libibverbs.so").display()
-    );
+    println!("  (and {} -> {SONAME})", link.display());
     println!();
     println!("Run unmodified verbs programs on it:");
     println!("  LD_LIBRARY_PATH={} ibv_devices", lib.display());
@@ -28,8 +23,9 @@ pub(crate) fn run(_args: &Args) -> Result<()> {
     Ok(())
 }
 
-/// Builds the library and installs it in `target/xroce/lib/`; returns its path there.
-pub(crate) fn install() -> Result<PathBuf> {
+/// Builds the library (release) and installs it in `<target>/xroce/lib`; returns that
+/// directory and the installed file.
+pub(crate) fn install() -> Result<(PathBuf, PathBuf)> {
     let artifact = build_release()?;
     // `<target>/release/libibverbs.so` → `<target>`.
     let target = artifact
@@ -54,7 +50,7 @@ pub(crate) fn install() -> Result<PathBuf> {
     }
     std::os::unix::fs::symlink(SONAME, &link)
         .with_context(|| format!("creating {}", link.display()))?;
-    Ok(installed)
+    Ok((lib, installed))
 }
 
 /// Runs `cargo build --release -p xroce-ibverbs` and returns the path cargo reports for

@@ -5,7 +5,8 @@ use std::process::Command;
 
 /// Packages needed to build the workspace (XDP program, libbpf/libxdp for AF_XDP) and to
 /// run its tests (network namespaces, packet capture, the verbs tools the drop-in
-/// libibverbs.so.1 is loaded into, and the verbs.h its layouts are checked against).
+/// libibverbs.so.1 is loaded into, the verbs.h its layouts are checked against, and
+/// rdma-core's own test suite in python3-pyverbs).
 pub(crate) const ALL: &[&str] = &[
     "clang",
     "llvm",
@@ -21,6 +22,7 @@ pub(crate) const ALL: &[&str] = &[
     "ibverbs-utils",
     "perftest",
     "iputils-ping",
+    "python3-pyverbs",
 ];
 
 fn installed(pkg: &str) -> bool {

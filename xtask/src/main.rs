@@ -8,6 +8,7 @@
 //!   (`cargo xtask lab` alone holds one until Ctrl-C).
 //! - `cargo xtask interop`: xroce against Linux rxe in a VM, both directions.
 //! - `cargo xtask bench`: xroce's figures against raw AF_XDP and kernel UDP/TCP.
+//! - `cargo xtask rdma-core-tests`: rdma-core's own test suite (python3-pyverbs) on xroce.
 
 mod bench;
 mod build;
@@ -16,6 +17,7 @@ mod deps;
 mod interop;
 mod lab;
 mod pcap;
+mod rdma_core_tests;
 mod test;
 
 use anyhow::Result;
@@ -47,6 +49,8 @@ enum Command {
     /// Measure xroce (bandwidth, latency, message rate, QP scaling) against raw AF_XDP and
     /// kernel UDP/TCP in a two-namespace lab.
     Bench(Box<bench::Args>),
+    /// Run rdma-core's own test suite (Debian's python3-pyverbs) on xroce's device.
+    RdmaCoreTests(rdma_core_tests::Args),
 }
 
 fn main() {
@@ -66,5 +70,6 @@ fn run(cli: Cli) -> Result<()> {
         Command::Lab(args) => lab::run(&args),
         Command::Interop(args) => interop::run(&args),
         Command::Bench(args) => bench::run(&args),
+        Command::RdmaCoreTests(args) => rdma_core_tests::run(&args),
     }
 }

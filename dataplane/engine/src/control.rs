@@ -17,7 +17,7 @@ use rand::Rng;
 use tracing::{debug, info, warn};
 use verbs_shm::contract::{self, Cqe, RecvWqe, SendWqe, ring_bytes};
 use verbs_shm::protocol::{
-    self, AhAttr, DeviceAttr, PortAttr, QpAttr as WireQpAttr, QpCaps, QpStat, Reply, Request,
+    self, AhAttr, DeviceAttr, Piece, PortAttr, QpAttr as WireQpAttr, QpCaps, QpStat, Reply, Request,
 };
 use verbs_shm::ring::{Producer, Ring};
 use verbs_shm::sys::{self, Mapping};
@@ -89,6 +89,10 @@ impl Default for AppLimits {
 /// The largest queue a QP, SRQ or CQ may have.
 pub const MAX_QUEUE: u32 = 32768;
 
+/// The GID table length reported to applications (at least; more when the interface has
+/// more addresses).
+pub const GID_TABLE_LEN: usize = 16;
+
 /// How the control plane reaches one poller.
 #[derive(Debug, Clone)]
 pub struct PollerLink {
@@ -110,7 +114,17 @@ impl PollerLink {
 #[derive(Debug)]
 struct MrInfo {
     lkey: u32,
+    rkey: u32,
     len: u64,
+}
+
+/// Where the memory of a region to register is.
+#[derive(Debug)]
+enum Memory {
+    /// At `offset` of one memory file.
+    File { offset: u64 },
+    /// `start` bytes into `pieces` of several memory files, mapped side by side.
+    Pieces { start: u64, pieces: Vec<Piece> },
 }
 
 #[derive(Debug)]
@@ -380,7 +394,33 @@ impl Control {
                 length,
                 access,
                 offset,
-            } => self.reg_mr(id, pd, iova, length, access, offset, fds),
+            } => {
+                let memory = Memory::File { offset };
+                self.reg_mr(id, pd, iova, length, access, memory, fds)
+            }
+            Request::RegMrPieces {
+                pd,
+                iova,
+                length,
+                access,
+                start,
+                pieces,
+            } => {
+                let memory = Memory::Pieces { start, pieces };
+                self.reg_mr(id, pd, iova, length, access, memory, fds)
+            }
+            Request::ReregMr {
+                mr,
+                pd,
+                iova,
+                length,
+                access,
+                start,
+                pieces,
+            } => {
+                let memory = Memory::Pieces { start, pieces };
+                self.rereg_mr(id, mr, pd, iova, length, access, memory, fds)
+            }
             Request::DeregMr { mr } => {
                 let Some(info) = self.conn(id).mrs.remove(&mr) else {
                     return error(libc::EINVAL, "no such memory region");
@@ -572,7 +612,9 @@ impl Control {
             sys_image_guid: guid,
             max_mr_size: self.limits.max_mr_bytes,
             page_size_cap: 0xffff_f000,
-            vendor_id: 0,
+            // rxe reports 0xffffff (no IEEE OUI of its own), so do we: non-zero as verbs
+            // consumers expect, and unknown to perftest, which then keeps its generic path.
+            vendor_id: 0xff_ffff,
             vendor_part_id: 0,
             hw_ver: 0,
             max_qp: self.limits.max_qps as u32,
@@ -604,7 +646,10 @@ impl Control {
             state: if p.up { 4 } else { 1 },
             max_mtu: u32::from(IbMtu::Mtu4096.code()),
             active_mtu: u32::from(p.active_mtu.code()),
-            gid_tbl_len: p.gids.len().max(1) as u32,
+            // A table with room to spare, as RDMA NICs and rxe have: the entries past the
+            // interface's addresses are empty (a zero GID, `ENODATA` from
+            // `ibv_query_gid_ex`) until an address comes.
+            gid_tbl_len: p.gids.len().max(GID_TABLE_LEN) as u32,
             max_msg_sz: 1 << 31,
             pkey_tbl_len: 1,
             phys_state: if p.up { 5 } else { 3 },
@@ -626,8 +671,8 @@ impl Control {
         iova: u64,
         length: u64,
         access: u32,
-        offset: u64,
-        mut fds: Vec<OwnedFd>,
+        memory: Memory,
+        fds: Vec<OwnedFd>,
     ) -> Answer {
         let max_bytes = self.limits.max_mr_bytes;
         let c = self.conn(id);
@@ -645,32 +690,16 @@ impl Control {
                 ),
             );
         }
-        if fds.len() != 1 {
-            return error(libc::EINVAL, "RegMr needs exactly one memory file");
-        }
-        let fd = fds.remove(0);
-        let size = match sys::sealed_size(&fd) {
-            Ok(s) => s,
-            Err(e) => return error(libc::EINVAL, format!("memory file refused: {e}")),
-        };
-        if offset.checked_add(length).is_none_or(|end| end > size) {
-            return error(libc::EINVAL, "the region lies outside its memory file");
-        }
-        let page = 4096u64;
-        let map_offset = offset - offset % page;
-        let delta = offset - map_offset;
-        let map_len = (delta + length).div_ceil(page) * page;
-        let map_len = map_len.min(size - map_offset);
-        let map = match Mapping::map(fd.as_fd(), map_len as usize, map_offset, true) {
-            Ok(m) => Arc::new(m),
-            Err(e) => return error(libc::ENOMEM, format!("cannot map the region: {e}")),
+        let (map, start) = match Self::map_region(fds, memory, length) {
+            Ok(m) => m,
+            Err(answer) => return answer,
         };
         let lkey = self.alloc_key();
         let rkey = self.alloc_key();
         let handle = self.alloc_handle();
         let region = Region {
             map,
-            start: delta as usize,
+            start,
             iova,
             len: length,
             access: Access::from_bits(access),
@@ -685,13 +714,181 @@ impl Control {
             None => return error(libc::EIO, "the poller stopped"),
         }
         let c = self.conn(id);
-        c.mrs.insert(handle, MrInfo { lkey, len: length });
+        c.mrs.insert(
+            handle,
+            MrInfo {
+                lkey,
+                rkey,
+                len: length,
+            },
+        );
         c.mr_bytes += length;
         ok(Reply::Mr {
             mr: handle,
             lkey,
             rkey,
         })
+    }
+
+    /// Maps the memory behind a region of `length` bytes: the mapping and where the
+    /// region starts in it.
+    #[allow(clippy::result_large_err)]
+    fn map_region(
+        fds: Vec<OwnedFd>,
+        memory: Memory,
+        length: u64,
+    ) -> Result<(Arc<Mapping>, usize), Answer> {
+        match memory {
+            Memory::File { offset } => Self::map_file(fds, offset, length),
+            Memory::Pieces { start, pieces } => Self::map_pieces(fds, start, &pieces, length),
+        }
+    }
+
+    /// `length` bytes at `offset` of the one memory file in `fds`.
+    #[allow(clippy::result_large_err)]
+    fn map_file(
+        mut fds: Vec<OwnedFd>,
+        offset: u64,
+        length: u64,
+    ) -> Result<(Arc<Mapping>, usize), Answer> {
+        if fds.len() != 1 {
+            return Err(error(
+                libc::EINVAL,
+                "registering memory needs exactly one memory file",
+            ));
+        }
+        let fd = fds.remove(0);
+        let size = match sys::sealed_size(&fd) {
+            Ok(s) => s,
+            Err(e) => return Err(error(libc::EINVAL, format!("memory file refused: {e}"))),
+        };
+        if offset.checked_add(length).is_none_or(|end| end > size) {
+            return Err(error(
+                libc::EINVAL,
+                "the region lies outside its memory file",
+            ));
+        }
+        let page = sys::PAGE_SIZE as u64;
+        let map_offset = offset - offset % page;
+        let delta = offset - map_offset;
+        let map_len = (delta + length).div_ceil(page) * page;
+        let map_len = map_len.min(size - map_offset);
+        match Mapping::map(fd.as_fd(), map_len as usize, map_offset, true) {
+            Ok(m) => Ok((Arc::new(m), delta as usize)),
+            Err(e) => Err(error(libc::ENOMEM, format!("cannot map the region: {e}"))),
+        }
+    }
+
+    /// `length` bytes from `start` bytes into `pieces` (whole pages of the memory files in
+    /// `fds`, one each), mapped side by side.
+    #[allow(clippy::result_large_err)]
+    fn map_pieces(
+        fds: Vec<OwnedFd>,
+        start: u64,
+        pieces: &[Piece],
+        length: u64,
+    ) -> Result<(Arc<Mapping>, usize), Answer> {
+        if pieces.is_empty() || pieces.len() > sys::MAX_FDS || fds.len() != pieces.len() {
+            return Err(error(
+                libc::EINVAL,
+                format!(
+                    "a region needs 1 to {} pieces, each with its memory file",
+                    sys::MAX_FDS
+                ),
+            ));
+        }
+        let page = sys::PAGE_SIZE as u64;
+        let mut total = 0u64;
+        let mut parts = Vec::with_capacity(pieces.len());
+        for (fd, p) in fds.iter().zip(pieces) {
+            if p.len == 0 || !p.offset.is_multiple_of(page) || !p.len.is_multiple_of(page) {
+                return Err(error(libc::EINVAL, "pieces are whole pages"));
+            }
+            let size = match sys::sealed_size(fd) {
+                Ok(s) => s,
+                Err(e) => return Err(error(libc::EINVAL, format!("memory file refused: {e}"))),
+            };
+            if p.offset.checked_add(p.len).is_none_or(|end| end > size) {
+                return Err(error(libc::EINVAL, "a piece lies outside its memory file"));
+            }
+            let (Ok(len), Some(sum)) = (usize::try_from(p.len), total.checked_add(p.len)) else {
+                return Err(error(libc::EINVAL, "the pieces are too long"));
+            };
+            total = sum;
+            parts.push((fd.as_fd(), p.offset, len));
+        }
+        if start.checked_add(length).is_none_or(|end| end > total) {
+            return Err(error(libc::EINVAL, "the region lies outside its pieces"));
+        }
+        match Mapping::map_pieces(&parts, true) {
+            Ok(m) => Ok((Arc::new(m), start as usize)),
+            Err(e) => Err(error(libc::ENOMEM, format!("cannot map the region: {e}"))),
+        }
+    }
+
+    /// `ibv_rereg_mr`: the region behind handle `mr` is replaced by the new one in one
+    /// step on its poller, with the same handle and keys (as verbs keeps them).
+    #[allow(clippy::too_many_arguments)]
+    fn rereg_mr(
+        &mut self,
+        id: u64,
+        mr: u32,
+        pd: u32,
+        iova: u64,
+        length: u64,
+        access: u32,
+        memory: Memory,
+        fds: Vec<OwnedFd>,
+    ) -> Answer {
+        let max_bytes = self.limits.max_mr_bytes;
+        let c = self.conn(id);
+        let Some(&MrInfo { lkey, rkey, len }) = c.mrs.get(&mr) else {
+            return error(libc::EINVAL, "no such memory region");
+        };
+        if !c.pds.contains(&pd) {
+            return error(libc::EINVAL, "no such protection domain");
+        }
+        if length == 0 {
+            return error(libc::EINVAL, "a memory region needs at least one byte");
+        }
+        let bytes = (c.mr_bytes - len).saturating_add(length);
+        if bytes > max_bytes {
+            return error(
+                libc::ENOMEM,
+                format!("{length} bytes exceed this application's limit of {max_bytes}"),
+            );
+        }
+        let (map, start) = match Self::map_region(fds, memory, length) {
+            Ok(m) => m,
+            Err(answer) => return answer,
+        };
+        let region = Region {
+            map,
+            start,
+            iova,
+            len: length,
+            access: Access::from_bits(access),
+            pd: PdId(pd),
+            lkey,
+            rkey: Some(rkey),
+        };
+        let poller = self.conn(id).poller;
+        match self.pollers[poller].call(|tx| Command::ReregMr(region, tx)) {
+            Some(Ok(())) => {}
+            Some(Err(e)) => return error(libc::EINVAL, e),
+            None => return error(libc::EIO, "the poller stopped"),
+        }
+        let c = self.conn(id);
+        c.mrs.insert(
+            mr,
+            MrInfo {
+                lkey,
+                rkey,
+                len: length,
+            },
+        );
+        c.mr_bytes = bytes;
+        ok(Reply::Mr { mr, lkey, rkey })
     }
 
     fn ring_memory(name: &str, len: usize) -> Result<(OwnedFd, Arc<Mapping>), (i32, String)> {

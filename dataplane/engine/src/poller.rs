@@ -97,6 +97,9 @@ pub enum Command {
     RegMr(Region, Sender<Result<(), String>>),
     /// Removes a memory region (by lkey).
     DeregMr(u32, Sender<()>),
+    /// Replaces the memory region with the same lkey (`ibv_rereg_mr`); the old one stays
+    /// if the new one cannot be added.
+    ReregMr(Region, Sender<Result<(), String>>),
     /// Adds a completion queue.
     CreateCq(Box<CqSetup>, Sender<()>),
     /// Removes a completion queue.
@@ -490,6 +493,19 @@ impl Poller {
                 self.mem.remove(lkey);
                 let _ = reply.send(());
             }
+            Command::ReregMr(region, reply) => {
+                let old = self.mem.remove(region.lkey);
+                let r = match self.mem.insert(region) {
+                    Ok(()) => Ok(()),
+                    Err(e) => {
+                        if let Some(old) = old {
+                            let _ = self.mem.insert(old);
+                        }
+                        Err(e.to_string())
+                    }
+                };
+                let _ = reply.send(r);
+            }
             Command::CreateCq(setup, reply) => {
                 let s = *setup;
                 self.cqs.insert(
@@ -596,6 +612,12 @@ impl Poller {
                 let _ = reply.send(r);
             }
             Command::ModifyQp(qpn, attr, mask, reply) => {
+                if mask.contains(AttrMask::STATE) && attr.qp_state == QpState::Reset {
+                    // Every completion the QP made so far goes to its CQs now, before the
+                    // reset: the application then removes the ones it has not polled (as
+                    // RDMA NICs clean their CQs), and none can surface after it.
+                    self.deliver(now);
+                }
                 let r = self
                     .endpoint
                     .modify_qp(now, qpn, &attr, mask)
@@ -751,6 +773,24 @@ impl Poller {
         moved
     }
 
+    /// Moves new receive work requests (receive queues and SRQs) into the transport, and
+    /// no send work request.
+    fn pull_receives(&mut self, now: Instant) {
+        let Poller {
+            endpoint,
+            qps,
+            srqs,
+            counters,
+            ..
+        } = self;
+        for (&qpn, q) in qps.iter_mut() {
+            Self::pull_rq(endpoint, counters, now, Qpn::new(qpn), q);
+        }
+        for (&id, s) in srqs.iter_mut() {
+            Self::pull_srq(endpoint, counters, id, s);
+        }
+    }
+
     fn pull_qp(
         endpoint: &mut Endpoint,
         ahs: &HashMap<u32, (PdId, Path)>,
@@ -801,6 +841,18 @@ impl Poller {
         if let Some(qp) = endpoint.qp(qpn) {
             q.sq.retire(qp.send_queue_len() as u32);
         }
+        moved + Self::pull_rq(endpoint, counters, now, qpn, q)
+    }
+
+    /// Moves new receive work requests of one QP from its ring into the transport.
+    fn pull_rq(
+        endpoint: &mut Endpoint,
+        counters: &mut DaemonCounters,
+        now: Instant,
+        qpn: Qpn,
+        q: &mut QpEntry,
+    ) -> usize {
+        let mut moved = 0;
         if let Some(rq) = q.rq.as_mut() {
             let Some(qp) = endpoint.qp(qpn) else {
                 return moved;
@@ -914,6 +966,7 @@ impl Poller {
     /// Sends what the transport has to send.
     fn transmit(&mut self, now: Instant) -> usize {
         let mut sent = 0;
+        let mut pulled = false;
         self.port.tx().poll_completions();
         loop {
             if !self.endpoint.has_transmit() && self.endpoint.poll_timeout().is_none_or(|t| t > now)
@@ -944,6 +997,16 @@ impl Poller {
                 } else {
                     self.loopback[..len].copy_from_slice(&buf[..len]);
                     drop(frame);
+                    if !pulled {
+                        // As `receive` does before handling frames from the wire: a receive
+                        // posted before this frame's send was posted must be there to meet
+                        // it. Every frame sent in this call comes from a send taken from its
+                        // ring before the call, and the receive rings may have been read
+                        // before the application published that receive: read them again
+                        // (and no send ring, so no later send slips in), once per call.
+                        self.pull_receives(now);
+                        pulled = true;
+                    }
                     let lb = std::mem::take(&mut self.loopback);
                     self.endpoint.handle_frame(now, &lb[..len], &mut self.mem);
                     self.loopback = lb;

@@ -1,17 +1,22 @@
 //! The functions applications reach through pointers this library hands out rather than
 //! through exported symbols: `ibv_context_ops` (the inline `ibv_post_send`,
-//! `ibv_post_recv`, `ibv_poll_cq`, `ibv_req_notify_cq`, `ibv_post_srq_recv`) and the
-//! extended `verbs_context` ops (the inline `ibv_query_port` and `ibv_query_device_ex`).
+//! `ibv_post_recv`, `ibv_poll_cq`, `ibv_req_notify_cq`, `ibv_post_srq_recv`), the
+//! extended `verbs_context` ops (the inline `ibv_query_port`, `ibv_query_device_ex`,
+//! `ibv_create_cq_ex` and `ibv_create_qp_ex`), and the function tables of extended CQs and
+//! QPs ([`extended`]).
 //!
 //! Like the exports, each is a thin shim: the panic guard and the C error contract from
 //! `crate::ffi` around a function of `crate::provider`. Every other op is NULL, which
-//! verbs.h turns into `EOPNOTSUPP` (memory windows, extended CQs and QPs, XRC, flow
-//! steering, device memory, work queues, counters, …), the answer of a provider without
-//! them.
+//! verbs.h turns into `EOPNOTSUPP` (memory windows, XRC, flow steering, device memory,
+//! work queues, counters, parent domains, …), the answer of a provider without them.
+
+mod extended;
 
 use std::ffi::c_int;
 
 use verbs_abi::*;
+
+pub(crate) use extended::{set_cq_ex_ops, set_qp_ex_ops};
 
 use crate::ffi;
 use crate::provider::{completion, context, queue_pair};
@@ -128,4 +133,32 @@ pub(crate) unsafe extern "C" fn query_device_ex(
 ) -> c_int {
     // Safety: forwarded from the caller.
     ffi::errno_value(|| unsafe { context::query_device_ex(context, input, attr, attr_size) })
+}
+
+/// `verbs_context::create_cq_ex`: `struct ibv_cq_ex *(*)(struct ibv_context *, struct
+/// ibv_cq_init_attr_ex *)`: NULL and `errno` on failure.
+///
+/// # Safety
+///
+/// `init_attr` is NULL or readable.
+pub(crate) unsafe extern "C" fn create_cq_ex(
+    context: *mut ibv_context,
+    init_attr: *mut ibv_cq_init_attr_ex,
+) -> *mut ibv_cq_ex {
+    // Safety: forwarded from the caller.
+    ffi::null_on_error(|| unsafe { completion::create_cq_ex(context, init_attr) })
+}
+
+/// `verbs_context::create_qp_ex`: `struct ibv_qp *(*)(struct ibv_context *, struct
+/// ibv_qp_init_attr_ex *)`: NULL and `errno` on failure.
+///
+/// # Safety
+///
+/// `init_attr` is NULL or valid for reading and writing.
+pub(crate) unsafe extern "C" fn create_qp_ex(
+    context: *mut ibv_context,
+    init_attr: *mut ibv_qp_init_attr_ex,
+) -> *mut ibv_qp {
+    // Safety: forwarded from the caller.
+    ffi::null_on_error(|| unsafe { queue_pair::create_qp_ex(context, init_attr) })
 }

@@ -197,6 +197,15 @@ impl Context {
         Cq::create(self.inner.clone(), entries, channel)
     }
 
+    /// The descriptor of the control connection to the daemon (what a kernel device's
+    /// uverbs command descriptor is to rdma-core). Requests go through this context only;
+    /// the descriptor is shown so that callers which only look at it have a real one.
+    pub fn control_fd(&self) -> std::os::fd::RawFd {
+        // NOTE(unwrap): the socket stays valid even if a caller panicked holding the lock.
+        let sock = self.inner.sock.lock().unwrap_or_else(|e| e.into_inner());
+        std::os::fd::AsRawFd::as_raw_fd(&*sock)
+    }
+
     /// The descriptor asynchronous events arrive on (readable when one waits).
     pub fn async_fd(&self) -> BorrowedFd<'_> {
         self.inner.events.as_fd()

@@ -128,6 +128,21 @@ impl Cq {
         Ok(n)
     }
 
+    /// Removes the completions of QP `qpn` not polled yet, keeping the others in order
+    /// (after the QP is reset: its old completions must not surface after it is reused,
+    /// as RDMA NICs clean them). Returns how many were removed.
+    pub fn purge(&self, qpn: u32) -> Result<usize> {
+        // NOTE(unwrap): the ring state stays consistent even if a poller panicked.
+        let mut ring = self.ring.lock().unwrap_or_else(|e| e.into_inner());
+        if ring.ring().broken().load(Ordering::Acquire) != 0 {
+            return Err(Error::Broken);
+        }
+        let dropped = ring
+            .retain(|c| c.qp_num != qpn)
+            .map_err(|_| Error::Broken)?;
+        Ok(dropped as usize)
+    }
+
     /// Asks for a completion event on the next completion, or only on the next solicited
     /// or error completion (`ibv_req_notify_cq`).
     pub fn req_notify(&self, solicited_only: bool) {

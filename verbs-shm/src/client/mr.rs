@@ -12,20 +12,22 @@
 //!   application keeps using the same addresses; from then on the daemon sees and writes
 //!   the very same bytes, even while the application is blocked elsewhere.
 //!
+//! Pages already moved by an earlier registration stay on their file, so a range that
+//! overlaps earlier ones lies on several files: the daemon maps the pieces side by side
+//! into one contiguous view (at most [`crate::sys::MAX_FDS`] pieces a region).
+//!
 //! Trade-offs of the second way, which every software RDMA stack without a kernel driver
 //! faces: the whole pages around the range are remapped (other data on those pages moves
 //! with them, contents intact); bytes written by another thread *during* the registration
-//! copy may be lost; and a range that partly overlaps an earlier registration cannot be
-//! registered (fully contained ranges share the earlier memory file). The remapped pages
-//! stay shared until the process exits.
+//! copy may be lost. The remapped pages stay shared until the process exits.
 
 use std::collections::BTreeMap;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::{Arc, Mutex};
 
 use super::context::Inner;
 use super::{Error, Result};
-use crate::protocol::{Reply, Request};
+use crate::protocol::{Piece, Reply, Request};
 use crate::sys::{self, Mapping};
 
 /// Access rights (`ibv_access_flags`, same bits).
@@ -168,8 +170,20 @@ impl Mr {
             return Err(Error::Invalid("a memory region needs at least one byte"));
         }
         // Safety: forwarded from the caller.
-        let (fd, offset) = unsafe { share_range(addr as usize, len)? };
-        let (handle, lkey, rkey) = register(&ctx, pd, &fd, offset, iova, len, access)?;
+        let (pieces, start) = unsafe { share_range(addr as usize, len)? };
+        let req = Request::RegMrPieces {
+            pd,
+            iova,
+            length: len as u64,
+            access: access.0,
+            start,
+            pieces: pieces.iter().map(|(_, p)| *p).collect(),
+        };
+        let fds: Vec<BorrowedFd<'_>> = pieces.iter().map(|(f, _)| f.as_fd()).collect();
+        let (handle, lkey, rkey) = match ctx.call(&req, &fds)?.0 {
+            Reply::Mr { mr, lkey, rkey } => (mr, lkey, rkey),
+            other => return Err(Error::Protocol(format!("unexpected reply {other:?}"))),
+        };
         Ok(Mr {
             ctx,
             handle,
@@ -179,6 +193,53 @@ impl Mr {
             len,
             owned: None,
         })
+    }
+}
+
+impl Mr {
+    /// Re-registers the region (`ibv_rereg_mr`): from now on it covers `[addr, addr +
+    /// len)` of this process, seen by peers at `iova`, in protection domain `pd`, with
+    /// `access`; its handle and keys stay the same. On error the region is unchanged.
+    ///
+    /// # Safety
+    ///
+    /// As for [`super::Pd::register`].
+    pub unsafe fn reregister(
+        &mut self,
+        pd: &super::Pd,
+        addr: *mut u8,
+        len: usize,
+        iova: u64,
+        access: Access,
+    ) -> Result<()> {
+        if len == 0 {
+            return Err(Error::Invalid("a memory region needs at least one byte"));
+        }
+        if self.owned.is_some() && (addr as u64 != self.addr || len != self.len) {
+            return Err(Error::Invalid(
+                "a region from alloc_mr keeps the memory it was allocated with",
+            ));
+        }
+        // Safety: forwarded from the caller.
+        let (pieces, start) = unsafe { share_range(addr as usize, len)? };
+        let req = Request::ReregMr {
+            mr: self.handle,
+            pd: pd.handle(),
+            iova,
+            length: len as u64,
+            access: access.0,
+            start,
+            pieces: pieces.iter().map(|(_, p)| *p).collect(),
+        };
+        let fds: Vec<BorrowedFd<'_>> = pieces.iter().map(|(f, _)| f.as_fd()).collect();
+        match self.ctx.call(&req, &fds)?.0 {
+            Reply::Mr { mr, lkey, rkey }
+                if (mr, lkey, rkey) == (self.handle, self.lkey, self.rkey) => {}
+            other => return Err(Error::Protocol(format!("unexpected reply {other:?}"))),
+        }
+        self.addr = iova;
+        self.len = len;
+        Ok(())
     }
 }
 
@@ -214,33 +275,77 @@ impl Drop for Mr {
 /// file). Never removed: the application keeps using those pages.
 static SEGMENTS: Mutex<BTreeMap<usize, (usize, Arc<OwnedFd>)>> = Mutex::new(BTreeMap::new());
 
-/// Moves the pages holding `[addr, addr + len)` onto a shared memory file (or finds the
-/// file they are already on) and returns the file and the range's offset in it.
+/// An earlier segment: its start and its file.
+type Held = (usize, Arc<OwnedFd>);
+
+/// The memory files behind the pages holding `[addr, addr + len)`, in order: pieces of the
+/// files of earlier registrations where the range lies on pages already shared, and new
+/// files for the pages not shared yet (moved onto them in place). Returns the pieces with
+/// their files, and where `addr` lies in the first piece.
 ///
 /// # Safety
 ///
 /// As for [`Mr::register_existing`].
-unsafe fn share_range(addr: usize, len: usize) -> Result<(OwnedFd, u64)> {
+unsafe fn share_range(addr: usize, len: usize) -> Result<(Vec<(OwnedFd, Piece)>, u64)> {
     let start = addr - addr % PAGE;
     let end = (addr + len).div_ceil(PAGE) * PAGE;
     // NOTE(unwrap): a poisoned registry only means a panic elsewhere; its contents are
     // still consistent (entries are inserted whole).
     let mut segments = SEGMENTS.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((&s, (e, fd))) = segments.range(..=start).next_back()
-        && end <= *e
-    {
-        return Ok((fd.try_clone()?, (addr - s) as u64));
+    // The plan first: (from, to, the segment already holding it), so a range that needs
+    // too many pieces is refused before any page moves.
+    let mut plan: Vec<(usize, usize, Option<Held>)> = Vec::new();
+    let mut pos = start;
+    while pos < end {
+        if let Some((&s, (e, fd))) = segments.range(..=pos).next_back()
+            && pos < *e
+        {
+            let to = (*e).min(end);
+            plan.push((pos, to, Some((s, fd.clone()))));
+            pos = to;
+        } else {
+            let to = segments
+                .range(pos..)
+                .next()
+                .map_or(end, |(&s, _)| s.min(end));
+            plan.push((pos, to, None));
+            pos = to;
+        }
     }
-    if segments.range(start..end).next().is_some()
-        || segments
-            .range(..start)
-            .next_back()
-            .is_some_and(|(_, (e, _))| *e > start)
-    {
+    if plan.len() > sys::MAX_FDS {
         return Err(Error::Invalid(
-            "the range partly overlaps an earlier registration",
+            "the range lies on more memory files than one request can carry",
         ));
     }
+    let mut pieces = Vec::with_capacity(plan.len());
+    for (from, to, held) in plan {
+        let (fd, offset) = match held {
+            Some((s, fd)) => (fd, from - s),
+            None => {
+                // Safety: forwarded from the caller; `[from, to)` is inside the range's
+                // pages and on no earlier segment.
+                let fd = Arc::new(unsafe { move_onto_file(from, to)? });
+                segments.insert(from, (to, fd.clone()));
+                (fd, 0)
+            }
+        };
+        let piece = Piece {
+            offset: offset as u64,
+            len: (to - from) as u64,
+        };
+        pieces.push((fd.try_clone()?, piece));
+    }
+    Ok((pieces, (addr - start) as u64))
+}
+
+/// Moves the pages `[start, end)` onto a new memory file with the same contents, mapped
+/// over them in place, and returns the file.
+///
+/// # Safety
+///
+/// `[start, end)` is page-aligned, mapped memory of this process that nothing else remaps
+/// concurrently.
+unsafe fn move_onto_file(start: usize, end: usize) -> Result<OwnedFd> {
     let size = end - start;
     let fd = sys::memfd("xroce-app-mr", size, false)?;
     // Copy the current contents into the file, then map the file over the range.
@@ -259,8 +364,8 @@ unsafe fn share_range(addr: usize, len: usize) -> Result<(OwnedFd, u64)> {
     }
     let length = std::num::NonZeroUsize::new(size).ok_or(Error::Invalid("empty range"))?;
     let at = std::num::NonZeroUsize::new(start).ok_or(Error::Invalid("null address"))?;
-    // Safety: MAP_FIXED replaces exactly the pages of the range the caller handed us, with
-    // a file holding the same bytes; Rust objects in those pages keep their contents.
+    // Safety: MAP_FIXED replaces exactly the pages the caller handed us, with a file
+    // holding the same bytes; Rust objects in those pages keep their contents.
     unsafe {
         nix::sys::mman::mmap(
             Some(at),
@@ -272,7 +377,5 @@ unsafe fn share_range(addr: usize, len: usize) -> Result<(OwnedFd, u64)> {
         )
     }
     .map_err(|e| std::io::Error::from_raw_os_error(e as i32))?;
-    let fd = Arc::new(fd);
-    segments.insert(start, (end, fd.clone()));
-    Ok((fd.try_clone()?, (addr - start) as u64))
+    Ok(fd)
 }

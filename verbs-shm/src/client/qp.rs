@@ -626,6 +626,49 @@ impl Qp {
         outcome
     }
 
+    /// Posts send work requests already in their shared-memory form all together or not
+    /// at all (`ibv_wr_complete`): on error none of them is posted.
+    pub fn post_send_all(&self, wqes: &[SendWqe]) -> Result<()> {
+        let mut sq = self.sq.lock().unwrap_or_else(|e| e.into_inner());
+        for w in wqes {
+            let inline = w.send_flags & send_flags::INLINE != 0
+                && !matches!(
+                    w.opcode,
+                    wr_opcode::RDMA_READ
+                        | wr_opcode::ATOMIC_CMP_AND_SWP
+                        | wr_opcode::ATOMIC_FETCH_AND_ADD
+                );
+            if inline && w.num_sge > self.caps.max_inline_data {
+                return Err(Error::Invalid("more inline data than max_inline_data"));
+            }
+            if !inline && w.num_sge > self.caps.max_send_sge {
+                return Err(Error::Invalid(
+                    "more scatter/gather elements than max_send_sge",
+                ));
+            }
+        }
+        for w in wqes {
+            match sq.stage(w) {
+                Ok(true) => {}
+                Ok(false) => {
+                    sq.discard();
+                    return Err(Error::QueueFull);
+                }
+                Err(_) => {
+                    sq.discard();
+                    return Err(Error::Broken);
+                }
+            }
+        }
+        if wqes.is_empty() {
+            return Ok(());
+        }
+        sq.publish();
+        drop(sq);
+        self.ctx.doorbell(self.poller);
+        Ok(())
+    }
+
     /// Posts receive work requests (`ibv_post_recv`).
     pub fn post_recv(&self, wrs: &[RecvWr<'_>]) -> std::result::Result<(), (usize, Error)> {
         let Some(rq) = &self.rq else {

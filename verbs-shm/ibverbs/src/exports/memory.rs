@@ -96,8 +96,13 @@ pub(crate) extern "C" fn ibv_reg_dmabuf_mr(
 
 /// `int ibv_rereg_mr(struct ibv_mr *mr, int flags, struct ibv_pd *pd, void *addr, size_t
 /// length, int access)`: 0, or an `IBV_REREG_MR_ERR_*` code with `errno` set.
+///
+/// # Safety
+///
+/// With `IBV_REREG_MR_CHANGE_TRANSLATION`, `[addr, addr + length)` is memory of the calling
+/// process that stays mapped, as for `ibv_reg_mr`.
 #[unsafe(no_mangle)]
-pub(crate) extern "C" fn ibv_rereg_mr(
+pub(crate) unsafe extern "C" fn ibv_rereg_mr(
     mr: *mut ibv_mr,
     flags: c_int,
     pd: *mut ibv_pd,
@@ -105,7 +110,8 @@ pub(crate) extern "C" fn ibv_rereg_mr(
     length: usize,
     access: c_int,
 ) -> c_int {
-    ffi::rereg_code(|| verbs::rereg_mr(mr, flags, pd, addr, length, access))
+    // Safety: forwarded from the caller.
+    ffi::rereg_code(|| unsafe { memory::rereg_mr(mr, flags, pd, addr, length, access) })
 }
 
 /// `int ibv_dereg_mr(struct ibv_mr *mr)`: 0 or an errno value.

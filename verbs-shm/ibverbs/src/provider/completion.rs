@@ -1,8 +1,11 @@
-//! Completion channels and completion queues.
+//! Completion channels and completion queues, basic and extended.
 //!
 //! A channel's `fd` is the application's end of a socket pair whose other end the daemon
 //! writes one record to per notification; it is pollable and honours `O_NONBLOCK` like
-//! rdma-core's. Polling and arming a CQ touch only the CQ's ring in shared memory.
+//! rdma-core's. Polling and arming a CQ touch only the CQ's ring in shared memory. An
+//! extended CQ (`ibv_create_cq_ex`) is the same CQ with the `ibv_cq_ex` polling functions
+//! set: `ibv_start_poll`/`ibv_next_poll` take one completion off the ring and make it
+//! current, `ibv_wc_read_*` read its fields; `ibv_poll_cq` works on it too.
 
 use std::cell::UnsafeCell;
 use std::collections::HashMap;
@@ -59,11 +62,83 @@ pub(crate) fn create_cq(
     channel: *mut ibv_comp_channel,
     comp_vector: c_int,
 ) -> Verb<*mut ibv_cq> {
+    let entries = u32::try_from(cqe).map_err(|_| Errno::EINVAL)?;
+    let comp_vector = u32::try_from(comp_vector).map_err(|_| Errno::EINVAL)?;
+    let cq = new_cq(context, entries, cq_context, channel, comp_vector, false)?;
+    Ok(public(&cq))
+}
+
+/// The work completion fields an extended CQ can be asked for: `IBV_WC_STANDARD_FLAGS`
+/// (verbs.h). Timestamps, VLANs, flow tags and tag matching are not offered.
+const WC_STANDARD_FLAGS: u64 = (IBV_WC_EX_WITH_BYTE_LEN
+    | IBV_WC_EX_WITH_IMM
+    | IBV_WC_EX_WITH_QP_NUM
+    | IBV_WC_EX_WITH_SRC_QP
+    | IBV_WC_EX_WITH_SLID
+    | IBV_WC_EX_WITH_SL
+    | IBV_WC_EX_WITH_DLID_PATH_BITS) as u64;
+
+/// `verbs_context::create_cq_ex` (behind the inline `ibv_create_cq_ex`): a CQ read with
+/// `ibv_start_poll`/`ibv_next_poll`/`ibv_end_poll` and the `ibv_wc_read_*` functions of
+/// the standard fields. Other fields, parent domains and `IGNORE_OVERRUN` are
+/// `EOPNOTSUPP`, as for a provider without them; `SINGLE_THREADED` is accepted.
+///
+/// # Safety
+///
+/// `init_attr` is NULL or readable.
+pub(crate) unsafe fn create_cq_ex(
+    context: *mut ibv_context,
+    init_attr: *mut ibv_cq_init_attr_ex,
+) -> Verb<*mut ibv_cq_ex> {
+    self::context(context)?;
+    // Safety: NULL or readable, per the caller.
+    let Some(attr) = (unsafe { init_attr.as_ref() }) else {
+        return Err(Errno::EINVAL);
+    };
+    let known_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD;
+    if attr.comp_mask & !known_mask != 0 {
+        return Err(Errno::EINVAL);
+    }
+    if attr.comp_mask & IBV_CQ_INIT_ATTR_MASK_PD != 0 {
+        // Parent domains are not supported.
+        return Err(Errno::EOPNOTSUPP);
+    }
+    if attr.comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS != 0 {
+        let known = IBV_CREATE_CQ_ATTR_SINGLE_THREADED | IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN;
+        if attr.flags & !known != 0 {
+            return Err(Errno::EINVAL);
+        }
+        if attr.flags & IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN != 0 {
+            return Err(Errno::EOPNOTSUPP);
+        }
+    }
+    if attr.wc_flags & !WC_STANDARD_FLAGS != 0 {
+        return Err(Errno::EOPNOTSUPP);
+    }
+    let cq = new_cq(
+        context,
+        attr.cqe,
+        attr.cq_context,
+        attr.channel,
+        attr.comp_vector,
+        true,
+    )?;
+    Ok(raw(&cq.ibv))
+}
+
+/// Creates a CQ; `extended` sets the `ibv_cq_ex` polling functions.
+fn new_cq(
+    context: *mut ibv_context,
+    entries: u32,
+    cq_context: *mut c_void,
+    channel: *mut ibv_comp_channel,
+    comp_vector: u32,
+    extended: bool,
+) -> Verb<Arc<Cq>> {
     let ctx = self::context(context)?;
-    let entries = u32::try_from(cqe)
-        .ok()
-        .filter(|&n| n > 0)
-        .ok_or(Errno::EINVAL)?;
+    if entries == 0 {
+        return Err(Errno::EINVAL);
+    }
     // One completion vector (`num_comp_vectors` is 1).
     if comp_vector != 0 {
         return Err(Errno::EINVAL);
@@ -81,19 +156,23 @@ pub(crate) fn create_cq(
         .client
         .create_cq(entries, channel.as_ref().map(|c| &c.client))
         .map_err(|e| errno(&e))?;
-    let ibv = ibv_cq {
+    let mut ibv = ibv_cq_ex {
         context: ctx.ibv(),
         channel: channel.as_ref().map_or(std::ptr::null_mut(), public),
         cq_context,
         handle: client.handle(),
         cqe: c_int::try_from(client.entries()).unwrap_or(c_int::MAX),
-        ..ibv_cq::default()
+        ..ibv_cq_ex::default()
     };
+    if extended {
+        crate::ops::set_cq_ex_ops(&mut ibv);
+    }
     let handle = client.handle();
     let cq = publish(Cq {
         ibv: UnsafeCell::new(ibv),
         magic: Cq::MAGIC,
         client,
+        current: Mutex::new(WorkCompletion::default()),
         ctx: ctx.clone(),
         channel: channel.clone(),
         users: Users::default(),
@@ -106,7 +185,7 @@ pub(crate) fn create_cq(
         set_refcnt(ch, cqs.len());
     }
     lock(&ctx.targets).cqs.insert(handle, cq.clone());
-    Ok(public(&cq))
+    Ok(cq)
 }
 
 /// `ibv_destroy_cq`: `EBUSY` while QPs use it; waits until every completion and
@@ -245,4 +324,80 @@ pub(crate) unsafe fn req_notify_cq(cq: *mut ibv_cq, solicited_only: c_int) -> Ve
     let cq = unsafe { trusted::<Cq>(cq) }?;
     cq.client.req_notify(solicited_only != 0);
     Ok(())
+}
+
+/// The extended CQ behind `cq`.
+///
+/// # Safety
+///
+/// `cq` is an `ibv_cq_ex` this library handed out (the C contract of the inline
+/// `ibv_start_poll` and friends).
+unsafe fn extended<'a>(cq: *mut ibv_cq_ex) -> Verb<&'a Cq> {
+    // Safety: forwarded from the caller; an `ibv_cq_ex` begins with the `ibv_cq`.
+    unsafe { trusted::<Cq>(cq.cast()) }
+}
+
+/// Takes the next completion, if any, and makes it current: `ENOENT` when there is none.
+fn advance(cq: &Cq) -> Verb<()> {
+    let mut one = [WorkCompletion::default()];
+    if cq.client.poll(&mut one).map_err(|e| errno(&e))? == 0 {
+        // As in `poll_cq`: let the daemon's poller have the CPU for a moment.
+        std::thread::yield_now();
+        return Err(Errno(libc::ENOENT));
+    }
+    let c = one[0];
+    *lock(&cq.current) = c;
+    // Safety: the CQ is live; these two fields are the provider's to write, as in
+    // rdma-core (the application serialises polling a CQ).
+    let ibv = unsafe { &mut *raw(&cq.ibv) };
+    ibv.status = c.status;
+    ibv.wr_id = c.wr_id;
+    Ok(())
+}
+
+/// `ibv_start_poll`: 0 with the first completion current, `ENOENT` if there is none.
+///
+/// # Safety
+///
+/// As [`extended`]; `attr` is NULL or readable.
+pub(crate) unsafe fn start_poll(cq: *mut ibv_cq_ex, attr: *mut ibv_poll_cq_attr) -> Verb<()> {
+    // Safety: forwarded from the caller.
+    let cq = unsafe { extended(cq) }?;
+    // Safety: NULL or readable, per the caller.
+    if unsafe { attr.as_ref() }.is_some_and(|a| a.comp_mask != 0) {
+        return Err(Errno::EINVAL);
+    }
+    advance(cq)
+}
+
+/// `ibv_next_poll`: 0 with the next completion current, `ENOENT` if there is none.
+///
+/// # Safety
+///
+/// As [`extended`].
+pub(crate) unsafe fn next_poll(cq: *mut ibv_cq_ex) -> Verb<()> {
+    // Safety: forwarded from the caller.
+    advance(unsafe { extended(cq) }?)
+}
+
+/// `ibv_end_poll`: completions are consumed as they become current, so nothing is left
+/// to release.
+///
+/// # Safety
+///
+/// As [`extended`].
+pub(crate) unsafe fn end_poll(cq: *mut ibv_cq_ex) -> Verb<()> {
+    // Safety: forwarded from the caller.
+    unsafe { extended(cq) }.map(drop)
+}
+
+/// The current completion of `cq` (for the `ibv_wc_read_*` functions).
+///
+/// # Safety
+///
+/// As [`extended`].
+pub(crate) unsafe fn current(cq: *mut ibv_cq_ex) -> Verb<WorkCompletion> {
+    // Safety: forwarded from the caller.
+    let cq = unsafe { extended(cq) }?;
+    Ok(*lock(&cq.current))
 }

@@ -4,9 +4,10 @@
 //! The device is presented as a RoCE v2 port, as rxe and RDMA NICs present theirs: node
 //! type CA, transport IB, link layer Ethernet, one port, ACTIVE when the interface is up,
 //! active MTU = the path MTU of the interface, GID index 0 = the interface's first address
-//! as an IPv4-mapped (or IPv6) RoCE v2 GID, one P_Key (0xffff), LID 0, and `vendor_id` 0 —
-//! so that perftest takes its generic verbs path (it switches to the `ibv_qp_ex` `wr_*`
-//! API, which this library does not offer, only for vendors it knows).
+//! as an IPv4-mapped (or IPv6) RoCE v2 GID in a table with empty entries to spare, one
+//! P_Key (0xffff), LID 0, and rxe's `vendor_id` 0xffffff with part 0, which perftest does
+//! not know, so it takes its generic verbs path (it switches to the `ibv_qp_ex` `wr_*`
+//! API and vendor-specific direct verbs only for vendors it knows).
 
 use std::cell::UnsafeCell;
 use std::ffi::{CString, c_char, c_int, c_uint, c_void};
@@ -41,13 +42,17 @@ pub(crate) fn open_device(device: *mut ibv_device) -> Verb<*mut ibv_context> {
     let mut vctx = verbs_context {
         query_port: Some(ops::query_port),
         query_device_ex: Some(ops::query_device_ex),
+        create_cq_ex: Some(ops::create_cq_ex),
+        create_qp_ex: Some(ops::create_qp_ex),
         sz: size_of::<verbs_context>(),
         ..verbs_context::default()
     };
     vctx.context.device = device;
     vctx.context.ops = ops::context_ops();
-    // No uverbs command descriptor exists; `ibv_import_device` is not supported.
-    vctx.context.cmd_fd = -1;
+    // The command descriptor is the control connection to the daemon, as the uverbs file
+    // is a kernel provider's (callers that duplicate it get a real descriptor);
+    // `ibv_import_device` is not supported.
+    vctx.context.cmd_fd = client.control_fd();
     vctx.context.async_fd = async_fd;
     vctx.context.num_comp_vectors = 1;
     vctx.context.abi_compat = __VERBS_ABI_IS_EXTENDED as *mut c_void;
@@ -397,7 +402,9 @@ pub(crate) unsafe fn query_gid_table(
 }
 
 /// `ibv_query_gid_type` (private; `ibv_devinfo -v`): every GID is RoCE v2, which this
-/// older enumeration calls `IBV_GID_TYPE_SYSFS_ROCE_V2`.
+/// older enumeration calls `IBV_GID_TYPE_SYSFS_ROCE_V2`. An empty entry answers
+/// `IBV_GID_TYPE_SYSFS_IB_ROCE_V1` and success, as rdma-core v44 does ("preserve API
+/// behavior for empty GID"), so `ibv_devinfo -v` walks the whole table.
 ///
 /// # Safety
 ///
@@ -413,9 +420,12 @@ pub(crate) unsafe fn query_gid_type(
         return Err(Errno::EINVAL);
     }
     let port = port_attr(&ctx, u32::from(port_num))?;
-    gid_at(&port, index)?.ok_or(Errno(libc::ENODATA))?;
+    let value = match gid_at(&port, index)? {
+        Some(_) => IBV_GID_TYPE_SYSFS_ROCE_V2,
+        None => IBV_GID_TYPE_SYSFS_IB_ROCE_V1,
+    };
     // Safety: checked non-NULL; writable per the caller.
-    unsafe { gid_type.write(IBV_GID_TYPE_SYSFS_ROCE_V2) };
+    unsafe { gid_type.write(value) };
     Ok(0)
 }
 
@@ -579,7 +589,7 @@ pub(crate) unsafe fn ack_async_event(event: *mut ibv_async_event) -> Verb<()> {
             let qp = find::<super::objects::Qp>(unsafe { element.qp })?;
             let total = qp.events.ack(1);
             // Safety: as for the CQ.
-            unsafe { (*super::objects::raw(&qp.ibv)).events_completed = total };
+            unsafe { (*super::objects::raw(&qp.ibv)).qp_base.events_completed = total };
         }
         Some(Element::Srq) => {
             // Safety: see above.

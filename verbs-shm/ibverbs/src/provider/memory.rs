@@ -7,13 +7,14 @@
 //! peer WRITEs and READs their buffers). Those pages stay shared after deregistration.
 
 use std::cell::UnsafeCell;
-use std::ffi::{c_uint, c_void};
+use std::ffi::{c_int, c_uint, c_void};
+use std::sync::{Arc, Mutex};
 
 use verbs_abi::*;
 use verbs_shm::client::Access;
 
 use super::context::{context, errno};
-use super::objects::{Mr, Pd, Users, find, public, publish, retire};
+use super::objects::{Mr, MrState, Pd, Users, find, lock, public, publish, raw, retire};
 use crate::ffi::{Errno, Verb};
 
 /// `ibv_alloc_pd`.
@@ -73,24 +74,14 @@ pub(crate) unsafe fn reg_mr(
     if addr.is_null() || length == 0 {
         return Err(Errno::EINVAL);
     }
-    let access = access & !IBV_ACCESS_OPTIONAL_RANGE;
-    if access & (IBV_ACCESS_ON_DEMAND | IBV_ACCESS_ZERO_BASED) != 0 {
-        return Err(Errno::EOPNOTSUPP);
-    }
-    if access & !(ENFORCED | ACCEPTED) != 0 {
-        return Err(Errno::EINVAL);
-    }
-    let remote_changes = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC;
-    if access & remote_changes != 0 && access & IBV_ACCESS_LOCAL_WRITE == 0 {
-        return Err(Errno::EINVAL);
-    }
+    let access = checked_access(access)?;
     // Safety: the caller guarantees the range is mapped memory of this process; verbs
     // lets the library do what it must with registered pages, and the pages keep their
     // contents and addresses.
     let client = unsafe {
         pd_obj
             .client
-            .register_iova(addr.cast(), length, iova, Access(access & ENFORCED))
+            .register_iova(addr.cast(), length, iova, Access(access))
     }
     .map_err(|e| errno(&e))?;
     let ibv = ibv_mr {
@@ -105,16 +96,116 @@ pub(crate) unsafe fn reg_mr(
     pd_obj.users.add();
     let mr = publish(Mr {
         ibv: UnsafeCell::new(ibv),
-        client,
-        pd: pd_obj,
+        state: Mutex::new(MrState {
+            client,
+            pd: pd_obj,
+            iova,
+            access,
+        }),
     });
     Ok(public(&mr))
+}
+
+/// The rights of `access` the daemon enforces, after the checks `ibv_reg_mr` makes.
+fn checked_access(access: c_uint) -> Verb<c_uint> {
+    let access = access & !IBV_ACCESS_OPTIONAL_RANGE;
+    if access & (IBV_ACCESS_ON_DEMAND | IBV_ACCESS_ZERO_BASED) != 0 {
+        return Err(Errno::EOPNOTSUPP);
+    }
+    if access & !(ENFORCED | ACCEPTED) != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let remote_changes = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC;
+    if access & remote_changes != 0 && access & IBV_ACCESS_LOCAL_WRITE == 0 {
+        return Err(Errno::EINVAL);
+    }
+    Ok(access & ENFORCED)
+}
+
+/// `ibv_rereg_mr`: changes the region's protection domain, rights and/or memory; its
+/// keys stay the same, as verbs keeps them. The checks are rdma-core's; on any error the
+/// region is unchanged.
+///
+/// # Safety
+///
+/// With `IBV_REREG_MR_CHANGE_TRANSLATION`, `[addr, addr + length)` is memory of the
+/// calling process that stays mapped (as for `ibv_reg_mr`).
+pub(crate) unsafe fn rereg_mr(
+    mr: *mut ibv_mr,
+    flags: c_int,
+    pd: *mut ibv_pd,
+    addr: *mut c_void,
+    length: usize,
+    access: c_int,
+) -> Verb<()> {
+    let found = find::<Mr>(mr)?;
+    let flags = c_uint::try_from(flags).map_err(|_| Errno::EINVAL)?;
+    // All three changes are honoured.
+    if flags == 0 || flags & !IBV_REREG_MR_FLAGS_SUPPORTED != 0 {
+        return Err(Errno::EINVAL);
+    }
+    let translation = flags & IBV_REREG_MR_CHANGE_TRANSLATION != 0;
+    if translation && (addr.is_null() || length == 0) {
+        return Err(Errno::EINVAL);
+    }
+    if access != 0 && flags & IBV_REREG_MR_CHANGE_ACCESS == 0 {
+        return Err(Errno::EINVAL);
+    }
+    let mut state = lock(&found.state);
+    let new_pd = if flags & IBV_REREG_MR_CHANGE_PD != 0 {
+        let p = find::<Pd>(pd)?;
+        if !Arc::ptr_eq(&p.ctx, &state.pd.ctx) {
+            return Err(Errno::EINVAL);
+        }
+        p
+    } else {
+        state.pd.clone()
+    };
+    let new_access = if flags & IBV_REREG_MR_CHANGE_ACCESS != 0 {
+        checked_access(c_uint::try_from(access).map_err(|_| Errno::EINVAL)?)?
+    } else {
+        state.access
+    };
+    // Safety: the MR is live; the application does not change these fields itself.
+    let ibv = unsafe { &*raw(&found.ibv) };
+    let (old_addr, old_length) = (ibv.addr, ibv.length);
+    let (new_addr, new_length, new_iova) = if translation {
+        (addr, length, addr as u64)
+    } else {
+        (old_addr, old_length, state.iova)
+    };
+    let client_pd = &new_pd.client;
+    // Safety: with a new translation the caller guarantees the range is mapped memory of
+    // this process; otherwise it is the range registered before, which still is.
+    unsafe {
+        state.client.reregister(
+            client_pd,
+            new_addr.cast(),
+            new_length,
+            new_iova,
+            Access(new_access),
+        )
+    }
+    .map_err(|e| errno(&e))?;
+    if !Arc::ptr_eq(&new_pd, &state.pd) {
+        new_pd.users.add();
+        state.pd.users.remove();
+        state.pd = new_pd;
+    }
+    state.iova = new_iova;
+    state.access = new_access;
+    // Safety: the MR is live; rdma-core updates these fields after a re-registration.
+    let ibv = unsafe { &mut *raw(&found.ibv) };
+    ibv.pd = public(&state.pd);
+    ibv.addr = new_addr;
+    ibv.length = new_length;
+    Ok(())
 }
 
 /// `ibv_dereg_mr`.
 pub(crate) fn dereg_mr(mr: *mut ibv_mr) -> Verb<()> {
     let mr = retire::<Mr>(mr)?;
-    mr.pd.users.remove();
+    lock(&mr.state).pd.users.remove();
     drop(mr);
     Ok(())
 }

@@ -15,9 +15,10 @@
 //! |---|---|
 //! | `ibv_get_device_list` (the daemons of the caller's network namespace), `ibv_free_device_list`, `ibv_get_device_name`, `ibv_get_device_guid`, `ibv_get_device_index` | [`device`] |
 //! | `ibv_open_device`, `ibv_close_device`, the device/port/GID/P_Key queries (also `verbs_context::query_port` and `query_device_ex`), `ibv_get_async_event`, `ibv_ack_async_event` | [`context`] |
-//! | `ibv_alloc_pd`, `ibv_dealloc_pd`, `ibv_reg_mr`, `ibv_reg_mr_iova`, `ibv_reg_mr_iova2`, `ibv_dereg_mr` | [`memory`] |
-//! | completion channels and CQs, `ibv_get_cq_event`, `ibv_ack_cq_events`, and (through `ibv_context_ops`) `poll_cq`, `req_notify_cq` | [`completion`] |
-//! | SRQs, QPs (RC, UC, UD), AHs (also from a work completion), and (through `ibv_context_ops`) `post_send`, `post_recv`, `post_srq_recv` | [`queue_pair`] |
+//! | `ibv_alloc_pd`, `ibv_dealloc_pd`, `ibv_reg_mr`, `ibv_reg_mr_iova`, `ibv_reg_mr_iova2`, `ibv_rereg_mr` (keys kept), `ibv_dereg_mr` | [`memory`] |
+//! | completion channels and CQs (also `verbs_context::create_cq_ex` and the `ibv_cq_ex` polling functions), `ibv_get_cq_event`, `ibv_ack_cq_events`, and (through `ibv_context_ops`) `poll_cq`, `req_notify_cq` | [`completion`] |
+//! | SRQs, QPs (RC, UC, UD; also `verbs_context::create_qp_ex`), AHs (also from a work completion), and (through `ibv_context_ops`) `post_send`, `post_recv`, `post_srq_recv` | [`queue_pair`] |
+//! | the `ibv_wr_*` work request builder of extended QPs (`ibv_qp_to_qp_ex`) | [`work_request`] |
 //! | `ibv_wc_status_str`, `ibv_node_type_str`, `ibv_port_state_str`, `ibv_event_type_str` | [`text`] |
 //! | `ibv_rate_to_mult`, `mult_to_ibv_rate`, `ibv_rate_to_mbps`, `mbps_to_ibv_rate` | [`rate`] |
 //! | `ibv_fork_init`, `ibv_is_fork_initialized`, `ibv_dontfork_range`, `ibv_dofork_range` | [`fork`] |
@@ -25,11 +26,12 @@
 //! | the kernel-provider interface (`IBVERBS_PRIVATE_34`: `verbs_register_driver_34`, `ibv_cmd_*`, …), permanently inert | [`kernel_provider`] |
 //!
 //! **Not supported** ([`verbs`]; `EOPNOTSUPP`): importing contexts and objects, dmabuf
-//! and re-registered regions, CQ resizing, multicast, ECE, `ibv_resolve_eth_l2_from_gid`.
-//! Through NULL ops: memory windows, the extended CQ/QP/SRQ interfaces (`ibv_qp_ex`'s
-//! `wr_*`: `ibv_qp_to_qp_ex` answers NULL, so perftest is told `vendor_id` 0 and takes its
-//! generic path), XRC, flow steering, work queues, device memory, counters, parent and
-//! thread domains. Memory registration refuses on-demand paging and zero-based regions.
+//! regions, CQ resizing, multicast, ECE, `ibv_resolve_eth_l2_from_gid`. Through NULL ops:
+//! memory windows, XRC, flow steering, work queues, device memory, counters, parent and
+//! thread domains, extended SRQs (tag matching). Extended CQs refuse timestamps, VLANs,
+//! flow tags and tag matching fields; extended QPs refuse memory window binds, local
+//! invalidation, TSO and atomic write. Memory registration refuses on-demand paging and
+//! zero-based regions.
 //!
 //! **Permanently inert**: `ibv_copy_*_from_kern`/`_to_kern` (`IBVERBS_1.0`/`1.1`): they
 //! convert kernel rdma_cm replies for librdmacm, which cannot get one without
@@ -55,6 +57,7 @@ pub(crate) mod rate;
 pub(crate) mod sysfs;
 pub(crate) mod text;
 pub(crate) mod verbs;
+pub(crate) mod work_request;
 
 use crate::ffi::{Errno, Verb};
 

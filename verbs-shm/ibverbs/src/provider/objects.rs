@@ -24,9 +24,12 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 use verbs_abi::{
-    ibv_ah, ibv_comp_channel, ibv_context, ibv_cq, ibv_mr, ibv_pd, ibv_qp, ibv_srq, verbs_context,
+    IBV_QPS_INIT, IBV_QPS_RESET, IBV_QPS_RTR, ibv_ah, ibv_comp_channel, ibv_context, ibv_cq,
+    ibv_cq_ex, ibv_mr, ibv_pd, ibv_qp, ibv_qp_ex, ibv_srq, verbs_context,
 };
-use verbs_shm::client;
+use verbs_shm::client::{self, WorkCompletion};
+
+use super::work_request::Builder;
 
 use crate::ffi::{Errno, Verb};
 
@@ -218,8 +221,18 @@ pub(crate) struct Pd {
 #[repr(C)]
 pub(crate) struct Mr {
     pub(crate) ibv: UnsafeCell<ibv_mr>,
+    /// The registration and its protection domain: `ibv_rereg_mr` replaces both.
+    pub(crate) state: Mutex<MrState>,
+}
+
+/// What a memory region is now.
+pub(crate) struct MrState {
     pub(crate) client: client::Mr,
     pub(crate) pd: Arc<Pd>,
+    /// The address peers use for its first byte.
+    pub(crate) iova: u64,
+    /// The rights the daemon enforces.
+    pub(crate) access: u32,
 }
 
 /// A completion channel.
@@ -232,12 +245,17 @@ pub(crate) struct Channel {
     pub(crate) cqs: Mutex<HashMap<u32, Arc<Cq>>>,
 }
 
-/// A completion queue.
+/// A completion queue. Every CQ carries the `ibv_cq_ex` (which begins with the `ibv_cq`
+/// layout, so `ibv_cq_ex_to_cq` is a cast); its polling functions are set for CQs made by
+/// `ibv_create_cq_ex`.
 #[repr(C)]
 pub(crate) struct Cq {
-    pub(crate) ibv: UnsafeCell<ibv_cq>,
+    pub(crate) ibv: UnsafeCell<ibv_cq_ex>,
     pub(crate) magic: u64,
     pub(crate) client: client::Cq,
+    /// The completion `ibv_start_poll`/`ibv_next_poll` made current, which the
+    /// `ibv_wc_read_*` functions read.
+    pub(crate) current: Mutex<WorkCompletion>,
     pub(crate) ctx: Arc<Context>,
     pub(crate) channel: Option<Arc<Channel>>,
     /// QPs using it.
@@ -259,10 +277,12 @@ pub(crate) struct Srq {
     pub(crate) events: EventCount,
 }
 
-/// A queue pair.
+/// A queue pair. Every QP carries the `ibv_qp_ex` (which begins with the `ibv_qp`); its
+/// `wr_*` functions are set, and `ibv_qp_to_qp_ex` returns it, for QPs made by
+/// `ibv_create_qp_ex` with `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`.
 #[repr(C)]
 pub(crate) struct Qp {
-    pub(crate) ibv: UnsafeCell<ibv_qp>,
+    pub(crate) ibv: UnsafeCell<ibv_qp_ex>,
     pub(crate) magic: u64,
     pub(crate) client: client::Qp,
     pub(crate) ctx: Arc<Context>,
@@ -274,6 +294,32 @@ pub(crate) struct Qp {
     pub(crate) qp_type: u32,
     pub(crate) sq_sig_all: bool,
     pub(crate) events: EventCount,
+    /// `ibv_qp_create_send_ops_flags` of an extended QP; 0 for a QP without `wr_*`.
+    pub(crate) send_ops: u64,
+    /// The work requests between `ibv_wr_start` and `ibv_wr_complete`.
+    pub(crate) builder: Mutex<Builder>,
+    /// The state the application last set or queried (`qp->state`, for the fast path).
+    pub(crate) state: AtomicU32,
+}
+
+impl Qp {
+    /// Send requests are refused before RTS, as verbs providers refuse them (`EINVAL`);
+    /// a QP the transport moved to an error state since still takes them (and flushes
+    /// them).
+    pub(crate) fn may_send(&self) -> Verb<()> {
+        match self.state.load(Ordering::Acquire) {
+            IBV_QPS_RESET | IBV_QPS_INIT | IBV_QPS_RTR => Err(Errno::EINVAL),
+            _ => Ok(()),
+        }
+    }
+
+    /// Receive requests are refused in RESET (`EINVAL`).
+    pub(crate) fn may_receive(&self) -> Verb<()> {
+        if self.state.load(Ordering::Acquire) == IBV_QPS_RESET {
+            return Err(Errno::EINVAL);
+        }
+        Ok(())
+    }
 }
 
 /// An address handle.
@@ -392,4 +438,8 @@ const _: () = {
     assert!(core::mem::offset_of!(verbs_context, context) == 320);
     assert!(core::mem::offset_of!(Qp, ibv) == 0);
     assert!(core::mem::offset_of!(Cq, ibv) == 0);
+    // The extended structures begin with the basic ones, as verbs.h's casts require.
+    assert!(core::mem::offset_of!(ibv_qp_ex, qp_base) == 0);
+    assert!(size_of::<ibv_cq>() <= size_of::<ibv_cq_ex>());
+    assert!(core::mem::offset_of!(ibv_cq_ex, async_events_completed) == 124);
 };

@@ -8,7 +8,8 @@
 
 use std::cell::UnsafeCell;
 use std::ffi::c_int;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 
 use verbs_abi::*;
 use verbs_shm::client::{self, AhAttr, QpAttr, QpCaps, QpInit, QpType, RecvWr};
@@ -20,6 +21,7 @@ use super::objects::{
     Ah, Context, Cq, EventCount, Magic, Pd, Qp, Srq, Users, find, lock, public, publish, raw,
     retire, trusted,
 };
+use super::work_request::{self, Builder};
 use crate::ffi::{Errno, Verb};
 
 // `ibv_sge` and the shared-memory `Sge` are the same three fields in the same places, so
@@ -301,11 +303,78 @@ pub(crate) unsafe fn create_qp(
     pd: *mut ibv_pd,
     init_attr: *mut ibv_qp_init_attr,
 ) -> Verb<*mut ibv_qp> {
-    let pd_obj = find::<Pd>(pd)?;
     // Safety: NULL or valid, per the caller.
     let Some(init) = (unsafe { init_attr.as_mut() }) else {
         return Err(Errno::EINVAL);
     };
+    let qp = new_qp(pd, init, 0)?;
+    Ok(public(&qp))
+}
+
+/// The `ibv_qp_init_attr_ex` fields this library honours: the protection domain, creation
+/// flags (none is offered) and the `ibv_wr_*` operations.
+const INIT_ATTR_MASK: u32 =
+    IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+
+/// `verbs_context::create_qp_ex` (behind the inline `ibv_create_qp_ex` whenever
+/// `comp_mask` asks for more than a protection domain): with
+/// `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS` the QP is an extended one, posted to with the
+/// `ibv_wr_*` functions (`ibv_qp_to_qp_ex`). XRC domains, TSO, RSS and creation flags are
+/// `EOPNOTSUPP`, as are operations the QP type cannot carry (memory windows, local
+/// invalidation, TSO, atomic write): the answer of a provider without them.
+///
+/// # Safety
+///
+/// `init_attr` is NULL or valid for reading and writing an `ibv_qp_init_attr_ex`.
+pub(crate) unsafe fn create_qp_ex(
+    context: *mut ibv_context,
+    init_attr: *mut ibv_qp_init_attr_ex,
+) -> Verb<*mut ibv_qp> {
+    let ctx = self::context(context)?;
+    // Safety: NULL or valid, per the caller.
+    let Some(attr) = (unsafe { init_attr.as_mut() }) else {
+        return Err(Errno::EINVAL);
+    };
+    if attr.comp_mask & IBV_QP_INIT_ATTR_PD == 0 {
+        // Only XRC target QPs come without a protection domain.
+        return Err(Errno::EOPNOTSUPP);
+    }
+    if attr.comp_mask & !INIT_ATTR_MASK != 0 {
+        return Err(Errno::EOPNOTSUPP);
+    }
+    if attr.comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS != 0 && attr.create_flags != 0 {
+        return Err(Errno::EOPNOTSUPP);
+    }
+    let send_ops = if attr.comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS != 0 {
+        let supported = work_request::supported_send_ops(attr.qp_type);
+        if attr.send_ops_flags == 0 || attr.send_ops_flags & !supported != 0 {
+            return Err(Errno::EOPNOTSUPP);
+        }
+        attr.send_ops_flags
+    } else {
+        0
+    };
+    let pd_obj = find::<Pd>(attr.pd)?;
+    if !Arc::ptr_eq(&pd_obj.ctx, &ctx) {
+        return Err(Errno::EINVAL);
+    }
+    let mut init = ibv_qp_init_attr {
+        qp_context: attr.qp_context,
+        send_cq: attr.send_cq,
+        recv_cq: attr.recv_cq,
+        srq: attr.srq,
+        cap: attr.cap,
+        qp_type: attr.qp_type,
+        sq_sig_all: attr.sq_sig_all,
+    };
+    let qp = new_qp(attr.pd, &mut init, send_ops)?;
+    attr.cap = init.cap;
+    Ok(public(&qp))
+}
+
+/// Creates a QP; `send_ops` non-zero makes it an extended one with those operations.
+fn new_qp(pd: *mut ibv_pd, init: &mut ibv_qp_init_attr, send_ops: u64) -> Verb<Arc<Qp>> {
+    let pd_obj = find::<Pd>(pd)?;
     let kind = qp_type(init.qp_type)?;
     let send_cq = find::<Cq>(init.send_cq)?;
     let recv_cq = find::<Cq>(init.recv_cq)?;
@@ -332,19 +401,25 @@ pub(crate) unsafe fn create_qp(
     };
     let client = pd_obj.client.create_qp(&setup).map_err(|e| errno(&e))?;
     init.cap = from_caps(&client.caps());
-    let ibv = ibv_qp {
-        context: ctx.ibv(),
-        qp_context: init.qp_context,
-        pd,
-        send_cq: init.send_cq,
-        recv_cq: init.recv_cq,
-        srq: init.srq,
-        handle: client.handle(),
-        qp_num: client.qpn(),
-        state: IBV_QPS_RESET,
-        qp_type: init.qp_type,
-        ..ibv_qp::default()
+    let mut ibv = ibv_qp_ex {
+        qp_base: ibv_qp {
+            context: ctx.ibv(),
+            qp_context: init.qp_context,
+            pd,
+            send_cq: init.send_cq,
+            recv_cq: init.recv_cq,
+            srq: init.srq,
+            handle: client.handle(),
+            qp_num: client.qpn(),
+            state: IBV_QPS_RESET,
+            qp_type: init.qp_type,
+            ..ibv_qp::default()
+        },
+        ..ibv_qp_ex::default()
     };
+    if send_ops != 0 {
+        crate::ops::set_qp_ex_ops(&mut ibv);
+    }
     let handle = client.handle();
     pd_obj.users.add();
     send_cq.users.add();
@@ -364,9 +439,12 @@ pub(crate) unsafe fn create_qp(
         qp_type: init.qp_type,
         sq_sig_all: init.sq_sig_all != 0,
         events: EventCount::default(),
+        send_ops,
+        builder: Mutex::new(Builder::default()),
+        state: AtomicU32::new(IBV_QPS_RESET),
     });
     lock(&ctx.targets).qps.insert(handle, qp.clone());
-    Ok(public(&qp))
+    Ok(qp)
 }
 
 /// An `ibv_ah_attr` as the daemon's address vector. RoCE needs the GRH (`is_global`):
@@ -469,9 +547,19 @@ pub(crate) unsafe fn modify_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, mask: c_
         rnr_retry: a.rnr_retry,
     };
     qp.client.modify(&wire, mask).map_err(|e| errno(&e))?;
+    if mask & IBV_QP_STATE != 0 && a.qp_state == IBV_QPS_RESET {
+        // The completions of its past life that nobody polled go, as RDMA NICs' providers
+        // clean them (mlx5's `mlx5_cq_clean`): a reused QP starts from empty CQs.
+        // A broken CQ (overrun) has nothing left to clean: the reset stands either way.
+        let qpn = qp.client.qpn();
+        for cq in [&qp.send_cq, &qp.recv_cq] {
+            let _ = cq.client.purge(qpn);
+        }
+    }
     if mask & IBV_QP_STATE != 0 {
         // Safety: the QP is live; rdma-core records the new state here the same way.
-        unsafe { (*raw(&qp.ibv)).state = a.qp_state };
+        unsafe { (*raw(&qp.ibv)).qp_base.state = a.qp_state };
+        qp.state.store(a.qp_state, Ordering::Release);
     }
     Ok(())
 }
@@ -523,7 +611,7 @@ pub(crate) unsafe fn query_qp(
         ..ibv_qp_attr::default()
     };
     // Safety: the QP is live; these are the application's own values from creation.
-    let ibv = unsafe { &*raw(&qp.ibv) };
+    let ibv = unsafe { &(*raw(&qp.ibv)).qp_base };
     let init = ibv_qp_init_attr {
         qp_context: ibv.qp_context,
         send_cq: ibv.send_cq,
@@ -534,7 +622,8 @@ pub(crate) unsafe fn query_qp(
         sq_sig_all: c_int::from(qp.sq_sig_all),
     };
     // Safety: the QP is live; rdma-core records the state it reads here too.
-    unsafe { (*raw(&qp.ibv)).state = a.qp_state };
+    unsafe { (*raw(&qp.ibv)).qp_base.state = a.qp_state };
+    qp.state.store(a.qp_state, Ordering::Release);
     // Safety: checked non-NULL; writable per the caller.
     unsafe { attr.write(value) };
     // Safety: as above.
@@ -560,11 +649,14 @@ pub(crate) fn destroy_qp(qp: *mut ibv_qp) -> Verb<()> {
     Ok(())
 }
 
-/// `ibv_qp_to_qp_ex`: NULL, as rdma-core answers for a QP not created with the extended
-/// work request interface (which this library does not offer).
+/// `ibv_qp_to_qp_ex`: the extended QP of a QP created with
+/// `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`, NULL for any other, as rdma-core answers.
 pub(crate) fn qp_to_qp_ex(qp: *mut ibv_qp) -> Verb<*mut ibv_qp_ex> {
-    find::<Qp>(qp)?;
-    Ok(std::ptr::null_mut())
+    let qp = find::<Qp>(qp)?;
+    if qp.send_ops == 0 {
+        return Ok(std::ptr::null_mut());
+    }
+    Ok(raw(&qp.ibv))
 }
 
 /// The send flags this library knows.
@@ -664,10 +756,12 @@ pub(crate) unsafe fn post_send(
     bad_wr: *mut *mut ibv_send_wr,
 ) -> Verb<()> {
     // Safety: forwarded from the caller.
-    let qp = unsafe { trusted::<Qp>(qp) }.inspect_err(|_| {
-        // Safety: as above.
-        unsafe { set_bad(bad_wr, wr) }
-    })?;
+    let qp = unsafe { trusted::<Qp>(qp) }
+        .and_then(|qp| qp.may_send().map(|()| qp))
+        .inspect_err(|_| {
+            // Safety: as above.
+            unsafe { set_bad(bad_wr, wr) }
+        })?;
     let mut cur = wr;
     while !cur.is_null() {
         // Safety: a node of the caller's valid list.
@@ -699,10 +793,12 @@ pub(crate) unsafe fn post_recv(
     bad_wr: *mut *mut ibv_recv_wr,
 ) -> Verb<()> {
     // Safety: forwarded from the caller.
-    let qp = unsafe { trusted::<Qp>(qp) }.inspect_err(|_| {
-        // Safety: as above.
-        unsafe { set_bad(bad_wr, wr) }
-    })?;
+    let qp = unsafe { trusted::<Qp>(qp) }
+        .and_then(|qp| qp.may_receive().map(|()| qp))
+        .inspect_err(|_| {
+            // Safety: as above.
+            unsafe { set_bad(bad_wr, wr) }
+        })?;
     // Safety: forwarded from the caller.
     unsafe { post_receives(wr, bad_wr, |wrs| qp.client.post_recv(wrs)) }
 }

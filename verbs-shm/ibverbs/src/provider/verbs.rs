@@ -3,16 +3,17 @@
 //! `errno`, an errno value, …), never a silent success. They check the object they are
 //! called on, so a foreign pointer is still `EINVAL`.
 
-use std::ffi::{c_int, c_void};
+use std::ffi::c_int;
 
 use verbs_abi::*;
 
-use super::objects::{Context, Mr, Pd, Qp, find};
+use super::objects::{Context, Pd, Qp, find};
 use super::unsupported;
 use crate::ffi::Verb;
 
 /// `ibv_import_device`: sharing a context through its command fd needs the kernel's
-/// uverbs file; xroce contexts have none (`cmd_fd` is -1).
+/// uverbs file; an xroce context's `cmd_fd` is its connection to the daemon, which
+/// cannot be shared.
 pub(crate) fn import_device(_cmd_fd: c_int) -> Verb<*mut ibv_context> {
     unsupported()
 }
@@ -27,19 +28,6 @@ pub(crate) fn reg_dmabuf_mr(
     _access: c_int,
 ) -> Verb<*mut ibv_mr> {
     find::<Pd>(pd)?;
-    unsupported()
-}
-
-/// `ibv_rereg_mr`: not supported (the region stays as it was).
-pub(crate) fn rereg_mr(
-    mr: *mut ibv_mr,
-    _flags: c_int,
-    _pd: *mut ibv_pd,
-    _addr: *mut c_void,
-    _length: usize,
-    _access: c_int,
-) -> Verb<()> {
-    find::<Mr>(mr)?;
     unsupported()
 }
 
