@@ -548,10 +548,7 @@ pub(crate) fn run(args: &Args) -> Result<()> {
     let daemon_args = |side: usize| -> Vec<String> {
         let mut v = vec![
             "--queues".to_string(),
-            (0..args.queues)
-                .map(|q| q.to_string())
-                .collect::<Vec<_>>()
-                .join(","),
+            args.queues.to_string(),
         ];
         if !plan.daemon_cores[side].is_empty() {
             v.push("--cores".into());
