@@ -137,6 +137,10 @@ pub(crate) struct Args {
     /// libibverbs; no baselines).
     #[arg(long, value_enum, default_value_t = Peer::Xroced)]
     peer: Peer,
+    /// With --peer rxe: this host's own rxe in a namespace (`local`), Debian's kernel in a
+    /// VM (`vm`), or the first when this kernel has rdma_rxe (`auto`).
+    #[arg(long, value_enum, default_value_t = crate::interop::PeerKind::Auto)]
+    peer_kind: crate::interop::PeerKind,
     /// Write the results as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,

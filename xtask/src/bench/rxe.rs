@@ -1,16 +1,17 @@
 //! `cargo xtask bench --peer rxe`: xroce against Linux Soft-RoCE, measured by perftest.
 //!
 //! The interop harness (`xtask/src/interop`) builds the lab: Debian's kernel with `rdma_rxe`
-//! in a VM on a bridge, `xroced` on the veth into it. Every point is one run of Debian's
-//! unmodified perftest on both ends: the server (`ib_write_bw`, `ib_read_bw`, `ib_send_bw`,
-//! `ib_write_lat`, `ib_send_lat`, `ib_read_lat`) in the VM on the rxe device, the client in
-//! xroce's namespace on the drop-in `libibverbs.so.1`. The client's result line becomes the
-//! point: perftest's figures, never re-measured. The baselines are not run: they measure
-//! this host's veth, while every figure here is bound by the peer (rxe in qemu), so a ratio
-//! between them would say nothing about xroce.
+//! in a VM on a bridge, or this host's own rxe in the lab's second namespace (`--peer-kind`),
+//! and `xroced` on the veth into it. Every point is one run of Debian's unmodified perftest
+//! on both ends: the server (`ib_write_bw`, `ib_read_bw`, `ib_send_bw`, `ib_write_lat`,
+//! `ib_send_lat`, `ib_read_lat`) on the rxe device, the client in xroce's namespace on the
+//! drop-in `libibverbs.so.1`. The client's result line becomes the point: perftest's
+//! figures, never re-measured. The baselines are not run: they measure
+//! this host's veth, while every figure here is bound by the peer (rxe, in qemu or on this
+//! host's cores), so a ratio between them would say nothing about xroce.
 //!
 //! The harness stops everything it started on every exit path; Ctrl-C deletes the lab's
-//! namespaces, and with them the VM, the daemon and perftest.
+//! namespaces, and with them the VM (or the local rxe device), the daemon and perftest.
 
 use std::fs;
 use std::path::Path;
@@ -340,29 +341,17 @@ pub(super) fn run(args: &Args, plan: &Plan) -> Result<()> {
     crate::deps::ensure(crate::deps::ALL)?;
     let mut report = new_report(args, plan);
     let release = !args.debug_build;
-    let prepared = interop::prepare("cargo xtask bench --peer rxe", release, false)?;
+    let mut prepared = interop::prepare(
+        "cargo xtask bench --peer rxe",
+        release,
+        false,
+        args.peer_kind,
+    )?;
     let logs = prepared.run_dir.join("bench");
     fs::create_dir_all(&logs)?;
-    report.environment.peer_setup = format!(
-        "Linux rxe in qemu: {}",
-        interop::peer_description(&prepared.image)
-    );
-    let cpus = core_affinity::get_core_ids().map_or(1, |ids| ids.len());
-    report.placement = Placement {
-        cpus,
-        daemon_a_cores: plan.daemon_cores[0].clone(),
-        app_a_core: plan.app_cores[0],
-        summary: format!(
-            "{cpus} CPUs; xroced pollers {}; perftest's client (xroce side) {}, polling as \
-             perftest does; the rxe peer is qemu with 1 vCPU, not pinned",
-            super::cores_text(&plan.daemon_cores[0]),
-            super::core_text(plan.app_cores[0]),
-        ),
-        ..Placement::default()
-    };
 
     let progress = Progress::new(plan.tests.len() * plan.sizes.len() + 1);
-    progress.step("starting the lab, the rxe VM and xroced", Expect::Unknown);
+    progress.step("starting the lab, the rxe peer and xroced", Expect::Unknown);
     let options = interop::Options {
         capture: false,
         lab: LabConfig {
@@ -372,8 +361,27 @@ pub(super) fn run(args: &Args, plan: &Plan) -> Result<()> {
         },
         xroced_args: xroced_args(plan, args),
     };
-    let (mut h, boot) =
-        Harness::start(&prepared.run_dir, &prepared.image, &prepared.bins, &options)?;
+    let (mut h, ready) = Harness::start(&mut prepared, &options)?;
+    report.environment.peer_setup = h.peer_description().to_owned();
+    let vm = h.peer_is_vm();
+    let cpus = core_affinity::get_core_ids().map_or(1, |ids| ids.len());
+    report.placement = Placement {
+        cpus,
+        daemon_a_cores: plan.daemon_cores[0].clone(),
+        app_a_core: plan.app_cores[0],
+        summary: format!(
+            "{cpus} CPUs; xroced pollers {}; perftest's client (xroce side) {}, polling as \
+             perftest does; the rxe peer {}",
+            super::cores_text(&plan.daemon_cores[0]),
+            super::core_text(plan.app_cores[0]),
+            if vm {
+                "is qemu with 1 vCPU, not pinned"
+            } else {
+                "is this host's kernel (rxe's work and perftest's server, not pinned)"
+            }
+        ),
+        ..Placement::default()
+    };
     let lib = match h.drop_in() {
         Ok(lib) => lib.to_path_buf(),
         Err(why) => bail!("perftest cannot run on xroce's side: {why}"),
@@ -438,27 +446,32 @@ pub(super) fn run(args: &Args, plan: &Plan) -> Result<()> {
     report.daemon_counters.a = xroced.into_iter().filter(|(_, v)| *v != 0).collect();
     report.daemon_counters.b = rxe.into_iter().filter(|(_, v)| *v != 0).collect();
     report.environment.daemon_setup = format!("xroced: {}", setup_lines(&h.daemon_log()));
-    let peer_device = h.peer_device().to_owned();
+    let peer = format!("{} on {}", h.peer_place(), h.peer_device());
     h.stop();
     drop(h);
 
     report.notes.push(format!(
-        "measured by Debian's perftest on both ends: the server in the VM on {peer_device}, the \
-         client in xroce's namespace on the drop-in libibverbs.so.1 ({}); each point is one \
-         perftest run of {} messages (bandwidth) or {} round trips (latency); --duration, \
-         --spin-us and --bw-sleep-us do not apply; logs in {}; the VM booted in {boot:.1} s",
+        "measured by Debian's perftest on both ends: the server in {peer}, the client in \
+         xroce's namespace on the drop-in libibverbs.so.1 ({}); each point is one perftest run \
+         of {} messages (bandwidth) or {} round trips (latency); --duration, --spin-us and \
+         --bw-sleep-us do not apply; logs in {}; the peer was ready in {ready:.1} s",
         lib.display(),
         plan.timing.iters.unwrap_or(DEFAULT_ITERS),
         plan.lat_iters,
         logs.display()
     ));
-    report.notes.push(
+    report.notes.push(format!(
         "no baselines against the rxe peer: raw AF_XDP and kernel UDP/TCP measure this host's \
-         veth, while every figure here is bound by the peer (Linux rxe in qemu, on an emulated \
-         CPU without hardware virtualisation); a ratio between them would say nothing about \
-         xroce"
-            .to_owned(),
-    );
+         veth, while every figure here is bound by the peer ({}); a ratio between them would \
+         say nothing about xroce",
+        if !vm {
+            "Linux rxe, a software transport, on this host's cores"
+        } else if report.environment.peer_setup.contains("TCG") {
+            "Linux rxe in qemu, on an emulated CPU without hardware virtualisation"
+        } else {
+            "Linux rxe in qemu"
+        }
+    ));
     if !plan.not_run.is_empty() {
         report.notes.push(format!(
             "not run against the rxe peer: {} (perftest measures {} here)",
