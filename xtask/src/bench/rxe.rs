@@ -114,6 +114,8 @@ fn commands(
     if let Some(core) = plan.app_cores[0] {
         xroce.extend(["taskset".to_owned(), "-c".into(), core.to_string()]);
     }
+    // Line-buffered output: a client killed after its time still shows how far it got.
+    xroce.extend(["stdbuf".to_owned(), "-oL".into(), "-eL".into()]);
     xroce.extend([
         program.to_owned(),
         "-d".into(),
@@ -405,7 +407,15 @@ pub(super) fn run(args: &Args, plan: &Plan) -> Result<()> {
             match measured {
                 Ok((Point::Bandwidth(p), _)) => report.bandwidth.push(p),
                 Ok((Point::Latency(p), _)) => report.latency.push(p),
-                Err(error) => {
+                Err(mut error) => {
+                    // A wire that stopped delivering fails every point after it: say so and
+                    // stop rather than wait out each one.
+                    let wire_down = !h.peer_answers_ping();
+                    if wire_down {
+                        error.push_str(
+                            "; afterwards the peer did not answer ping from xroce's namespace",
+                        );
+                    }
                     report.failures.push(Failure {
                         test: test.into(),
                         size,
@@ -413,6 +423,26 @@ pub(super) fn run(args: &Args, plan: &Plan) -> Result<()> {
                         error,
                         skipped_sizes: plan.sizes[k + 1..].to_vec(),
                     });
+                    if wire_down {
+                        let after: Vec<&str> = plan
+                            .tests
+                            .iter()
+                            .skip_while(|t| **t != test)
+                            .skip(1)
+                            .copied()
+                            .collect();
+                        report.notes.push(format!(
+                            "the wire from the rxe peer stopped delivering during {test} {}: \
+                             the peer no longer answered ping, so the run stopped there{}",
+                            size_text(size),
+                            if after.is_empty() {
+                                String::new()
+                            } else {
+                                format!(" ({} not run)", after.join(", "))
+                            }
+                        ));
+                        break 'tests;
+                    }
                     break;
                 }
             }
@@ -613,18 +643,18 @@ Device not recognized to implement inline feature. Disabling it
         );
         assert_eq!(
             xroce.join(" "),
-            "ib_send_bw -d xroce0 -x 0 -F -s 4096 -n 50 -t 128 -r 512 10.77.0.2"
+            "stdbuf -oL -eL ib_send_bw -d xroce0 -x 0 -F -s 4096 -n 50 -t 128 -r 512 10.77.0.2"
         );
         let (rxe, xroce) = commands("read_lat", 2, &plan, &args, ("rxe0", 1)).unwrap();
         assert_eq!(rxe, "ib_read_lat -d rxe0 -x 1 -F -s 2 -n 20");
         assert_eq!(
             xroce.join(" "),
-            "ib_read_lat -d xroce0 -x 0 -F -s 2 -n 20 10.77.0.2"
+            "stdbuf -oL -eL ib_read_lat -d xroce0 -x 0 -F -s 2 -n 20 10.77.0.2"
         );
         let (args, plan) = plan_of(&["--cq-mod", "16", "--app-cores", "1"]);
         let (rxe, xroce) = commands("write_bw", 64, &plan, &args, ("rxe0", 1)).unwrap();
         assert!(rxe.ends_with("-n 1000 -t 128 -Q 16"), "{rxe}");
-        assert_eq!(&xroce[..4], ["taskset", "-c", "1", "ib_write_bw"]);
+        assert_eq!(&xroce[..4], ["taskset", "-c", "1", "stdbuf"]);
     }
 
     #[test]

@@ -168,6 +168,28 @@ impl Harness {
         &self.peer_description
     }
 
+    /// Whether the peer answers ping from the xroce namespace: the wire works both ways
+    /// (through the kernel's stack, not xroce's transport).
+    pub(crate) fn peer_answers_ping(&self) -> bool {
+        netns::command(
+            self.xroce_ns(),
+            &[
+                "ping",
+                "-q",
+                "-c",
+                "3",
+                "-i",
+                "0.2",
+                "-W",
+                "2",
+                &PEER_IP.to_string(),
+            ],
+        )
+        .stdin(std::process::Stdio::null())
+        .output()
+        .is_ok_and(|o| o.status.success())
+    }
+
     /// The directory of the drop-in `libibverbs.so.1`, or why it cannot run Debian's
     /// programs.
     pub(crate) fn drop_in(&self) -> Result<&Path, &str> {
@@ -733,19 +755,23 @@ impl Harness {
             None
         } else {
             let mut why = Vec::new();
+            let tail = |output: &str| match last_line(output) {
+                line if line.is_empty() => "no output".to_owned(),
+                line => line,
+            };
             if !rxe.ok() {
                 why.push(format!(
                     "rxe {}: {}",
                     rxe.status
                         .map_or("timed out".to_owned(), |s| format!("exit {s}")),
-                    last_line(&rxe.output)
+                    tail(&rxe.output)
                 ));
             }
             if !x_ok {
                 why.push(format!(
                     "xroce {}: {}",
                     x_status.map_or("timed out".to_owned(), |s| s.to_string()),
-                    last_line(&x_out)
+                    tail(&x_out)
                 ));
             }
             Some(why.join("; "))
