@@ -325,7 +325,7 @@ pub struct IdlePolicy {
 impl Default for IdlePolicy {
     fn default() -> IdlePolicy {
         IdlePolicy {
-            spin: Duration::from_micros(50),
+            spin: Duration::ZERO,
             yield_until: Duration::from_millis(1),
         }
     }
