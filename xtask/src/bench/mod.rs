@@ -561,8 +561,9 @@ pub(crate) fn run(args: &Args) -> Result<()> {
     if cpus < busy + 2 {
         report.notes.push(format!(
             "{cpus} CPUs for {busy} busy threads (the daemons' pollers and the bench's two): \
-             threads share cores, and one a poller hands work to may wait until a poller on \
-             its core stops spinning, which shows in the latency figures"
+             threads share cores, and every hand-over between a poller and an application \
+             thread on one core costs a context switch, which shows in the latency figures \
+             (the raw AF_XDP ping-pong has one thread per core)"
         ));
     }
 
