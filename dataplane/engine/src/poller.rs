@@ -665,6 +665,8 @@ impl Poller {
             Command::Stats(reply) => {
                 let c = &self.counters;
                 let port = self.port.counters();
+                // The kernel's own drops on this socket: frames that never reached the rings.
+                let kernel = self.port.kernel_stats().unwrap_or_default();
                 let stats = PollerStats {
                     transport: self.endpoint.counters().clone(),
                     daemon: vec![
@@ -681,6 +683,14 @@ impl Poller {
                         ("idle_sleeps", c.idle_sleeps),
                         ("xsk_rx_fill_ring_empty", port.rx.fill_ring_empty),
                         ("xsk_tx_kicks", port.tx.kicks),
+                        ("xsk_rx_dropped", kernel.rx_dropped),
+                        ("xsk_rx_ring_full", kernel.rx_ring_full),
+                        (
+                            "xsk_rx_fill_ring_empty_descs",
+                            kernel.rx_fill_ring_empty_descs,
+                        ),
+                        ("xsk_rx_invalid_descs", kernel.rx_invalid_descs),
+                        ("xsk_tx_invalid_descs", kernel.tx_invalid_descs),
                     ],
                 };
                 let _ = reply.send(stats);
