@@ -80,6 +80,10 @@ struct Args {
     /// Microseconds (since the last work) an idle poller keeps yielding before it sleeps.
     #[arg(long)]
     yield_us: Option<u64>,
+    /// Milliseconds between reads of every ring without a post bit asking (0: only
+    /// before sleeping). For tests that post bits are all it takes.
+    #[arg(long, default_value_t = 10, hide = true)]
+    full_scan_ms: u64,
     /// More logging (`-vv` debug, `-vvv` trace; `RUST_LOG` overrides).
     #[arg(short, long, action = clap::ArgAction::Count)]
     verbose: u8,
@@ -213,6 +217,7 @@ fn main_with(args: Args) -> Result<()> {
         idle: IdlePolicy {
             spin: Duration::from_micros(spin_us),
             yield_until: Duration::from_micros(yield_us),
+            full_scan: Duration::from_millis(args.full_scan_ms),
         },
         limits: AppLimits {
             max_qps: args.max_qps.or(file.max_qps).unwrap_or(4096),
