@@ -381,8 +381,15 @@ impl Endpoint {
         mem: &mut M,
     ) -> Option<Transmit> {
         if !self.held.is_empty() && self.inflight < self.config.max_inflight {
-            // Acknowledgements gave some of the budget back: the held QPs take turns again.
-            while let Some(qpn) = self.held.pop_front() {
+            // Acknowledgements gave some of the budget back: the QPs held longest take turns
+            // again, as many as the room left can admit a chunk of (waking every held QP
+            // for each acknowledgement would cost a thousand failed admissions per packet).
+            let chunk = self.config.limits.ack_req_every.max(1);
+            let mut room = self.config.max_inflight - self.inflight;
+            while room > 0
+                && let Some(qpn) = self.held.pop_front()
+            {
+                room = room.saturating_sub(chunk);
                 if let Some(slot) = self.qps.get_mut(&qpn) {
                     slot.held = false;
                     if !slot.qp.scheduled && slot.qp.wants_transmit() {
