@@ -5,8 +5,9 @@ use std::process::Command;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// Skip the interop check against Linux rxe (a VM booted under emulation; about a
-    /// minute, more on the first run, which builds its image from Debian packages).
+    /// Skip the interop checks against Linux rxe (`cargo xtask interop` and a small
+    /// `cargo xtask bench --peer rxe`: a VM booted under emulation; about a minute, more on
+    /// the first run, which builds its image from Debian packages).
     #[arg(long)]
     no_interop: bool,
     /// Extra arguments passed to `cargo test` (after `--workspace`).
@@ -19,7 +20,8 @@ pub(crate) fn run(args: &Args) -> Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(&cargo);
     if !args.no_interop {
-        // tests/tests/interop_rxe.rs runs `cargo xtask interop` when asked to.
+        // tests/tests/interop_rxe.rs runs `cargo xtask interop` when asked to, and
+        // xtask/tests/bench_rxe.rs `cargo xtask bench --peer rxe`.
         cmd.env("XROCE_INTEROP", "1");
     }
     let status = cmd

@@ -10,6 +10,9 @@
 //! writes the same data as JSON (`--json`, fields documented in the README's "Benchmarks"
 //! section) and draws bandwidth and latency against message size into an SVG file.
 //!
+//! With `--peer rxe` the other end is Linux Soft-RoCE in the interop harness's VM instead,
+//! and Debian's perftest measures on both ends ([`rxe`]).
+//!
 //! Everything it starts it stops, on every exit path: the daemons and the lab are dropped
 //! on errors, and Ctrl-C tears the lab down through the lab crate's signal handling.
 
@@ -18,6 +21,7 @@ mod plot;
 mod poll;
 mod progress;
 mod report;
+mod rxe;
 mod workload;
 mod xsk;
 
@@ -63,19 +67,22 @@ pub(crate) struct Args {
     #[arg(long, value_delimiter = ',', default_value = "all")]
     tests: Vec<String>,
     /// Message sizes of the bandwidth and latency tests: a comma-separated list (suffixes
-    /// K and M) or a range of powers of two such as 2..1M.
-    #[arg(long, default_value = "2..1M")]
-    sizes: String,
+    /// K and M) or a range of powers of two such as 2..1M [default: 2..1M; with --peer rxe
+    /// 2,1K,4K,64K].
+    #[arg(long)]
+    sizes: Option<String>,
     /// Seconds measured per bandwidth point (after a warm-up of a fifth of it, at most
     /// 0.5 s); also the longest a latency point runs.
     #[arg(long, default_value_t = 1.0)]
     duration: f64,
-    /// Messages measured per bandwidth point, instead of --duration.
+    /// Messages measured per bandwidth point, instead of --duration (with --peer rxe:
+    /// perftest's -n, default 1000).
     #[arg(long)]
     iters: Option<u64>,
-    /// Round trips measured per latency point (a tenth more warm up first).
-    #[arg(long, default_value_t = 10_000)]
-    lat_iters: usize,
+    /// Round trips measured per latency point (a tenth more warm up first) [default: 10000;
+    /// with --peer rxe perftest's -n, 1000].
+    #[arg(long)]
+    lat_iters: Option<usize>,
     /// Outstanding work requests per QP in the bandwidth tests (perftest's --tx-depth).
     #[arg(long, default_value_t = 128)]
     tx_depth: usize,
@@ -129,7 +136,8 @@ pub(crate) struct Args {
     #[arg(long, default_value_t = 1500)]
     mtu: u32,
     /// The other end of the xroce workloads: a second xroced, or the rxe peer of the
-    /// interop harness.
+    /// interop harness (Debian's perftest on both ends, the xroce side on the drop-in
+    /// libibverbs; no baselines).
     #[arg(long, value_enum, default_value_t = Peer::Xroced)]
     peer: Peer,
     /// Write the results as JSON to this file.
@@ -151,7 +159,10 @@ pub(crate) struct Args {
 #[derive(Debug)]
 struct Plan {
     tests: Vec<&'static str>,
+    /// Tests of the groups asked for that do not run against this peer.
+    not_run: Vec<&'static str>,
     sizes: Vec<usize>,
+    lat_iters: usize,
     msg_sizes: Vec<usize>,
     scaling_sizes: Vec<usize>,
     qps: Vec<usize>,
@@ -247,18 +258,23 @@ fn parse_cores(text: &str) -> Result<Option<Vec<usize>>> {
 }
 
 fn plan(args: &Args) -> Result<Plan> {
+    let rxe = args.peer == Peer::Rxe;
     let mut tests = Vec::new();
+    let mut not_run = Vec::new();
     for t in &args.tests {
-        let group: Vec<&'static str> = match t.trim() {
-            "all" => XROCE_TESTS.iter().chain(&BASELINE_TESTS).copied().collect(),
-            "xroce" => XROCE_TESTS.to_vec(),
-            "baselines" => BASELINE_TESTS.to_vec(),
+        let (group, named): (Vec<&'static str>, bool) = match t.trim() {
+            "all" => (
+                XROCE_TESTS.iter().chain(&BASELINE_TESTS).copied().collect(),
+                false,
+            ),
+            "xroce" => (XROCE_TESTS.to_vec(), false),
+            "baselines" => (BASELINE_TESTS.to_vec(), false),
             name => match XROCE_TESTS
                 .iter()
                 .chain(&BASELINE_TESTS)
                 .find(|k| **k == name)
             {
-                Some(k) => vec![*k],
+                Some(k) => (vec![*k], true),
                 None => bail!(
                     "unknown test {name:?}: expected {}, {}, or all, xroce, baselines",
                     XROCE_TESTS.join(", "),
@@ -266,7 +282,18 @@ fn plan(args: &Args) -> Result<Plan> {
                 ),
             },
         };
-        tests.extend(group);
+        for test in group {
+            if !rxe || rxe::TESTS.contains(&test) {
+                tests.push(test);
+            } else if named {
+                bail!(
+                    "{test} does not run against --peer rxe: there perftest measures {}",
+                    rxe::TESTS.join(", ")
+                );
+            } else {
+                not_run.push(test);
+            }
+        }
     }
     // In the documented order, once each.
     let tests: Vec<&'static str> = XROCE_TESTS
@@ -275,6 +302,32 @@ fn plan(args: &Args) -> Result<Plan> {
         .copied()
         .filter(|t| tests.contains(t))
         .collect();
+    let not_run: Vec<&'static str> = XROCE_TESTS
+        .iter()
+        .chain(&BASELINE_TESTS)
+        .copied()
+        .filter(|t| not_run.contains(t))
+        .collect();
+    ensure!(!tests.is_empty(), "no test to run against this peer");
+    let lat_iters = args
+        .lat_iters
+        .unwrap_or(if rxe { rxe::DEFAULT_LAT_ITERS } else { 10_000 });
+    let iters = if rxe {
+        Some(args.iters.unwrap_or(rxe::DEFAULT_ITERS))
+    } else {
+        args.iters
+    };
+    if rxe {
+        // perftest's own limit.
+        ensure!(
+            iters.is_some_and(|n| n >= 5) && lat_iters >= 5,
+            "perftest runs at least 5 iterations: --iters and --lat-iters must be 5 or more"
+        );
+        ensure!(
+            args.mtu == 1500,
+            "the rxe peer's wire is 1500 bytes: --mtu does not apply with --peer rxe"
+        );
+    }
     ensure!(
         args.duration > 0.0 && args.duration.is_finite(),
         "--duration must be positive"
@@ -289,7 +342,7 @@ fn plan(args: &Args) -> Result<Plan> {
         args.rx_depth >= 1 && args.rx_depth <= 32768,
         "--rx-depth must be within 1..=32768"
     );
-    ensure!(args.lat_iters >= 1, "--lat-iters must be at least 1");
+    ensure!(lat_iters >= 1, "--lat-iters must be at least 1");
     ensure!(
         args.pingpong_count >= 1,
         "--pingpong-count must be at least 1"
@@ -337,9 +390,12 @@ fn plan(args: &Args) -> Result<Plan> {
     for part in args.scaling_sizes.split(',') {
         scaling_sizes.extend(parse_sizes(part)?);
     }
+    let default_sizes = if rxe { rxe::DEFAULT_SIZES } else { "2..1M" };
     Ok(Plan {
         tests,
-        sizes: parse_sizes(&args.sizes)?,
+        not_run,
+        sizes: parse_sizes(args.sizes.as_deref().unwrap_or(default_sizes))?,
+        lat_iters,
         msg_sizes,
         scaling_sizes,
         qps: args.qps.clone(),
@@ -347,7 +403,7 @@ fn plan(args: &Args) -> Result<Plan> {
         app_cores,
         timing: Timing {
             duration: Duration::from_secs_f64(args.duration),
-            iters: args.iters,
+            iters,
         },
     })
 }
@@ -434,13 +490,7 @@ pub(crate) fn run(args: &Args) -> Result<()> {
         return reexec_release();
     }
     if args.peer == Peer::Rxe {
-        // The rxe peer lives in the interop harness (`cargo xtask interop`, xtask/src/interop),
-        // which this build does not have yet. Refuse rather than measure something else.
-        bail!(
-            "--peer rxe is not available yet: it needs the rxe interop harness \
-             (`cargo xtask interop`), which is not part of this build. \
-             Run without --peer (a second xroced is the peer) for now."
-        );
+        return rxe::run(args, &plan);
     }
     crate::deps::ensure(crate::deps::ALL)?;
     // Safety: geteuid has no preconditions and cannot fail.
@@ -453,16 +503,7 @@ pub(crate) fn run(args: &Args) -> Result<()> {
     {
         eprintln!("removed stale lab namespaces {removed:?}");
     }
-    let started_unix = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let load_before = loadavg();
-    if load_before[0] > 1.0 {
-        eprintln!(
-            "note: the load average is {:.2}: other work on this machine will show in the figures",
-            load_before[0]
-        );
-    }
+    let mut report = new_report(args, &plan);
     let release = !args.debug_build;
     eprint!(
         "building xroced{} ({}) ... ",
@@ -486,41 +527,6 @@ pub(crate) fn run(args: &Args) -> Result<()> {
     eprintln!("ok");
 
     let cpus = core_affinity::get_core_ids().map_or(1, |ids| ids.len());
-    let mut report = Report {
-        schema: report::SCHEMA,
-        started_unix,
-        ..Report::default()
-    };
-    report.config = report::Config {
-        tests: plan.tests.iter().map(|t| t.to_string()).collect(),
-        sizes: plan.sizes.clone(),
-        duration_secs: args.duration,
-        iters: args.iters,
-        lat_iters: args.lat_iters,
-        tx_depth: args.tx_depth,
-        cq_mod: args.cq_mod,
-        rx_depth: args.rx_depth,
-        msg_sizes: plan.msg_sizes.clone(),
-        post_list: args.post_list,
-        qps: args.qps.clone(),
-        scaling_sizes: plan.scaling_sizes.clone(),
-        baseline_secs: args.baseline_secs,
-        pingpong_count: args.pingpong_count,
-        queues: args.queues,
-        mtu: args.mtu,
-        path_mtu: xroce_wire::mtu::IbMtu::for_netdev_mtu(
-            args.mtu as usize,
-            xroce_wire::mtu::IpVersion::V4,
-        )
-        .map_or(0, |m| m.bytes()),
-        peer: "xroced".into(),
-        build: if release { "release" } else { "debug" }.into(),
-    };
-    if !release {
-        report
-            .notes
-            .push("debug build: these figures say nothing about xroce's performance".into());
-    }
     let (a_base, b_base) = (plan.baseline_core(Side::A), plan.baseline_core(Side::B));
     report.placement = report::Placement {
         cpus,
@@ -549,14 +555,6 @@ pub(crate) fn run(args: &Args) -> Result<()> {
             core_text(b_base.or(Some(1.min(cpus - 1)))),
         ),
     };
-    report.environment.kernel = kernel_release();
-    report.environment.load_before = load_before;
-    if load_before[0] > 1.0 {
-        report.notes.push(format!(
-            "the load average was {:.2} when the run started: other work shared the cores",
-            load_before[0]
-        ));
-    }
     let busy = 2 * args.queues as usize + 2;
     if cpus < busy + 2 {
         report.notes.push(format!(
@@ -719,9 +717,76 @@ pub(crate) fn run(args: &Args) -> Result<()> {
     report.environment.total_secs = progress.elapsed().as_secs_f64();
     drop(progress);
 
+    finish(&report, args)
+}
+
+/// A report with what every run records before measuring: the options, the build, the
+/// machine and its load.
+fn new_report(args: &Args, plan: &Plan) -> Report {
+    let started_unix = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let load_before = loadavg();
+    if load_before[0] > 1.0 {
+        eprintln!(
+            "note: the load average is {:.2}: other work on this machine will show in the figures",
+            load_before[0]
+        );
+    }
+    let release = !args.debug_build;
+    let rxe = args.peer == Peer::Rxe;
+    let mut report = Report {
+        schema: report::SCHEMA,
+        started_unix,
+        ..Report::default()
+    };
+    report.config = report::Config {
+        tests: plan.tests.iter().map(|t| t.to_string()).collect(),
+        sizes: plan.sizes.clone(),
+        duration_secs: args.duration,
+        iters: plan.timing.iters,
+        lat_iters: plan.lat_iters,
+        tx_depth: args.tx_depth,
+        cq_mod: args.cq_mod,
+        rx_depth: args.rx_depth,
+        msg_sizes: plan.msg_sizes.clone(),
+        post_list: args.post_list,
+        qps: args.qps.clone(),
+        scaling_sizes: plan.scaling_sizes.clone(),
+        baseline_secs: args.baseline_secs,
+        pingpong_count: args.pingpong_count,
+        queues: args.queues,
+        mtu: args.mtu,
+        path_mtu: xroce_wire::mtu::IbMtu::for_netdev_mtu(
+            args.mtu as usize,
+            xroce_wire::mtu::IpVersion::V4,
+        )
+        .map_or(0, |m| m.bytes()),
+        peer: if rxe { "rxe" } else { "xroced" }.into(),
+        build: if release { "release" } else { "debug" }.into(),
+        measured_by: if rxe { "perftest" } else { "bench" }.into(),
+    };
+    if !release {
+        report
+            .notes
+            .push("debug build: these figures say nothing about xroce's performance".into());
+    }
+    report.environment.kernel = kernel_release();
+    report.environment.load_before = load_before;
+    if load_before[0] > 1.0 {
+        report.notes.push(format!(
+            "the load average was {:.2} when the run started: other work shared the cores",
+            load_before[0]
+        ));
+    }
+    report
+}
+
+/// Prints the report, writes its JSON and draws its plot; fails if a point failed.
+fn finish(report: &Report, args: &Args) -> Result<()> {
     print!("{}", report.table());
     if let Some(path) = &args.json {
-        let text = serde_json::to_string_pretty(&report)?;
+        let text = serde_json::to_string_pretty(report)?;
         std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))?;
         println!("\nJSON: {}", path.display());
     }
@@ -730,7 +795,7 @@ pub(crate) fn run(args: &Args) -> Result<()> {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
         }
-        if plot::draw(&report, &path)? {
+        if plot::draw(report, &path)? {
             println!("plot: {}", path.display());
         }
     }
@@ -809,18 +874,49 @@ fn daemon_setup(hosts: &TwoHosts) -> String {
     let mut parts = Vec::new();
     for side in [Side::A, Side::B] {
         let log = std::fs::read_to_string(hosts.log(side)).unwrap_or_default();
-        let lines: Vec<String> = log
-            .lines()
-            .filter(|l| l.contains("XDP program attached") || l.contains("poller "))
-            .map(|l| l.rsplit_once("] ").map_or(l, |(_, m)| m).trim().to_string())
-            .collect();
         parts.push(format!(
             "{}: {}",
             if side == Side::A { "a" } else { "b" },
-            lines.join("; ")
+            setup_lines(&log)
         ));
     }
     parts.join(" | ")
+}
+
+/// The lines of a daemon's log that say how it attached (XDP mode, pollers), joined:
+/// from those words on, without timestamps or terminal colours.
+fn setup_lines(log: &str) -> String {
+    let mut lines = Vec::new();
+    for line in log.lines() {
+        let plain = strip_colours(line);
+        let at = ["XDP program attached", "poller "]
+            .iter()
+            .filter_map(|k| plain.find(k))
+            .min();
+        if let Some(at) = at {
+            lines.push(plain[at..].trim().to_owned());
+        }
+    }
+    lines.join("; ")
+}
+
+/// `text` without its ANSI escape sequences (`ESC [ … letter`).
+fn strip_colours(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            // Up to and including the sequence's final letter.
+            for d in chars.by_ref() {
+                if d.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 fn run_xroce(
@@ -996,13 +1092,13 @@ fn workloads(
         for (k, &size) in plan.sizes.iter().enumerate() {
             progress.step(
                 format!("{test} {}", size_text(size)),
-                Expect::Count(args.lat_iters as u64),
+                Expect::Count(plan.lat_iters as u64),
             );
             let spec = LatSpec {
                 op,
                 size,
                 max_size,
-                iters: args.lat_iters,
+                iters: plan.lat_iters,
                 max_time: timing.duration,
             };
             match x.latency(&pairs[0], &spec, progress) {
@@ -1217,6 +1313,19 @@ fn compare(report: &mut Report, plan: &Plan) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn daemon_setup_is_read_from_plain_and_coloured_logs() {
+        let plain = "[2026-11-21T11:09:12Z INFO xroce_engine::daemon] XDP program attached to xr-a (Native)\n\
+                     [2026-11-21T11:09:13Z INFO xroce_engine::daemon] poller 0: queue 0, core 0\n\
+                     [2026-11-21T11:09:13Z INFO xroce_engine::daemon] serving xroce0\n";
+        let coloured = "\x1b[2m2026-11-21T11:09:12.995075Z\x1b[0m \x1b[32m INFO\x1b[0m \
+                        \x1b[2mxroce_engine::daemon\x1b[0m\x1b[2m:\x1b[0m XDP program attached to xr-a (Native)\n\
+                        \x1b[2m2026-11-21T11:09:13Z\x1b[0m \x1b[32m INFO\x1b[0m poller 0: queue 0, core 0\n";
+        let want = "XDP program attached to xr-a (Native); poller 0: queue 0, core 0";
+        assert_eq!(setup_lines(plain), want);
+        assert_eq!(setup_lines(coloured), want);
+    }
 
     #[test]
     fn sizes_parse_as_lists_and_ranges() {

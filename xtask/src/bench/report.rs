@@ -56,6 +56,11 @@ pub(crate) struct Config {
     pub(crate) peer: String,
     /// `release`, or `debug` (figures of a debug build mean nothing).
     pub(crate) build: String,
+    /// What measured the xroce figures: `bench` (the bench's own workloads over
+    /// `verbs_shm::client`, peer `xroced`) or `perftest` (Debian's perftest on both ends,
+    /// the xroce side on the drop-in libibverbs, peer `rxe`).
+    #[serde(default)]
+    pub(crate) measured_by: String,
 }
 
 /// A point that failed.
@@ -101,6 +106,10 @@ pub(crate) struct Environment {
     /// How the daemons attached: XDP mode, AF_XDP bind mode (from their logs).
     pub(crate) daemon_setup: String,
     pub(crate) total_secs: f64,
+    /// The rxe peer (empty with peer `xroced`): its kernel, how it runs, the versions of
+    /// its programs.
+    #[serde(default)]
+    pub(crate) peer_setup: String,
 }
 
 /// One bandwidth or message-rate point.
@@ -241,7 +250,8 @@ pub(crate) struct Comparison {
     pub(crate) met: Option<bool>,
 }
 
-/// Counters of both daemons.
+/// Counters of both daemons (peer `rxe`: `a` is xroced's, `b` the rxe port's, from
+/// `rdma statistic`).
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub(crate) struct DaemonCounters {
     pub(crate) a: Vec<(String, u64)>,
@@ -323,9 +333,20 @@ impl Report {
             "xroce bench: veth lab, MTU {}, path MTU {}, {} queue(s), peer {}, {} build",
             c.mtu, c.path_mtu, c.queues, c.peer, c.build
         );
+        let perftest = c.measured_by == "perftest";
         let _ = writeln!(o, "placement: {}", self.placement.summary);
         if !self.environment.daemon_setup.is_empty() {
             let _ = writeln!(o, "daemons: {}", self.environment.daemon_setup);
+        }
+        if !self.environment.peer_setup.is_empty() {
+            let _ = writeln!(o, "peer: {}", self.environment.peer_setup);
+        }
+        if perftest {
+            let _ = writeln!(
+                o,
+                "measured by perftest: the client on xroce (drop-in libibverbs), the server on rxe; \
+                 the figures are the client's"
+            );
         }
         let _ = writeln!(
             o,
@@ -340,7 +361,13 @@ impl Report {
             self.environment.load_after[2],
         );
 
-        if !self.bandwidth.is_empty() {
+        if !self.bandwidth.is_empty() && perftest {
+            let _ = writeln!(
+                o,
+                "\nBandwidth, 1 QP ({} messages per point; tx depth and CQ moderation as perftest applied them, in the JSON): payload Gbit/s and Mmsg/s",
+                c.iters.unwrap_or(0)
+            );
+        } else if !self.bandwidth.is_empty() {
             let _ = writeln!(
                 o,
                 "\nBandwidth, 1 QP (tx depth {}, one completion every {} work requests, {}): payload Gbit/s and Mmsg/s",
@@ -351,6 +378,8 @@ impl Report {
                     None => format!("{:.1} s per point", c.duration_secs),
                 }
             );
+        }
+        if !self.bandwidth.is_empty() {
             let ops: Vec<&str> = ["write", "read", "send"]
                 .into_iter()
                 .filter(|op| self.bandwidth.iter().any(|p| p.op == *op))
@@ -391,7 +420,12 @@ impl Report {
         if !self.latency.is_empty() {
             let _ = writeln!(
                 o,
-                "\nLatency, µs (WRITE and SEND: RTT/2, as perftest's ib_write_lat/ib_send_lat report; READ: the whole round trip, as ib_read_lat)"
+                "\nLatency, µs (WRITE and SEND: RTT/2, as perftest's ib_write_lat/ib_send_lat report; READ: the whole round trip, as ib_read_lat{})",
+                if perftest {
+                    "; median is perftest's t_typical"
+                } else {
+                    ""
+                }
             );
             let _ = writeln!(
                 o,

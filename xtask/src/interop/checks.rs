@@ -22,7 +22,7 @@ pub(super) struct Row {
 
 /// Which side runs what.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Side {
+pub(crate) enum Side {
     /// The VM, with rxe and the Debian programs.
     Rxe,
     /// The xroce namespace.
@@ -30,7 +30,7 @@ pub(super) enum Side {
 }
 
 impl Side {
-    pub(super) fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Side::Rxe => "rxe",
             Side::Xroce => "xroce",
@@ -181,13 +181,18 @@ pub(super) fn last_line(s: &str) -> String {
         .to_owned()
 }
 
+/// Whether a counter counts something going wrong: one of its words (`_`-separated)
+/// starts with one of these (so `completer_retry_err` and `out_of_seq_request` are, and
+/// `ack_deferred` is not).
 pub(super) fn is_anomaly(name: &str) -> bool {
-    [
-        "err", "drop", "dup", "retr", "retry", "nak", "seq", "timeout", "bad", "invalid", "rnr",
-        "discard", "fail",
-    ]
-    .iter()
-    .any(|w| name.contains(w))
+    name.split('_').any(|word| {
+        [
+            "err", "drop", "dup", "retr", "retry", "nak", "seq", "timeout", "bad", "invalid",
+            "rnr", "discard", "fail",
+        ]
+        .iter()
+        .any(|w| word.starts_with(w))
+    })
 }
 
 pub(super) fn print_table(rows: &[Row]) {
@@ -206,5 +211,33 @@ pub(super) fn print_table(rows: &[Row]) {
             "{:<w$}  {:<6} {:<6} {:<6} {:>6.1}  {}",
             r.check, r.server, r.client, outcome, r.secs, r.detail
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn anomalies_are_whole_words() {
+        for bad in [
+            "completer_retry_err",
+            "duplicate_request",
+            "out_of_seq_request",
+            "rcvd_rnr_err",
+            "local_ack_timeout_err",
+            "rx_dropped",
+        ] {
+            assert!(is_anomaly(bad), "{bad}");
+        }
+        for fine in [
+            "ack_deferred",
+            "sent_pkts",
+            "rcvd_pkts",
+            "idle_sleeps",
+            "rdma_sends",
+        ] {
+            assert!(!is_anomaly(fine), "{fine}");
+        }
     }
 }

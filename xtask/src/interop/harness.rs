@@ -13,28 +13,157 @@ use xroce_lab::{Lab, LabConfig, netns};
 
 use super::checks::{Check, Outcome, Program, Row, Side, figures, is_anomaly, last_line};
 use super::process::{Proc, signal, tcp_listening};
-use super::vm::{self, Vm, VmConfig};
+use super::vm::{self, Finished, Vm, VmConfig};
 use super::{BRIDGE, DEVICE, INIT, PEER_IP, PEER_MAC, TAP, XROCE_GID_INDEX, XROCE_IP};
 use super::{image, log, target_dir};
 use crate::pcap::{Verdict, describe, for_each_frame};
 
+/// Why rxe counts `completer_retry_err`: seen in every run against rxe 6.1, and not
+/// xroce's doing.
+pub(crate) const RXE_RETRY_NOTE: &str = "rxe 6.1 does not re-arm its retransmit timer per \
+    request (rxe_comp.c: \"some timeouts are spurious\"), so in ping-pongs it resends requests \
+    that were already acknowledged; xroce answers them as duplicates";
+
+/// The counters of `rdma statistic show link DEV/PORT`: `link DEV/PORT name value ...`.
+pub(crate) fn rdma_statistic(output: &str) -> Vec<(String, u64)> {
+    let words: Vec<&str> = output.split_whitespace().collect();
+    let start = words.iter().position(|w| *w == "link").map_or(0, |i| i + 2);
+    words
+        .get(start..)
+        .unwrap_or_default()
+        .chunks(2)
+        .filter_map(|kv| Some((kv.first()?.to_string(), kv.get(1)?.parse().ok()?)))
+        .collect()
+}
+
+/// The non-zero counters among `stats` that count something going wrong, as `name=value`.
+pub(crate) fn anomalies(stats: &[(String, u64)]) -> Vec<String> {
+    stats
+        .iter()
+        .filter(|(k, v)| *v > 0 && is_anomaly(k))
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect()
+}
+
 /// The lab: namespaces, bridge, tap, VM, daemon, capture.
-pub(super) struct Harness {
+pub(crate) struct Harness {
     lab: Lab,
     run_dir: PathBuf,
     vm: Vm,
     peer_gid: u32,
     xroced: Proc,
     xroced_bin: PathBuf,
+    xroced_args: Vec<String>,
     restarts: usize,
     tcpdump: Option<Proc>,
     pingpong: PathBuf,
     drop_in: Result<PathBuf, String>,
 }
 
+/// How to build the lab.
+#[derive(Debug, Clone)]
+pub(crate) struct Options {
+    /// Capture the wire (checked with [`Harness::check_capture`]).
+    pub(crate) capture: bool,
+    /// The veth pair's settings (the wire to the VM is 1500 bytes: `mtu` must be 1500).
+    pub(crate) lab: LabConfig,
+    /// More arguments of `xroced` (`--queues`, `--cores`).
+    pub(crate) xroced_args: Vec<String>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            capture: true,
+            lab: LabConfig::default(),
+            xroced_args: Vec::new(),
+        }
+    }
+}
+
+/// How a server tells it is ready for its client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Handshake {
+    /// The pingpong programs: the xroce server prints its `local address` line; an rxe
+    /// server needs no wait (`xroce-pingpong` retries its connection).
+    Pingpong,
+    /// perftest: the server listens on TCP 18515 (its clients do not retry).
+    Perftest,
+}
+
+/// One exchange between the two sides: the server starts first, then the client.
+#[derive(Debug, Clone)]
+pub(crate) struct Exchange {
+    /// What it is, for the log's first line.
+    pub(crate) title: String,
+    /// The log's file name (without `.txt`) in the logs directory.
+    pub(crate) name: String,
+    pub(crate) server: Side,
+    /// The shell command run on the rxe side.
+    pub(crate) rxe: String,
+    /// The program and arguments run in the xroce namespace.
+    pub(crate) xroce: Vec<String>,
+    /// Its environment.
+    pub(crate) xroce_env: Vec<(String, String)>,
+    pub(crate) handshake: Handshake,
+    /// The longest the client may run (then it is killed); the server is given as long
+    /// again after a client that succeeded, 5 s after one that failed.
+    pub(crate) timeout: Duration,
+}
+
+/// How an [`Exchange`] went.
+#[derive(Debug, Clone)]
+pub(crate) struct Exchanged {
+    /// The rxe side's status (`None`: killed after its time) and output.
+    pub(crate) rxe: Finished,
+    /// What the xroce side printed.
+    pub(crate) xroce_output: String,
+    /// Why it failed, if it did.
+    pub(crate) failure: Option<String>,
+}
+
+impl Exchanged {
+    /// What the client printed.
+    pub(crate) fn client_output(&self, server: Side) -> &str {
+        match server {
+            Side::Rxe => &self.xroce_output,
+            Side::Xroce => &self.rxe.output,
+        }
+    }
+}
+
 impl Harness {
-    pub(super) fn xroce_ns(&self) -> &str {
+    pub(crate) fn xroce_ns(&self) -> &str {
         &self.lab.a.netns
+    }
+
+    /// The rxe device's name in the peer.
+    pub(crate) fn peer_device(&self) -> &str {
+        "rxe0"
+    }
+
+    /// The index of the rxe device's IPv4 GID.
+    pub(crate) fn peer_gid(&self) -> u32 {
+        self.peer_gid
+    }
+
+    /// The directory of the drop-in `libibverbs.so.1`, or why it cannot run Debian's
+    /// programs.
+    pub(crate) fn drop_in(&self) -> Result<&Path, &str> {
+        self.drop_in
+            .as_ref()
+            .map(PathBuf::as_path)
+            .map_err(String::as_str)
+    }
+
+    /// What happened, if the daemon has exited since the last look (it is restarted).
+    pub(crate) fn daemon_exited(&mut self) -> Option<String> {
+        self.daemon_check().map(|row| row.detail)
+    }
+
+    /// What the daemon logged so far.
+    pub(crate) fn daemon_log(&self) -> String {
+        self.xroced.output()
     }
 }
 
@@ -111,14 +240,22 @@ pub(super) fn probe_drop_in(ns: &str, lib: &Path) -> Result<(), String> {
 }
 
 impl Harness {
-    pub(super) fn start(
+    /// Builds the lab, boots the VM and starts the daemon; returns the harness and how long
+    /// the VM took to boot, in seconds.
+    pub(crate) fn start(
         run_dir: &Path,
         img: &image::Image,
         bins: &(PathBuf, PathBuf),
+        options: &Options,
     ) -> Result<(Harness, f64)> {
-        let lab = Lab::new(&LabConfig::default()).context("building the lab (needs root)")?;
+        if options.lab.mtu != 1500 || options.lab.router {
+            bail!("the rxe peer's wire is a 1500-byte Ethernet without a router");
+        }
+        let lab = Lab::new(&options.lab).context("building the lab (needs root)")?;
         make_wire(&lab)?;
-        let tcpdump = {
+        let tcpdump = if !options.capture {
+            None
+        } else {
             let p = Proc::spawn(
                 &lab.b.netns,
                 &[
@@ -169,7 +306,7 @@ impl Harness {
             accel,
         })?;
         // The daemon starts while the VM boots.
-        let xroced = start_daemon(&lab, &bins.0, run_dir, "xroced")?;
+        let xroced = start_daemon(&lab, &bins.0, &options.xroced_args, run_dir, "xroced")?;
         let ready = vm.wait_ready(Duration::from_secs(240))?;
         let boot = t0.elapsed().as_secs_f64();
         log(&format!(
@@ -188,6 +325,7 @@ impl Harness {
                 peer_gid: ready.gid_index,
                 xroced,
                 xroced_bin: bins.0.clone(),
+                xroced_args: options.xroced_args.clone(),
                 restarts: 0,
                 tcpdump,
                 pingpong: bins.1.clone(),
@@ -199,15 +337,17 @@ impl Harness {
 }
 
 /// Starts `xroced` on the lab's host `a` and waits until its device is there.
-pub(super) fn start_daemon(lab: &Lab, bin: &Path, logs: &Path, name: &str) -> Result<Proc> {
+pub(super) fn start_daemon(
+    lab: &Lab,
+    bin: &Path,
+    args: &[String],
+    logs: &Path,
+    name: &str,
+) -> Result<Proc> {
     let bin = bin.to_string_lossy();
-    let mut xroced = Proc::spawn(
-        &lab.a.netns,
-        &[&bin, "--netdev", &lab.a.interface, "--name", DEVICE],
-        &[],
-        logs,
-        name,
-    )?;
+    let mut argv = vec![&*bin, "--netdev", &lab.a.interface, "--name", DEVICE];
+    argv.extend(args.iter().map(String::as_str));
+    let mut xroced = Proc::spawn(&lab.a.netns, &argv, &[], logs, name)?;
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let up = netns::run_in(&lab.a.netns, || {
@@ -235,7 +375,14 @@ impl Harness {
         let tail = last_line(&fs::read_to_string(&log).unwrap_or_default());
         self.restarts += 1;
         let name = format!("xroced-{}", self.restarts);
-        let detail = match start_daemon(&self.lab, &self.xroced_bin, &self.run_dir, &name) {
+        let started = start_daemon(
+            &self.lab,
+            &self.xroced_bin,
+            &self.xroced_args,
+            &self.run_dir,
+            &name,
+        );
+        let detail = match started {
             Ok(p) => {
                 self.xroced = p;
                 format!("{status}, restarted; log {}: {tail}", log.display())
@@ -371,79 +518,118 @@ impl Harness {
 
     /// Runs a check; `(passed, detail)`. Logs go to `logs/<name>.txt`.
     pub(super) fn exchange(&mut self, check: &Check, logs: &Path) -> Result<(bool, String)> {
-        const JOB_TIMEOUT: Duration = Duration::from_secs(150);
-        let (rxe_cmd, x_argv, x_env) = self.commands(check);
-        let name = check.name().replace([' ', '/'], "_") + "_" + check.server.name() + "_server";
-        let x_argv_ref: Vec<&str> = x_argv.iter().map(String::as_str).collect();
-        let x_env_ref: Vec<(&str, &str)> = x_env
+        let (rxe, xroce, xroce_env) = self.commands(check);
+        let handshake = match check.program {
+            Program::Pingpong { .. } => Handshake::Pingpong,
+            Program::DropIn { .. } => Handshake::Perftest,
+        };
+        let exchange = Exchange {
+            title: format!("{} (server: {})", check.name(), check.server.name()),
+            name: check.name().replace([' ', '/'], "_") + "_" + check.server.name() + "_server",
+            server: check.server,
+            rxe,
+            xroce,
+            xroce_env,
+            handshake,
+            timeout: Duration::from_secs(150),
+        };
+        let done = self.run_exchange(&exchange, logs)?;
+        Ok(match done.failure {
+            None => (true, figures(done.client_output(check.server))),
+            Some(why) => (false, why),
+        })
+    }
+
+    /// Waits until a TCP socket listens on `port` in the VM.
+    fn peer_listening(&mut self, port: u16, timeout: Duration) -> Result<bool> {
+        let polls = timeout.as_millis() / 50;
+        let wait = self.vm.spawn(&format!(
+            "n=0; while ! netstat -ltn | grep -q ':{port} '; do \
+             usleep 50000; n=$((n + 1)); [ $n -gt {polls} ] && exit 1; done; exit 0"
+        ))?;
+        Ok(wait
+            .wait(&mut self.vm, timeout + Duration::from_secs(30))?
+            .ok())
+    }
+
+    /// Runs an exchange: its server, then its client once the server is ready. Its record
+    /// (both command lines, outputs and statuses) goes to `logs/<name>.txt`. An error means
+    /// the harness itself broke (the VM died); a failed exchange says why in `failure`.
+    pub(crate) fn run_exchange(&mut self, ex: &Exchange, logs: &Path) -> Result<Exchanged> {
+        let name = &ex.name;
+        let x_argv: Vec<&str> = ex.xroce.iter().map(String::as_str).collect();
+        let x_env: Vec<(&str, &str)> = ex
+            .xroce_env
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect();
-        let is_pingpong = matches!(check.program, Program::Pingpong { .. });
         let ns = self.xroce_ns().to_owned();
+        let log = logs.join(format!("{name}.txt"));
 
-        let (rxe_result, x_proc, x_status);
-        match check.server {
+        let (rxe, mut x_proc, x_status);
+        match ex.server {
             Side::Rxe => {
-                let job = self.vm.spawn(&rxe_cmd)?;
-                if !is_pingpong {
-                    // perftest clients do not retry: wait until the server listens.
-                    let wait = self.vm.spawn(
-                        "n=0; while ! netstat -ltn | grep -q ':18515 '; do \
-                         usleep 50000; n=$((n + 1)); [ $n -gt 1200 ] && exit 1; done; exit 0",
-                    )?;
-                    let w = wait.wait(&mut self.vm, Duration::from_secs(90))?;
-                    if !w.ok() {
-                        job.kill(&mut self.vm);
-                        let out = job.output();
-                        fs::write(
-                            logs.join(format!("{name}.txt")),
-                            format!("## rxe (VM {PEER_IP}): {rxe_cmd}\n{out}"),
-                        )?;
-                        return Ok((
-                            false,
-                            format!("the rxe server never listened: {}", last_line(&out)),
-                        ));
-                    }
+                let job = self.vm.spawn(&ex.rxe)?;
+                if ex.handshake == Handshake::Perftest
+                    && !self.peer_listening(18515, Duration::from_secs(60))?
+                {
+                    job.kill(&mut self.vm);
+                    let output = job.output();
+                    fs::write(&log, format!("## rxe (VM {PEER_IP}): {}\n{output}", ex.rxe))?;
+                    let failure = format!("the rxe server never listened: {}", last_line(&output));
+                    return Ok(Exchanged {
+                        rxe: Finished {
+                            status: None,
+                            output,
+                        },
+                        xroce_output: String::new(),
+                        failure: Some(failure),
+                    });
                 }
-                let mut p = Proc::spawn(&ns, &x_argv_ref, &x_env_ref, logs, &name)?;
-                x_status = p.wait(JOB_TIMEOUT);
-                let ok_so_far = x_status.is_some_and(|s| s.success());
-                let wait_for = if ok_so_far {
-                    JOB_TIMEOUT
+                let mut p = Proc::spawn(&ns, &x_argv, &x_env, logs, name)?;
+                x_status = p.wait(ex.timeout);
+                let wait_for = if x_status.is_some_and(|s| s.success()) {
+                    ex.timeout
                 } else {
                     Duration::from_secs(5)
                 };
-                rxe_result = job.wait(&mut self.vm, wait_for)?;
+                rxe = job.wait(&mut self.vm, wait_for)?;
                 x_proc = p;
             }
             Side::Xroce => {
-                let mut p = Proc::spawn(&ns, &x_argv_ref, &x_env_ref, logs, &name)?;
+                let mut p = Proc::spawn(&ns, &x_argv, &x_env, logs, name)?;
                 let deadline = Instant::now() + Duration::from_secs(30);
                 loop {
-                    let listening = if is_pingpong {
-                        fs::read_to_string(&p.stdout).is_ok_and(|t| t.contains("local address"))
-                    } else {
-                        tcp_listening(&ns, 18515)
+                    let listening = match ex.handshake {
+                        Handshake::Pingpong => {
+                            fs::read_to_string(&p.stdout).is_ok_and(|t| t.contains("local address"))
+                        }
+                        Handshake::Perftest => tcp_listening(&ns, 18515),
                     };
                     if listening {
                         break;
                     }
                     if p.exited().is_some() || Instant::now() > deadline {
                         p.kill();
-                        let out = p.output();
-                        fs::write(logs.join(format!("{name}.txt")), &out)?;
-                        return Ok((
-                            false,
-                            format!("the xroce server never listened: {}", last_line(&out)),
-                        ));
+                        let output = p.output();
+                        fs::write(&log, &output)?;
+                        let failure =
+                            format!("the xroce server never listened: {}", last_line(&output));
+                        return Ok(Exchanged {
+                            rxe: Finished {
+                                status: None,
+                                output: String::new(),
+                            },
+                            xroce_output: output,
+                            failure: Some(failure),
+                        });
                     }
                     std::thread::sleep(Duration::from_millis(20));
                 }
-                let job = self.vm.spawn(&rxe_cmd)?;
-                rxe_result = job.wait(&mut self.vm, JOB_TIMEOUT)?;
-                let wait_for = if rxe_result.ok() {
-                    JOB_TIMEOUT
+                let job = self.vm.spawn(&ex.rxe)?;
+                rxe = job.wait(&mut self.vm, ex.timeout)?;
+                let wait_for = if rxe.ok() {
+                    ex.timeout
                 } else {
                     Duration::from_secs(5)
                 };
@@ -452,52 +638,45 @@ impl Harness {
             }
         }
         let x_out = x_proc.output();
+        x_proc.kill();
         let mut record = String::new();
-        let _ = writeln!(
-            record,
-            "# {} (server: {})",
-            check.name(),
-            check.server.name()
-        );
-        let _ = writeln!(record, "## rxe (VM {PEER_IP}): {rxe_cmd}");
+        let _ = writeln!(record, "# {}", ex.title);
+        let _ = writeln!(record, "## rxe (VM {PEER_IP}): {}", ex.rxe);
         let _ = writeln!(
             record,
             "{}\n-> {}",
-            rxe_result.output,
-            rxe_result
-                .status
+            rxe.output,
+            rxe.status
                 .map_or("killed (timeout)".to_owned(), |s| format!("exit {s}"))
         );
-        let env_text: String = x_env.iter().map(|(k, v)| format!("{k}={v} ")).collect();
+        let env_text: String = ex
+            .xroce_env
+            .iter()
+            .map(|(k, v)| format!("{k}={v} "))
+            .collect();
         let _ = writeln!(
             record,
             "## xroce ({XROCE_IP}): {env_text}{}",
-            x_argv.join(" ")
+            ex.xroce.join(" ")
         );
         let _ = writeln!(
             record,
             "{x_out}\n-> {}",
             x_status.map_or("killed (timeout)".to_owned(), |s| s.to_string())
         );
-        fs::write(logs.join(format!("{name}.txt")), &record)?;
+        fs::write(&log, &record)?;
 
         let x_ok = x_status.is_some_and(|s| s.success());
-        let ok = x_ok && rxe_result.ok();
-        let client_out = match check.client() {
-            Side::Rxe => &rxe_result.output,
-            Side::Xroce => &x_out,
-        };
-        let detail = if ok {
-            figures(client_out)
+        let failure = if x_ok && rxe.ok() {
+            None
         } else {
             let mut why = Vec::new();
-            if !rxe_result.ok() {
+            if !rxe.ok() {
                 why.push(format!(
                     "rxe {}: {}",
-                    rxe_result
-                        .status
+                    rxe.status
                         .map_or("timed out".to_owned(), |s| format!("exit {s}")),
-                    last_line(&rxe_result.output)
+                    last_line(&rxe.output)
                 ));
             }
             if !x_ok {
@@ -507,9 +686,13 @@ impl Harness {
                     last_line(&x_out)
                 ));
             }
-            why.join("; ")
+            Some(why.join("; "))
         };
-        Ok((ok, detail))
+        Ok(Exchanged {
+            rxe,
+            xroce_output: x_out,
+            failure,
+        })
     }
 
     /// Stops the capture and checks every RoCEv2 packet's ICRC.
@@ -583,60 +766,46 @@ impl Harness {
         row
     }
 
+    /// The daemon's counters (all of them), also written to the run directory.
+    pub(crate) fn xroced_counters(&self) -> Result<Vec<(String, u64)>> {
+        let stats = netns::run_in(self.xroce_ns(), || {
+            verbs_shm::client::Context::open(DEVICE).and_then(|c| c.stats())
+        })?
+        .context("reading xroced's counters")?;
+        let text: String = stats.iter().map(|(k, v)| format!("{k} {v}\n")).collect();
+        let _ = fs::write(self.run_dir.join("xroced-counters.txt"), text);
+        Ok(stats)
+    }
+
+    /// The rxe port's counters (`rdma statistic`), also written to the run directory.
+    pub(crate) fn rxe_counters(&mut self) -> Result<Vec<(String, u64)>> {
+        let command = format!("rdma statistic show link {}/1", self.peer_device());
+        let f = self.vm.run(&command, Duration::from_secs(20))?;
+        let _ = fs::write(self.run_dir.join("rxe-counters.txt"), &f.output);
+        if !f.ok() {
+            bail!("{command} failed: {}", last_line(&f.output));
+        }
+        Ok(rdma_statistic(&f.output))
+    }
+
     /// Counters of both ends, written to the run directory; the anomalies as text.
     pub(super) fn counters(&mut self) -> String {
         let mut report = String::new();
-        let stats = netns::run_in(self.xroce_ns(), || {
-            verbs_shm::client::Context::open(DEVICE).and_then(|c| c.stats())
-        });
-        if let Ok(Ok(stats)) = stats {
-            let text: String = stats.iter().map(|(k, v)| format!("{k} {v}\n")).collect();
-            let _ = fs::write(self.run_dir.join("xroced-counters.txt"), text);
-            let odd: Vec<String> = stats
-                .iter()
-                .filter(|(k, v)| *v > 0 && is_anomaly(k))
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect();
-            let _ = writeln!(
-                report,
-                "xroced counters: {}",
-                if odd.is_empty() {
-                    "no errors, drops, retries or duplicates".to_owned()
-                } else {
-                    odd.join(" ")
-                }
-            );
+        let line = |odd: &[String]| {
+            if odd.is_empty() {
+                "no errors, drops, retries or duplicates".to_owned()
+            } else {
+                odd.join(" ")
+            }
+        };
+        if let Ok(stats) = self.xroced_counters() {
+            let _ = writeln!(report, "xroced counters: {}", line(&anomalies(&stats)));
         }
-        if let Ok(f) = self
-            .vm
-            .run("rdma statistic show link rxe0/1", Duration::from_secs(20))
-        {
-            let _ = fs::write(self.run_dir.join("rxe-counters.txt"), &f.output);
-            let odd: Vec<String> = f
-                .output
-                .split_whitespace()
-                .collect::<Vec<_>>()
-                .chunks(2)
-                .filter(|kv| kv.len() == 2 && is_anomaly(kv[0]) && kv[1] != "0")
-                .map(|kv| format!("{}={}", kv[0], kv[1]))
-                .collect();
-            let _ = writeln!(
-                report,
-                "rxe counters:    {}",
-                if odd.is_empty() {
-                    "no errors, drops, retries or duplicates".to_owned()
-                } else {
-                    odd.join(" ")
-                }
-            );
+        if let Ok(stats) = self.rxe_counters() {
+            let odd = anomalies(&stats);
+            let _ = writeln!(report, "rxe counters:    {}", line(&odd));
             if odd.iter().any(|c| c.starts_with("completer_retry_err=")) {
-                // Seen in every run against rxe 6.1, and not xroce's doing.
-                let _ = writeln!(
-                    report,
-                    "  (rxe 6.1 does not re-arm its retransmit timer per request (rxe_comp.c: \
-                     \"some timeouts are spurious\"), so in ping-pongs it resends requests \
-                     that were already acknowledged; xroce answers them as duplicates)"
-                );
+                let _ = writeln!(report, "  ({RXE_RETRY_NOTE})");
             }
         }
         report
@@ -693,7 +862,7 @@ impl Harness {
         }
     }
 
-    pub(super) fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         self.vm.shutdown();
         self.xroced.signal(signal::Signal::Term);
         let _ = self.xroced.wait(Duration::from_secs(5));

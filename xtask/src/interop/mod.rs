@@ -18,6 +18,9 @@
 //! three latency tests on the xroce side too ([`checks`]). Everything crossing the tap is
 //! captured and every RoCEv2 packet's ICRC is checked ([`harness`]).
 //!
+//! `cargo xtask bench --peer rxe` runs perftest across the same lab: [`prepare`],
+//! [`Harness::start`] and [`Harness::run_exchange`] are shared.
+//!
 //! Everything is torn down on every exit path, Ctrl-C included (deleting the lab's
 //! namespaces kills what runs in them, qemu too). The run's logs stay in
 //! `target/xroce/interop/runs/<pid>/`.
@@ -38,23 +41,24 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 
+pub(crate) use checks::Side;
 use checks::{Check, Outcome, checks, print_table};
-use harness::Harness;
+pub(crate) use harness::{Exchange, Handshake, Harness, Options, RXE_RETRY_NOTE, anomalies};
 
 /// The guest's `/init`.
 const INIT: &str = include_str!("../../interop/init.sh");
 
 /// The device name of the daemon.
-const DEVICE: &str = "xroce0";
+pub(crate) const DEVICE: &str = "xroce0";
 /// The xroce host's address (the lab's host `a`).
 const XROCE_IP: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);
 /// The VM's address (the lab's host `b` gives its address up to the VM).
-const PEER_IP: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 2);
+pub(crate) const PEER_IP: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 2);
 const PEER_MAC: [u8; 6] = [0x52, 0x54, 0x00, 0x77, 0x00, 0x02];
 const BRIDGE: &str = "xr-br";
 const TAP: &str = "xr-tap";
 /// xroce's GID table starts with its IPv4 addresses.
-const XROCE_GID_INDEX: u32 = 0;
+pub(crate) const XROCE_GID_INDEX: u32 = 0;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
@@ -135,6 +139,47 @@ fn build_binaries(release: bool) -> Result<(PathBuf, PathBuf)> {
     Ok((find("xroced")?, find("xroce-pingpong")?))
 }
 
+/// What a run against the rxe peer needs, built and checked: the peer's image, `xroced`
+/// and `xroce-pingpong`, the drop-in library, and a fresh run directory for the logs.
+pub(crate) struct Prepared {
+    pub(crate) image: image::Image,
+    pub(crate) bins: (PathBuf, PathBuf),
+    pub(crate) run_dir: PathBuf,
+}
+
+/// Everything before the lab: root, the Ctrl-C handler (first, before any thread exists:
+/// Ctrl-C and SIGTERM then tear the lab down), stale labs removed, the Debian packages,
+/// the image, the binaries (`release` or debug) and the drop-in library. `what` names the
+/// command in the error when not root.
+pub(crate) fn prepare(what: &str, release: bool, rebuild_image: bool) -> Result<Prepared> {
+    if !xroce_lab::require_root(what) {
+        bail!("{what} needs root (network namespaces, XDP, qemu's tap)");
+    }
+    xroce_lab::signals::install().context("installing the Ctrl-C handler")?;
+    let _ = xroce_lab::cleanup_stale();
+    crate::deps::ensure(&[
+        "qemu-system-x86",
+        "tcpdump",
+        "iproute2",
+        "ibverbs-utils",
+        "perftest",
+    ])?;
+    let cache = target_dir().join("xroce/interop");
+    let image = image::ensure(&cache, rebuild_image)?;
+    let bins = build_binaries(release)?;
+    // Debian's programs run on the library as this checkout builds it.
+    crate::build::install().context("building the drop-in libibverbs (cargo xtask build)")?;
+    let run_dir = cache.join("runs").join(std::process::id().to_string());
+    let _ = fs::remove_dir_all(&run_dir);
+    fs::create_dir_all(&run_dir)?;
+    cleanup_old_runs(&cache.join("runs"));
+    Ok(Prepared {
+        image,
+        bins,
+        run_dir,
+    })
+}
+
 pub(crate) fn run(args: &Args) -> Result<()> {
     let selected: Vec<Check> = checks()
         .into_iter()
@@ -146,28 +191,17 @@ pub(crate) fn run(args: &Args) -> Result<()> {
         }
         return Ok(());
     }
-    if !xroce_lab::require_root("cargo xtask interop") {
-        bail!("cargo xtask interop needs root (network namespaces, XDP, qemu's tap)");
-    }
-    // First, before any thread exists: Ctrl-C and SIGTERM tear the lab down.
-    xroce_lab::signals::install().context("installing the Ctrl-C handler")?;
-    let _ = xroce_lab::cleanup_stale();
-    crate::deps::ensure(&["qemu-system-x86", "tcpdump", "iproute2"])?;
-
     let total = Instant::now();
-    let cache = target_dir().join("xroce/interop");
-    let img = image::ensure(&cache, args.rebuild_image)?;
-    let bins = build_binaries(args.release)?;
-    // The drop-in checks run Debian's programs on the library as this checkout builds it.
-    crate::build::install().context("building the drop-in libibverbs (cargo xtask build)")?;
-    let run_dir = cache.join("runs").join(std::process::id().to_string());
-    let _ = fs::remove_dir_all(&run_dir);
-    fs::create_dir_all(&run_dir)?;
-    cleanup_old_runs(&cache.join("runs"));
+    let Prepared {
+        image: img,
+        bins,
+        run_dir,
+    } = prepare("cargo xtask interop", args.release, args.rebuild_image)?;
     let logs = run_dir.join("checks");
     fs::create_dir_all(&logs)?;
 
-    let (mut h, boot) = Harness::start(&run_dir, &img, &bins)?;
+    let options = Options::default();
+    let (mut h, boot) = Harness::start(&run_dir, &img, &bins, &options)?;
     let mut rows = Vec::new();
     for c in &selected {
         if xroce_lab::signals::interrupted() {
@@ -189,25 +223,8 @@ pub(crate) fn run(args: &Args) -> Result<()> {
     rows.push(h.check_capture(args.capture.as_deref(), traffic));
     let counters = h.counters();
 
-    let (_, accel) = vm::accel();
-    let versions: Vec<&str> = img
-        .packages
-        .iter()
-        .map(String::as_str)
-        .filter(|p| {
-            p.starts_with("rdma-core")
-                || p.starts_with("libibverbs1 ")
-                || p.starts_with("perftest ")
-                || p.starts_with("ibverbs-utils ")
-        })
-        .collect();
     println!();
-    println!(
-        "xroce against Linux rxe: kernel {} ({}), {}",
-        img.release,
-        accel,
-        versions.join(", ")
-    );
+    println!("xroce against Linux rxe: {}", peer_description(&img));
     println!(
         "VM boot {boot:.1} s; xroce {XROCE_IP} ({DEVICE}), rxe {PEER_IP} (rxe0); logs in {}",
         run_dir.display()
@@ -242,6 +259,29 @@ pub(crate) fn run(args: &Args) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// The rxe peer in one line: its kernel, how qemu runs it, and the versions of the Debian
+/// programs and libraries on it.
+pub(crate) fn peer_description(img: &image::Image) -> String {
+    let (_, accel) = vm::accel();
+    let versions: Vec<&str> = img
+        .packages
+        .iter()
+        .map(String::as_str)
+        .filter(|p| {
+            p.starts_with("rdma-core")
+                || p.starts_with("libibverbs1 ")
+                || p.starts_with("perftest ")
+                || p.starts_with("ibverbs-utils ")
+        })
+        .collect();
+    format!(
+        "kernel {} ({}), {}",
+        img.release,
+        accel,
+        versions.join(", ")
+    )
 }
 
 /// Keeps the logs of the last few runs only.
