@@ -795,8 +795,21 @@ impl Poller {
     /// Moves new work requests from the applications' rings into the transport, and
     /// publishes how many the transport has retired.
     fn pull_rings(&mut self, now: Instant) -> usize {
-        if !self.cfg.idle.full_scan.is_zero() && now >= self.next_full_scan {
-            return self.pull_every_ring(now);
+        let every = !self.cfg.idle.full_scan.is_zero() && now >= self.next_full_scan;
+        self.pull_due(now, every)
+    }
+
+    /// Reads every ring, post bits or not.
+    fn pull_every_ring(&mut self, now: Instant) -> usize {
+        self.pull_due(now, true)
+    }
+
+    /// Reads the rings the post bits name (and the leftovers and bitless ones), or with
+    /// `every` all of them.
+    fn pull_due(&mut self, now: Instant, every: bool) -> usize {
+        if every {
+            self.next_full_scan = now + self.cfg.idle.full_scan;
+            self.counters.full_ring_scans += 1;
         }
         let Poller {
             endpoint,
@@ -809,30 +822,13 @@ impl Poller {
             due,
             ..
         } = self;
+        // The bits go in either case: every ring they name is read now.
         bells.due(due);
-        Self::pull_targets(endpoint, qps, srqs, ahs, counters, pending, bells, due, now)
-    }
-
-    /// Reads every ring, post bits or not.
-    fn pull_every_ring(&mut self, now: Instant) -> usize {
-        self.next_full_scan = now + self.cfg.idle.full_scan;
-        self.counters.full_ring_scans += 1;
-        let Poller {
-            endpoint,
-            qps,
-            srqs,
-            ahs,
-            counters,
-            pending,
-            bells,
-            due,
-            ..
-        } = self;
-        // The bits go too: every ring they name is read now.
-        bells.due(due);
-        due.clear();
-        due.extend(qps.keys().map(|&n| Target::Qp(n)));
-        due.extend(srqs.keys().map(|&n| Target::Srq(n)));
+        if every {
+            due.clear();
+            due.extend(qps.keys().map(|&n| Target::Qp(n)));
+            due.extend(srqs.keys().map(|&n| Target::Srq(n)));
+        }
         Self::pull_targets(endpoint, qps, srqs, ahs, counters, pending, bells, due, now)
     }
 
