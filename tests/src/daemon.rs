@@ -87,6 +87,12 @@ pub struct TwoHosts {
     pub lab: Lab,
 }
 
+/// Daemon arguments under which a poller reads an application's rings only when their
+/// post bits say so: no periodic reading of every ring, and no sleep (a poller reads every
+/// ring before it sleeps). A work request whose post bit is not set, or not seen, then
+/// waits forever, and the test that posted it fails.
+pub const POST_BITS_ONLY: &[&str] = &["--full-scan-ms", "0", "--yield-us", "3600000000"];
+
 /// The device name the daemons serve.
 pub const DEVICE: &str = "xroce0";
 

@@ -8,9 +8,8 @@
 //! happened, and the requester's that it retransmitted. The kernel of this VM has no
 //! `sch_netem`, so `tc netem` cannot do the impairing (see `xroce_impair`).
 //!
-//! Time: 1056 MiB took 39 to 46 s (23 to 27 MiB/s) in three runs on the loaded 2-core
-//! development VM, plus the release builds of `xroced` and `xroce-impair` when they are not
-//! cached (minutes). About 2.2 million frames go from `a` to `b` where a clean path needs
+//! Time: 1056 MiB took 24 s (43 MiB/s) on the 2-core development VM, plus the release
+//! builds of `xroced` and `xroce-impair` when they are not cached (minutes). About 2.2 million frames go from `a` to `b` where a clean path needs
 //! 0.7 million: go-back-N resends everything after a loss, and a READ response lost sends
 //! the WRITEs and SENDs behind its request again too. The test prints its figures; it
 //! never asserts a time. `XROCE_LOSSY_MIB` changes the volume.

@@ -8,7 +8,7 @@ use verbs_shm::client::{
     Access, Cq, Mr, QpInit, QpType, RecvWr, SendOp, SendWr, Sge, UdTarget, WorkCompletion,
 };
 use xroce_lab::{LabConfig, Side, require_root};
-use xroce_tests::daemon::{TwoHosts, connect, ud_ready};
+use xroce_tests::daemon::{POST_BITS_ONLY, TwoHosts, connect, ud_ready};
 
 /// Polls `cq` until `n` completions arrived (panics after `secs` with what came).
 fn wait(cq: &Cq, n: usize, secs: u64) -> Vec<WorkCompletion> {
@@ -58,7 +58,8 @@ fn many_rc_pairs_write_send_and_read_their_own_data() {
     if !require_root("many_rc_pairs_write_send_and_read_their_own_data") {
         return;
     }
-    let h = TwoHosts::start(&LabConfig::default(), &[]).expect("lab with two daemons");
+    // Post bits alone tell the pollers which of the many rings to read.
+    let h = TwoHosts::start(&LabConfig::default(), POST_BITS_ONLY).expect("lab with two daemons");
     let (ca, cb) = (h.open(Side::A).unwrap(), h.open(Side::B).unwrap());
     // The daemon's per-application limits (`--max-qps`, `--max-cqs`, `--max-mr-mib`;
     // 4096 QPs, 4096 CQs and 16 GiB by default) leave room for this test.
@@ -209,7 +210,8 @@ fn a_mesh_of_ud_qps_delivers_every_datagram_to_its_qp() {
     const LEN: usize = 1000;
     const GRH: usize = 40;
     const QKEY: u32 = 0x1111_1111;
-    let h = TwoHosts::start(&LabConfig::default(), &[]).expect("lab with two daemons");
+    // Post bits alone tell the pollers which of the many rings to read.
+    let h = TwoHosts::start(&LabConfig::default(), POST_BITS_ONLY).expect("lab with two daemons");
     let (ca, cb) = (h.open(Side::A).unwrap(), h.open(Side::B).unwrap());
     let (pa, pb) = (ca.alloc_pd().unwrap(), cb.alloc_pd().unwrap());
     // A: N send slots of LEN per QP; B: N receive slots of GRH + LEN per QP.

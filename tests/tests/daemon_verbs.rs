@@ -5,13 +5,15 @@ use std::time::Duration;
 
 use verbs_shm::client::{Access, QpInit, QpType, RecvWr, SendOp, SendWr, Sge, UdTarget};
 use xroce_lab::{LabConfig, Side, require_root};
-use xroce_tests::daemon::{TwoHosts, connect, ud_ready, wait_completions};
+use xroce_tests::daemon::{POST_BITS_ONLY, TwoHosts, connect, ud_ready, wait_completions};
 
 fn hosts(test: &str) -> Option<TwoHosts> {
     if !require_root(test) {
         return None;
     }
-    Some(TwoHosts::start(&LabConfig::default(), &[]).expect("lab with two daemons"))
+    // The pollers find work through post bits alone: every ring these tests post to
+    // (send, receive, SRQ; RC, UC, UD; loopback) must set its bit.
+    Some(TwoHosts::start(&LabConfig::default(), POST_BITS_ONLY).expect("lab with two daemons"))
 }
 
 #[test]

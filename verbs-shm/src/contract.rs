@@ -30,6 +30,19 @@
 //! (`SeqCst` on both sides). After producing, an application loads that word (`SeqCst`)
 //! and writes the eventfd only when the poller sleeps, so the fast path makes no system
 //! call while the daemon is busy.
+//!
+//! # Post bits
+//!
+//! So that a poller serving thousands of QPs need not read every ring on every pass, each
+//! application has a page of post bits ([`post_bits_bytes`]), shared with the daemon alone:
+//! one bit per QP or SRQ of that application (the daemon assigns it at creation;
+//! [`POST_BITS_PER_POLLER`] bits per poller, in 64-bit words, poller `p`'s region first at
+//! word `p * POST_BITS_PER_POLLER / 64`). After publishing a ring's `producer`, the
+//! application sets its bit (`fetch_or`, `SeqCst`), then checks the wake word as above. The
+//! poller swaps a nonzero word to 0 (`SeqCst`) and then reads the rings whose bits were set.
+//! A set bit only makes the poller look at the application's own rings, and an application
+//! that never sets its bits only delays its own work (the poller still reads every ring
+//! before it sleeps, and every few milliseconds).
 
 use core::mem::size_of;
 use core::sync::atomic::AtomicU32;
@@ -38,7 +51,17 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 /// The contract's version. An application and a daemon with different versions refuse to
 /// talk (checked in the control protocol's hello).
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
+
+/// Post bits per poller in an application's post-bits page (QPs and SRQs past these are
+/// read on every pass instead).
+pub const POST_BITS_PER_POLLER: u32 = 4096;
+
+/// The size of an application's post-bits page for a daemon with `pollers` pollers.
+pub const fn post_bits_bytes(pollers: usize) -> usize {
+    let bytes = pollers * POST_BITS_PER_POLLER as usize / 8;
+    bytes.div_ceil(4096) * 4096
+}
 
 /// The scatter/gather elements a work request carries at most.
 pub const MAX_SGE: usize = 16;

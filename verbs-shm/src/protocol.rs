@@ -206,8 +206,8 @@ pub enum Reply {
         /// What was wrong, for people.
         message: String,
     },
-    /// Accepted. Alongside: the wake page memory file, one eventfd per poller, and the
-    /// socket asynchronous events arrive on.
+    /// Accepted. Alongside: the wake page memory file, the socket asynchronous events
+    /// arrive on, one eventfd per poller, and the application's post-bits page.
     Hello {
         /// The daemon's contract version.
         version: u32,
@@ -257,6 +257,9 @@ pub enum Reply {
         ring_len: u64,
         /// The poller whose wake word and eventfd to use after posting.
         poller: u32,
+        /// The bit to set in the post-bits page after posting (none: the poller reads this
+        /// ring on every pass).
+        post_bit: Option<u32>,
     },
     /// SRQ attributes.
     SrqAttr {
@@ -286,6 +289,9 @@ pub enum Reply {
         ring_len: u64,
         /// The poller whose wake word and eventfd to use after posting.
         poller: u32,
+        /// The bit to set in the post-bits page after posting (none: the poller reads this
+        /// ring on every pass).
+        post_bit: Option<u32>,
     },
     /// QP attributes (`ibv_query_qp`).
     QpAttr {

@@ -26,6 +26,7 @@ use xroce_transport::{
 };
 use xroce_wire::{Gid, IbMtu, Psn, Qpn};
 
+use crate::bells::PostBit;
 use crate::memory::Region;
 use crate::poller::{Command, CqSetup, EventSink, PollerStats, QpSetup, SrqSetup};
 
@@ -148,6 +149,42 @@ struct Conn {
     qps: HashMap<u32, QpInfo>,
     srqs: HashMap<u32, PdId>,
     ahs: HashMap<u32, PdId>,
+    /// The application's post-bits page (after hello).
+    post_bits: Option<Arc<Mapping>>,
+    /// Post bits in use, by QP or SRQ handle (indices in the poller's region).
+    bits: HashMap<u32, u32>,
+    /// Post bits given back.
+    free_bits: Vec<u32>,
+    /// The next post bit never given.
+    next_bit: u32,
+}
+
+impl Conn {
+    /// A post bit for the QP or SRQ `handle` (none when the page or the region is full:
+    /// that one's rings are then read on every pass).
+    fn take_bit(&mut self, handle: u32) -> Option<PostBit> {
+        let page = self.post_bits.clone()?;
+        let local = match self.free_bits.pop() {
+            Some(b) => b,
+            None if self.next_bit < contract::POST_BITS_PER_POLLER => {
+                self.next_bit += 1;
+                self.next_bit - 1
+            }
+            None => return None,
+        };
+        self.bits.insert(handle, local);
+        Some(PostBit {
+            page,
+            bit: self.poller as u32 * contract::POST_BITS_PER_POLLER + local,
+        })
+    }
+
+    /// Gives back the post bit of `handle`.
+    fn release_bit(&mut self, handle: u32) {
+        if let Some(local) = self.bits.remove(&handle) {
+            self.free_bits.push(local);
+        }
+    }
 }
 
 /// The control plane.
@@ -294,6 +331,10 @@ impl Control {
                     qps: HashMap::new(),
                     srqs: HashMap::new(),
                     ahs: HashMap::new(),
+                    post_bits: None,
+                    bits: HashMap::new(),
+                    free_bits: Vec::new(),
+                    next_bit: 0,
                 },
             );
         }
@@ -488,7 +529,9 @@ impl Control {
                 let poller = self.conn(id).poller;
                 match self.pollers[poller].call(|tx| Command::DestroySrq(srq, tx)) {
                     Some(Ok(())) => {
-                        self.conn(id).srqs.remove(&srq);
+                        let c = self.conn(id);
+                        c.srqs.remove(&srq);
+                        c.release_bit(srq);
                         ok(Reply::Done)
                     }
                     Some(Err(e)) => error(e, "the shared receive queue is still attached to a QP"),
@@ -528,6 +571,7 @@ impl Control {
                 };
                 let poller = self.conn(id).poller;
                 self.pollers[poller].call(|tx| Command::DestroyQp(info.qpn, tx));
+                self.conn(id).release_bit(qp);
                 self.qpns.remove(&info.qpn.value());
                 ok(Reply::Done)
             }
@@ -580,9 +624,15 @@ impl Control {
             Ok(p) => p,
             Err(e) => return error(e as i32, "cannot create the event socket"),
         };
+        let bits_len = contract::post_bits_bytes(self.pollers.len());
+        let (bits_fd, bits_map) = match Self::ring_memory("xroce-post-bits", bits_len) {
+            Ok(x) => x,
+            Err((errno, message)) => return error(errno, message),
+        };
         let c = self.conn(id);
         c.hello = true;
         c.events = Some(Arc::new(EventSink::new(mine)));
+        c.post_bits = Some(bits_map);
         let mut fds = Vec::new();
         match self.wake_page.try_clone() {
             Ok(fd) => fds.push(fd),
@@ -595,6 +645,7 @@ impl Control {
                 Err(e) => return error(libc::EMFILE, format!("cannot share a doorbell: {e}")),
             }
         }
+        fds.push(bits_fd);
         let reply = Reply::Hello {
             version: contract::VERSION,
             device: self.device.clone(),
@@ -1001,16 +1052,22 @@ impl Control {
             max_sge: max_sge.max(1),
             srq_limit: limit.min(entries),
         };
+        let post_bit = self.conn(id).take_bit(handle);
+        let bit = post_bit.as_ref().map(|b| b.bit);
         let setup = SrqSetup {
             handle,
             pd: PdId(pd),
             attr,
             ring,
             events,
+            post_bit,
         };
         match self.pollers[poller].call(|tx| Command::CreateSrq(Box::new(setup), tx)) {
             Some(Ok(())) => {}
-            Some(Err(e)) => return error(libc::EINVAL, e),
+            Some(Err(e)) => {
+                self.conn(id).release_bit(handle);
+                return error(libc::EINVAL, e);
+            }
             None => return error(libc::EIO, "the poller stopped"),
         }
         self.conn(id).srqs.insert(handle, PdId(pd));
@@ -1021,6 +1078,7 @@ impl Control {
             entries,
             ring_len: len as u64,
             poller: poller as u32,
+            post_bit: bit,
         };
         (reply, vec![fd])
     }
@@ -1157,6 +1215,8 @@ impl Control {
         let Some(events) = self.conn(id).events.clone() else {
             return error(libc::EPROTO, "no event socket");
         };
+        let post_bit = self.conn(id).take_bit(handle);
+        let bit = post_bit.as_ref().map(|b| b.bit);
         let setup = QpSetup {
             handle,
             config,
@@ -1166,10 +1226,12 @@ impl Control {
             recv_cq,
             srq,
             events,
+            post_bit,
         };
         match self.pollers[poller].call(|tx| Command::CreateQp(Box::new(setup), tx)) {
             Some(Ok(())) => {}
             Some(Err(e)) => {
+                self.conn(id).release_bit(handle);
                 self.qpns.remove(&qpn.value());
                 return error(libc::EINVAL, e);
             }
@@ -1187,6 +1249,7 @@ impl Control {
             rq_offset: rq_offset as u64,
             ring_len: len as u64,
             poller: poller as u32,
+            post_bit: bit,
         };
         (reply, vec![fd])
     }

@@ -156,6 +156,9 @@ pub fn run(cfg: DaemonConfig, mut host: Box<dyn Host>) -> Result<()> {
                 ..Limits::default()
             },
             default_hop_limit: crate::control::ROCE_HOP_LIMIT,
+            // Half a receive ring: a peer configured like this daemon takes that much from
+            // one poller without dropping, even while it is busy.
+            max_inflight: cfg.frames / 2,
         };
         let mac = port.mac;
         let thread = std::thread::Builder::new()

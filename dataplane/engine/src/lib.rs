@@ -10,6 +10,7 @@
 //! - [`umem`]: the packet buffer memory shared with the kernel (hugepages when available).
 //! - [`xsk`]: AF_XDP ports, one socket per served queue: batched receive and transmit.
 
+pub mod bells;
 pub mod control;
 pub mod daemon;
 pub mod handoff;

@@ -38,6 +38,7 @@ use xroce_transport::{
 use xroce_wire::Qpn;
 use zerocopy::IntoBytes;
 
+use crate::bells::{BellKey, Bells, FULL_SCAN_EVERY, PostBit, Target};
 use crate::handoff::{Handoff, Sent};
 use crate::memory::{MrTable, Region};
 use crate::xsk::{Port, RX_BATCH};
@@ -160,6 +161,8 @@ pub struct SrqSetup {
     pub ring: Ring<RecvWqe>,
     /// The owner's event sink.
     pub events: Arc<EventSink>,
+    /// Its bit in the owner's post-bits page.
+    pub post_bit: Option<PostBit>,
 }
 
 /// A queue pair to add.
@@ -181,6 +184,8 @@ pub struct QpSetup {
     pub srq: Option<u32>,
     /// The owner's event sink.
     pub events: Arc<EventSink>,
+    /// Its bit in the owner's post-bits page.
+    pub post_bit: Option<PostBit>,
 }
 
 /// What the poller reports.
@@ -206,6 +211,8 @@ struct QpEntry {
     events: Arc<EventSink>,
     /// Its rings had impossible counters: they are never read again.
     broken: bool,
+    /// Its post bit.
+    bell: Option<BellKey>,
 }
 
 #[derive(Debug)]
@@ -226,6 +233,8 @@ struct SrqEntry {
     handle: u32,
     /// Its ring had impossible counters: it is never read again.
     broken: bool,
+    /// Its post bit.
+    bell: Option<BellKey>,
 }
 
 /// The daemon's end of a ring an application fills. What the daemon has taken (copied into
@@ -290,6 +299,7 @@ struct DaemonCounters {
     handed_over: u64,
     taken_over: u64,
     handoff_full: u64,
+    full_ring_scans: u64,
 }
 
 /// How a poller is set up.
@@ -320,13 +330,17 @@ pub struct IdlePolicy {
     pub spin: Duration,
     /// Then yield the core until this long after the last work; then sleep.
     pub yield_until: Duration,
+    /// Read every ring this often even when no post bit says so (zero: only before
+    /// sleeping). A safety net for applications that do not set their bits.
+    pub full_scan: Duration,
 }
 
 impl Default for IdlePolicy {
     fn default() -> IdlePolicy {
         IdlePolicy {
-            spin: Duration::from_micros(50),
+            spin: Duration::ZERO,
             yield_until: Duration::from_millis(1),
+            full_scan: FULL_SCAN_EVERY,
         }
     }
 }
@@ -348,6 +362,12 @@ pub struct Poller {
     /// Completions the daemon generates itself (refused work requests), after the
     /// transport's.
     pending: VecDeque<Completion>,
+    /// Which rings to read.
+    bells: Bells,
+    /// Scratch list of the rings to read on this pass.
+    due: Vec<Target>,
+    /// When every ring is read next, bits or not.
+    next_full_scan: Instant,
 }
 
 impl std::fmt::Debug for Poller {
@@ -378,6 +398,9 @@ impl Poller {
             mac,
             loopback: vec![0u8; xroce_transport::frame::MAX_FRAME],
             pending: VecDeque::new(),
+            bells: Bells::default(),
+            due: Vec::new(),
+            next_full_scan: Instant::ZERO,
         }
     }
 
@@ -451,7 +474,8 @@ impl Poller {
         fence(Ordering::SeqCst);
         // A post that raced with the store above is visible now.
         let now = self.now();
-        let pending = self.pull_rings(now) + self.transmit(now) + self.deliver(now);
+        // Every ring, bits or not: nothing posted may wait for a doorbell that never comes.
+        let pending = self.pull_every_ring(now) + self.transmit(now) + self.deliver(now);
         if pending == 0 && self.cfg.commands.is_empty() && !self.cfg.handoff.pending() {
             let timeout = match self.endpoint.poll_timeout() {
                 Some(t) => (t.saturating_duration_since(self.now())).min(MAX_SLEEP),
@@ -548,6 +572,11 @@ impl Poller {
                             ring: Intake::new(s.ring),
                             events: s.events,
                             handle: s.handle,
+                            bell: self.bells.add(
+                                self.cfg.index,
+                                s.post_bit.as_ref(),
+                                Target::Srq(s.handle),
+                            ),
                             broken: false,
                         },
                     );
@@ -578,7 +607,9 @@ impl Poller {
             Command::DestroySrq(handle, reply) => {
                 let r = match self.endpoint.destroy_srq(SrqId(handle)) {
                     Ok(()) => {
-                        self.srqs.remove(&handle);
+                        if let Some(s) = self.srqs.remove(&handle) {
+                            self.bells.remove(s.bell, Target::Srq(handle));
+                        }
                         Ok(())
                     }
                     Err(xroce_transport::EndpointError::SrqBusy(_)) => Err(libc::EBUSY),
@@ -606,6 +637,11 @@ impl Poller {
                             max_inline: caps.max_inline_data,
                             events: s.events,
                             broken: false,
+                            bell: self.bells.add(
+                                self.cfg.index,
+                                s.post_bit.as_ref(),
+                                Target::Qp(qpn.value()),
+                            ),
                         },
                     );
                 }
@@ -635,7 +671,9 @@ impl Poller {
             }
             Command::DestroyQp(qpn, reply) => {
                 let _ = self.endpoint.destroy_qp(qpn);
-                self.qps.remove(&qpn.value());
+                if let Some(q) = self.qps.remove(&qpn.value()) {
+                    self.bells.remove(q.bell, Target::Qp(qpn.value()));
+                }
                 let _ = reply.send(());
             }
             Command::CreateAh(handle, pd, path, reply) => {
@@ -665,6 +703,8 @@ impl Poller {
             Command::Stats(reply) => {
                 let c = &self.counters;
                 let port = self.port.counters();
+                // The kernel's own drops on this socket: frames that never reached the rings.
+                let kernel = self.port.kernel_stats().unwrap_or_default();
                 let stats = PollerStats {
                     transport: self.endpoint.counters().clone(),
                     daemon: vec![
@@ -679,8 +719,17 @@ impl Poller {
                         ("broken_rings", c.broken_rings),
                         ("cq_overflows", c.cq_overflow),
                         ("idle_sleeps", c.idle_sleeps),
+                        ("full_ring_scans", c.full_ring_scans),
                         ("xsk_rx_fill_ring_empty", port.rx.fill_ring_empty),
                         ("xsk_tx_kicks", port.tx.kicks),
+                        ("xsk_rx_dropped", kernel.rx_dropped),
+                        ("xsk_rx_ring_full", kernel.rx_ring_full),
+                        (
+                            "xsk_rx_fill_ring_empty_descs",
+                            kernel.rx_fill_ring_empty_descs,
+                        ),
+                        ("xsk_rx_invalid_descs", kernel.rx_invalid_descs),
+                        ("xsk_tx_invalid_descs", kernel.tx_invalid_descs),
                     ],
                 };
                 let _ = reply.send(stats);
@@ -711,6 +760,8 @@ impl Poller {
             ahs,
             counters,
             pending,
+            bells,
+            due,
             ..
         } = self;
         let handoff = &mut cfg.handoff;
@@ -719,7 +770,9 @@ impl Poller {
         if n > 0 || handoff.pending() {
             // Receive work requests posted before these frames were sent must be there to
             // meet them (a UC or UD message finding none is dropped): take the rings first.
-            Self::pull_all(endpoint, qps, srqs, ahs, counters, pending, now);
+            // Their post bits were set before their application could tell its peer.
+            bells.due(due);
+            Self::pull_targets(endpoint, qps, srqs, ahs, counters, pending, bells, due, now);
         }
         for frame in batch.iter() {
             let owner = handoff.owner(frame);
@@ -742,6 +795,22 @@ impl Poller {
     /// Moves new work requests from the applications' rings into the transport, and
     /// publishes how many the transport has retired.
     fn pull_rings(&mut self, now: Instant) -> usize {
+        let every = !self.cfg.idle.full_scan.is_zero() && now >= self.next_full_scan;
+        self.pull_due(now, every)
+    }
+
+    /// Reads every ring, post bits or not.
+    fn pull_every_ring(&mut self, now: Instant) -> usize {
+        self.pull_due(now, true)
+    }
+
+    /// Reads the rings the post bits name (and the leftovers and bitless ones), or with
+    /// `every` all of them.
+    fn pull_due(&mut self, now: Instant, every: bool) -> usize {
+        if every {
+            self.next_full_scan = now + self.cfg.idle.full_scan;
+            self.counters.full_ring_scans += 1;
+        }
         let Poller {
             endpoint,
             qps,
@@ -749,26 +818,59 @@ impl Poller {
             ahs,
             counters,
             pending,
+            bells,
+            due,
             ..
         } = self;
-        Self::pull_all(endpoint, qps, srqs, ahs, counters, pending, now)
+        // The bits go in either case: every ring they name is read now.
+        bells.due(due);
+        if every {
+            due.clear();
+            due.extend(qps.keys().map(|&n| Target::Qp(n)));
+            due.extend(srqs.keys().map(|&n| Target::Srq(n)));
+        }
+        Self::pull_targets(endpoint, qps, srqs, ahs, counters, pending, bells, due, now)
     }
 
-    fn pull_all(
+    /// Reads the rings of `due`; those that still hold work requests afterwards (the
+    /// transport had no room) are read again on the next pass.
+    #[allow(clippy::too_many_arguments)]
+    fn pull_targets(
         endpoint: &mut Endpoint,
         qps: &mut HashMap<u32, QpEntry>,
         srqs: &mut HashMap<u32, SrqEntry>,
         ahs: &HashMap<u32, (PdId, Path)>,
         counters: &mut DaemonCounters,
         pending: &mut VecDeque<Completion>,
+        bells: &mut Bells,
+        due: &[Target],
         now: Instant,
     ) -> usize {
         let mut moved = 0;
-        for (&qpn, q) in qps.iter_mut() {
-            moved += Self::pull_qp(endpoint, ahs, counters, pending, now, Qpn::new(qpn), q);
-        }
-        for (&id, s) in srqs.iter_mut() {
-            moved += Self::pull_srq(endpoint, counters, id, s);
+        for &t in due {
+            match t {
+                Target::Qp(qpn) => {
+                    let Some(q) = qps.get_mut(&qpn) else {
+                        continue;
+                    };
+                    moved += Self::pull_qp(endpoint, ahs, counters, pending, now, Qpn::new(qpn), q);
+                    let left = |r: Result<u32, RingError>| r.is_ok_and(|n| n > 0);
+                    if !q.broken
+                        && (left(q.sq.ready()) || q.rq.as_ref().is_some_and(|rq| left(rq.ready())))
+                    {
+                        bells.again.push(t);
+                    }
+                }
+                Target::Srq(id) => {
+                    let Some(s) = srqs.get_mut(&id) else {
+                        continue;
+                    };
+                    moved += Self::pull_srq(endpoint, counters, id, s);
+                    if !s.broken && s.ring.ready().is_ok_and(|n| n > 0) {
+                        bells.again.push(t);
+                    }
+                }
+            }
         }
         moved
     }
@@ -1036,6 +1138,25 @@ impl Poller {
                 debug!("completion for a QP that is gone: {c:?}");
                 continue;
             };
+            // The completed work requests' ring slots are free again before the application
+            // sees the completion, so that it can post in their place at once (the rings
+            // themselves are read only when their post bits say so).
+            if let Some(qp) = self.endpoint.qp(Qpn::new(c.qpn)) {
+                match c.queue {
+                    CompletionQueue::Send => q.sq.retire(qp.send_queue_len() as u32),
+                    CompletionQueue::Recv => match (&q.rq, qp.config().srq) {
+                        (Some(rq), _) => rq.retire(qp.recv_queue_len() as u32),
+                        (None, Some(id)) => {
+                            if let (Some(s), Some(srq)) =
+                                (self.srqs.get(&id.0), self.endpoint.srq(id))
+                            {
+                                s.ring.retire(srq.len() as u32);
+                            }
+                        }
+                        (None, None) => {}
+                    },
+                }
+            }
             let cq = match c.queue {
                 CompletionQueue::Send => q.send_cq,
                 CompletionQueue::Recv => q.recv_cq,

@@ -73,6 +73,29 @@ pub struct Cx<'a, M: MemoryTable + ?Sized> {
     pub srq: Option<&'a mut Srq>,
     /// Asynchronous events.
     pub events: &'a mut VecDeque<AsyncEvent>,
+    /// The endpoint's budget of unacknowledged RC request packets, and how much of it the
+    /// other queue pairs hold (see [`EndpointConfig::max_inflight`](crate::endpoint::EndpointConfig)).
+    pub budget: Budget,
+}
+
+/// The endpoint-wide budget of unacknowledged RC request packets, as one queue pair sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Budget {
+    /// The most the endpoint may have unacknowledged (`u32::MAX`: no limit).
+    pub limit: u32,
+    /// Unacknowledged request packets of the other queue pairs.
+    pub others: u32,
+    /// Set by the requester when the budget held it back.
+    pub held: bool,
+}
+
+impl Budget {
+    /// No limit.
+    pub const UNLIMITED: Budget = Budget {
+        limit: u32::MAX,
+        others: 0,
+        held: false,
+    };
 }
 
 impl<M: MemoryTable + ?Sized> Cx<'_, M> {

@@ -142,6 +142,10 @@ counters! {
     rdma_recvs,
     /// Packets dropped because their queue pair is in the error state.
     rcvd_qp_error,
+    /// Times a queue pair had a request packet ready but the endpoint's budget of
+    /// unacknowledged request packets was spent (it waits for acknowledgements instead of
+    /// overrunning the peer's receive ring).
+    req_held_by_budget,
 }
 
 impl Counter {
@@ -163,6 +167,7 @@ impl Counter {
                 | Counter::retry_exceeded_err
                 | Counter::retry_rnr_exceeded_err
                 | Counter::send_err
+                | Counter::req_held_by_budget
         )
     }
 }

@@ -14,7 +14,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use xroce_wire::{Gid, Qpn};
 
 use crate::completion::Completion;
-use crate::context::{AsyncEvent, Cx};
+use crate::context::{AsyncEvent, Budget, Cx};
 use crate::counters::{Counter, Counters};
 use crate::frame::{self, FrameWriter};
 use crate::memory::MemoryTable;
@@ -58,6 +58,12 @@ pub struct EndpointConfig {
     pub limits: Limits,
     /// IP TTL / hop limit for paths that do not set one (rxe uses 64).
     pub default_hop_limit: u8,
+    /// The most RC request packets (PSNs: a READ counts its responses) the endpoint's queue
+    /// pairs together may have sent and not seen acknowledged; `u32::MAX` for no limit.
+    /// Without it a thousand QPs each starting a message at once would send far more than
+    /// any receive ring holds, and the losses cost go-back-N retransmissions from every one
+    /// of them. The packet that spends the budget asks for an acknowledgement.
+    pub max_inflight: u32,
 }
 
 /// Why an endpoint operation failed.
@@ -124,6 +130,10 @@ pub struct Endpoint {
     events: VecDeque<AsyncEvent>,
     counters: Counters,
     ip_id: u16,
+    /// Unacknowledged RC request packets of all QPs (the sum of their `inflight`).
+    inflight: u32,
+    /// QPs the budget held back, until acknowledgements give some of it back.
+    held: VecDeque<u32>,
 }
 
 #[derive(Debug)]
@@ -133,6 +143,10 @@ struct QpSlot {
     counters: Counters,
     /// The deadline of this QP's live entry in the timer heap.
     timer: Option<Instant>,
+    /// This QP's unacknowledged request packets, as last counted in the endpoint's total.
+    inflight: u32,
+    /// It waits in `held`.
+    held: bool,
 }
 
 impl Endpoint {
@@ -148,12 +162,19 @@ impl Endpoint {
             events: VecDeque::new(),
             counters: Counters::default(),
             ip_id: 0,
+            inflight: 0,
+            held: VecDeque::new(),
         }
     }
 
     /// The configuration.
     pub fn config(&self) -> &EndpointConfig {
         &self.config
+    }
+
+    /// Sets the budget of unacknowledged RC request packets ([`EndpointConfig::max_inflight`]).
+    pub fn set_max_inflight(&mut self, max_inflight: u32) {
+        self.config.max_inflight = max_inflight;
     }
 
     /// Replaces the GID table (the host's addresses changed).
@@ -189,6 +210,8 @@ impl Endpoint {
                 qp: QueuePair::new(config),
                 counters: Counters::default(),
                 timer: None,
+                inflight: 0,
+                held: false,
             },
         );
         Ok(())
@@ -201,6 +224,10 @@ impl Endpoint {
             .qps
             .remove(&qpn.value())
             .ok_or(EndpointError::NoSuchQp(qpn))?;
+        self.inflight -= slot.inflight;
+        if slot.held {
+            self.held.retain(|&n| n != qpn.value());
+        }
         if slot.qp.scheduled {
             // A QP created later with the same number must not inherit this turn.
             self.active.retain(|&n| n != qpn.value());
@@ -339,6 +366,7 @@ impl Endpoint {
             qp_counters: &mut slot.counters,
             srq,
             events: &mut self.events,
+            budget: Budget::UNLIMITED,
         };
         slot.qp.handle_packet(&received.packet, &mut cx);
         queues!(self).after(slot, now, qpn, true);
@@ -352,6 +380,25 @@ impl Endpoint {
         buf: &mut [u8],
         mem: &mut M,
     ) -> Option<Transmit> {
+        if !self.held.is_empty() && self.inflight < self.config.max_inflight {
+            // Acknowledgements gave some of the budget back: the QPs held longest take turns
+            // again, as many as the room left can admit a chunk of (waking every held QP
+            // for each acknowledgement would cost a thousand failed admissions per packet).
+            let chunk = self.config.limits.ack_req_every.max(1);
+            let mut room = self.config.max_inflight - self.inflight;
+            while room > 0
+                && let Some(qpn) = self.held.pop_front()
+            {
+                room = room.saturating_sub(chunk);
+                if let Some(slot) = self.qps.get_mut(&qpn) {
+                    slot.held = false;
+                    if !slot.qp.scheduled && slot.qp.wants_transmit() {
+                        slot.qp.scheduled = true;
+                        self.active.push_back(qpn);
+                    }
+                }
+            }
+        }
         while let Some(qpn) = self.active.pop_front() {
             let Some(slot) = self.qps.get_mut(&qpn) else {
                 continue;
@@ -365,9 +412,15 @@ impl Endpoint {
                 qp_counters: &mut slot.counters,
                 srq,
                 events: &mut self.events,
+                budget: Budget {
+                    limit: self.config.max_inflight,
+                    others: self.inflight - slot.inflight,
+                    held: false,
+                },
             };
             let mut writer = FrameWriter::new(buf, &self.config, &mut self.ip_id, slot.qp.qpn());
             let sent = slot.qp.poll_transmit(&mut cx, &mut writer);
+            let held = cx.budget.held;
             let len = writer.committed();
             if sent {
                 slot.counters.inc(Counter::sent_pkts);
@@ -375,6 +428,10 @@ impl Endpoint {
             // A QP that had nothing it could send (window full, waiting for a fence) leaves
             // the active list until an acknowledgement, a post or a timer wakes it.
             queues!(self).after(slot, now, qpn, sent);
+            if held && !slot.held && !slot.qp.scheduled {
+                slot.held = true;
+                self.held.push_back(qpn);
+            }
             if sent {
                 self.counters.inc(Counter::sent_pkts);
                 return Some(Transmit {
@@ -430,6 +487,7 @@ impl Endpoint {
                 qp_counters: &mut slot.counters,
                 srq,
                 events: &mut self.events,
+                budget: Budget::UNLIMITED,
             };
             slot.qp.handle_timeout(&mut cx);
             queues!(self).after(slot, now, qpn, true);
@@ -439,6 +497,12 @@ impl Endpoint {
     /// Whether any queue pair waits to transmit.
     pub fn has_transmit(&self) -> bool {
         !self.active.is_empty()
+            || (!self.held.is_empty() && self.inflight < self.config.max_inflight)
+    }
+
+    /// RC request packets of all queue pairs sent and not acknowledged yet.
+    pub fn inflight(&self) -> u32 {
+        self.inflight
     }
 
     /// The sizes of the endpoint's own queues, for tests and fuzz targets that check
@@ -461,6 +525,7 @@ macro_rules! queues {
             completions: &mut $endpoint.completions,
             active: &mut $endpoint.active,
             timers: &mut $endpoint.timers,
+            inflight: &mut $endpoint.inflight,
         }
     };
 }
@@ -472,11 +537,15 @@ struct Queues<'a> {
     completions: &'a mut VecDeque<Completion>,
     active: &'a mut VecDeque<u32>,
     timers: &'a mut BinaryHeap<Reverse<(Instant, u32)>>,
+    inflight: &'a mut u32,
 }
 
 impl Queues<'_> {
     /// After any call into a QP: collect its completions, schedule it, register its timer.
     fn after(self, slot: &mut QpSlot, now: Instant, qpn: u32, schedule: bool) {
+        let inflight = slot.qp.unacked_packets();
+        *self.inflight = *self.inflight - slot.inflight + inflight;
+        slot.inflight = inflight;
         if !slot.qp.completions.is_empty() {
             self.completions.extend(slot.qp.completions.drain(..));
         }

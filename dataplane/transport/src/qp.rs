@@ -882,6 +882,20 @@ impl QueuePair {
         self.comp.psn
     }
 
+    /// RC request packets sent and not acknowledged yet (PSNs: a READ counts its
+    /// responses), while the QP can still be acknowledged; 0 for UC and UD.
+    pub fn unacked_packets(&self) -> u32 {
+        if self.config.qp_type != QpType::Rc || !matches!(self.state, QpState::Rts | QpState::Sqd) {
+            return 0;
+        }
+        let sent = self.req.psn.distance(self.comp.psn).max(0);
+        let reserved = self
+            .req
+            .chunk_end
+            .map_or(0, |end| end.distance(self.comp.psn).max(0));
+        sent.max(reserved) as u32
+    }
+
     /// Work requests posted to the send queue and not completed yet.
     pub fn send_queue_len(&self) -> usize {
         self.sq.len()

@@ -82,6 +82,9 @@ pub(crate) struct RequesterState {
     pub(crate) rd_atomic: u8,
     /// Packets sent since the last one with AckReq.
     pub(crate) noack_pkts: u32,
+    /// The PSN after the chunk the endpoint's budget admitted (reserved until acknowledged,
+    /// sent or not yet).
+    pub(crate) chunk_end: Option<Psn>,
     /// Go back to the oldest unacknowledged PSN before sending anything.
     pub(crate) retry: bool,
     /// After an RNR NAK: do not send before this time.
@@ -93,6 +96,7 @@ pub(crate) struct RequesterState {
 impl RequesterState {
     pub(crate) fn on_sq_psn(&mut self, psn: Psn) {
         self.psn = psn;
+        self.chunk_end = None;
     }
 
     pub(crate) fn on_flush(&mut self) {
@@ -240,6 +244,9 @@ impl QueuePair {
         let entry = &self.sq[idx];
         let (op, flags, ud) = (entry.wqe.op, entry.wqe.flags, entry.wqe.ud);
         let (entry_len, last_psn) = (entry.len, entry.last_psn);
+        if qp_type == QpType::Rc && self.req.noack_pkts == 0 && !self.admit_chunk(last_psn, cx) {
+            return false;
+        }
         let remote_qpn = match ud {
             Some(ud) => xroce_wire::Qpn::new(ud.remote_qpn),
             None => self.attr.dest_qpn,
@@ -446,6 +453,8 @@ impl QueuePair {
     pub(crate) fn rewind(&mut self) {
         self.req.retry = false;
         self.req.noack_pkts = 0;
+        // The resent packets are admitted again, chunk by chunk.
+        self.req.chunk_end = None;
         let psn = self.comp.psn;
         let mtu = u64::from(self.mtu());
         let mut resume = None;
@@ -486,6 +495,28 @@ impl QueuePair {
     }
 
     /// Whether the requester would emit a packet now if asked (ignoring timers).
+    /// Whether the endpoint's budget of unacknowledged request packets has room for the
+    /// chunk that starts at the next PSN: the packets up to the next one that asks for an
+    /// acknowledgement (the message's last, or `ack_req_every` on), or for a READ its
+    /// responses. A chunk once admitted is sent whole, so every unacknowledged packet has
+    /// an acknowledgement coming and the budget always comes back. A QP with nothing
+    /// unacknowledged anywhere on the endpoint is always admitted (a READ larger than the
+    /// budget still goes, alone).
+    fn admit_chunk<M: MemoryTable + ?Sized>(&mut self, last_psn: Psn, cx: &mut Cx<'_, M>) -> bool {
+        let own = self.unacked_packets();
+        let held = cx.budget.others.saturating_add(own);
+        let left = last_psn.distance(self.req.psn).max(0) as u32 + 1;
+        let chunk = left.min(self.config.limits.ack_req_every.max(1));
+        if held == 0 || held.saturating_add(chunk) <= cx.budget.limit {
+            // Reserved now: other QPs taking turns before this chunk is sent see it taken.
+            self.req.chunk_end = Some(self.req.psn.wrapping_add(chunk));
+            return true;
+        }
+        cx.budget.held = true;
+        cx.count(crate::counters::Counter::req_held_by_budget);
+        false
+    }
+
     pub(crate) fn wants_to_send(&self) -> bool {
         matches!(self.state, QpState::Rts | QpState::Sqd)
             && (self.req.retry || self.req.next < self.sq.len())

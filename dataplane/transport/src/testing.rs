@@ -43,6 +43,7 @@ impl Host {
             gids: vec![gid],
             limits,
             default_hop_limit: 64,
+            max_inflight: u32::MAX,
         };
         Host {
             endpoint: Endpoint::new(config),

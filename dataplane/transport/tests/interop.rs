@@ -191,6 +191,7 @@ impl Player {
             limits,
             // rxe: the route's TTL (64).
             default_hop_limit: 64,
+            max_inflight: u32::MAX,
         };
         let mut host = Host {
             endpoint: Endpoint::new(config),

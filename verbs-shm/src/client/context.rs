@@ -24,6 +24,16 @@ pub(crate) struct Inner {
     wake: Mapping,
     doorbells: Vec<OwnedFd>,
     events: OwnedFd,
+    post_bits: Mapping,
+}
+
+/// How to tell a poller about new work on one QP's or SRQ's rings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Bell {
+    /// The poller.
+    pub(crate) poller: u32,
+    /// The QP's or SRQ's bit in the post-bits page.
+    pub(crate) bit: Option<u32>,
 }
 
 impl std::fmt::Debug for Inner {
@@ -61,8 +71,15 @@ impl Inner {
         }
     }
 
-    /// Rings poller `poller`'s doorbell if it sleeps. Called after publishing work.
-    pub(crate) fn doorbell(&self, poller: u32) {
+    /// Sets the post bit, then rings the poller's doorbell if it sleeps. Called after
+    /// publishing work.
+    pub(crate) fn doorbell(&self, bell: Bell) {
+        if let Some(bit) = bell.bit
+            && let Some(word) = self.post_bits.u64_at(bit as usize / 64 * 8)
+        {
+            word.fetch_or(1 << (bit % 64), Ordering::SeqCst);
+        }
+        let poller = bell.poller;
         fence(Ordering::SeqCst);
         let at = poller as usize * size_of::<PaddedWord>();
         let sleeping = self
@@ -77,9 +94,9 @@ impl Inner {
         }
     }
 
-    /// Writes poller `poller`'s doorbell whether it sleeps or not.
-    pub(crate) fn doorbell_always(&self, poller: u32) {
-        if let Some(fd) = self.doorbells.get(poller as usize) {
+    /// Writes the poller's doorbell whether it sleeps or not.
+    pub(crate) fn doorbell_always(&self, bell: Bell) {
+        if let Some(fd) = self.doorbells.get(bell.poller as usize) {
             sys::eventfd_signal(fd.as_fd());
         }
     }
@@ -123,12 +140,21 @@ impl Context {
             Reply::Error { errno, message } => return Err(Error::Daemon { errno, message }),
             other => return Err(Error::Protocol(format!("unexpected hello reply {other:?}"))),
         };
-        if fds.len() != 2 + pollers {
+        if fds.len() != 3 + pollers {
             return Err(Error::Protocol(format!(
                 "hello brought {} descriptors",
                 fds.len()
             )));
         }
+        let post_bits_fd = fds
+            .pop()
+            .ok_or_else(|| Error::Protocol("no post-bits page".into()))?;
+        let post_bits = Mapping::map(
+            post_bits_fd.as_fd(),
+            contract::post_bits_bytes(pollers),
+            0,
+            true,
+        )?;
         let doorbells = fds.split_off(2);
         let events = fds
             .pop()
@@ -144,6 +170,7 @@ impl Context {
                 wake,
                 doorbells,
                 events,
+                post_bits,
             }),
         })
     }

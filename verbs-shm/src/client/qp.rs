@@ -3,7 +3,7 @@
 use std::os::fd::AsFd;
 use std::sync::{Arc, Mutex};
 
-use super::context::Inner;
+use super::context::{Bell, Inner};
 use super::cq::Cq;
 use super::mr::{Access, Mr};
 use super::{Error, Result};
@@ -404,7 +404,7 @@ pub struct Qp {
     qpn: u32,
     qp_type: QpType,
     caps: QpCaps,
-    poller: u32,
+    poller: Bell,
     sq: Mutex<Producer<SendWqe>>,
     rq: Option<Mutex<Producer<RecvWqe>>>,
     _keep: (Pd, Option<Srq>),
@@ -432,6 +432,7 @@ impl Qp {
             rq_offset,
             ring_len,
             poller,
+            post_bit,
         } = reply
         else {
             return Err(Error::Protocol(format!("unexpected reply {reply:?}")));
@@ -455,7 +456,10 @@ impl Qp {
             qpn,
             qp_type: init.qp_type,
             caps,
-            poller,
+            poller: Bell {
+                poller,
+                bit: post_bit,
+            },
             sq: Mutex::new(sq),
             rq,
             _keep: (pd.clone(), init.srq.cloned()),
@@ -718,7 +722,7 @@ struct SrqInner {
     ctx: Arc<Inner>,
     handle: u32,
     max_sge: u32,
-    poller: u32,
+    poller: Bell,
     ring: Mutex<Producer<RecvWqe>>,
     _pd: Pd,
 }
@@ -747,6 +751,7 @@ impl Srq {
             entries,
             ring_len,
             poller,
+            post_bit,
             ..
         } = reply
         else {
@@ -763,7 +768,10 @@ impl Srq {
                 ctx,
                 handle: srq,
                 max_sge,
-                poller,
+                poller: Bell {
+                    poller,
+                    bit: post_bit,
+                },
                 ring: Mutex::new(Producer::new(ring)),
                 _pd: pd.clone(),
             }),

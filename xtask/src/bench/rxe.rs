@@ -627,6 +627,10 @@ Device not recognized to implement inline feature. Disabling it
             args: Args,
         }
         let mut all = vec!["bench", "--peer", "rxe"];
+        if !argv.contains(&"--app-cores") {
+            // Unpinned, whatever the machine's CPU count (`auto` pins on small machines).
+            all.extend(["--app-cores", "none"]);
+        }
         all.extend(argv);
         let args = Cli::parse_from(all).args;
         let plan = super::super::plan(&args).unwrap();

@@ -73,12 +73,17 @@ struct Args {
     /// Registered memory per application, in MiB.
     #[arg(long)]
     max_mr_mib: Option<u64>,
-    /// Microseconds an idle poller spins before yielding its core.
+    /// Microseconds an idle poller spins before yielding its core (default 0: a spinning
+    /// poller keeps the core from an application sharing it).
     #[arg(long)]
     spin_us: Option<u64>,
     /// Microseconds (since the last work) an idle poller keeps yielding before it sleeps.
     #[arg(long)]
     yield_us: Option<u64>,
+    /// Milliseconds between reads of every ring without a post bit asking (0: only
+    /// before sleeping). For tests that post bits are all it takes.
+    #[arg(long, default_value_t = 10, hide = true)]
+    full_scan_ms: u64,
     /// More logging (`-vv` debug, `-vvv` trace; `RUST_LOG` overrides).
     #[arg(short, long, action = clap::ArgAction::Count)]
     verbose: u8,
@@ -150,6 +155,8 @@ fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // Colours only on a terminal: logs written to files and journald stay plain text.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     if let Err(e) = main_with(args) {
         eprintln!("xroced: {e:#}");
@@ -179,7 +186,7 @@ fn main_with(args: Args) -> Result<()> {
         (None, Some(_)) => bail!("--queues must be at least 1"),
         (None, None) => vec![0],
     };
-    let spin_us = args.spin_us.or(file.spin_us).unwrap_or(50);
+    let spin_us = args.spin_us.or(file.spin_us).unwrap_or(0);
     let yield_us = args.yield_us.or(file.yield_us).unwrap_or(1000).max(spin_us);
     check_privileges()?;
     let frames = args.frames.or(file.frames).unwrap_or(2048);
@@ -210,6 +217,7 @@ fn main_with(args: Args) -> Result<()> {
         idle: IdlePolicy {
             spin: Duration::from_micros(spin_us),
             yield_until: Duration::from_micros(yield_us),
+            full_scan: Duration::from_millis(args.full_scan_ms),
         },
         limits: AppLimits {
             max_qps: args.max_qps.or(file.max_qps).unwrap_or(4096),
@@ -309,7 +317,7 @@ mod tests {
         assert!(c.xdp.is_some() && c.hugepages.is_some() && c.zero_copy.is_some());
         assert_eq!(
             (c.max_qps, c.spin_us, c.yield_us),
-            (Some(4096), Some(50), Some(1000))
+            (Some(4096), Some(0), Some(1000))
         );
         assert!(
             parse_config("queus = 2").is_err(),
