@@ -487,14 +487,15 @@ fn steps(plan: &Plan, flood_frames: usize) -> usize {
 
 pub(crate) fn run(args: &Args) -> Result<()> {
     let plan = plan(args)?;
+    if args.peer == Peer::Rxe {
+        // perftest measures there, not the bench's threads: no need for a release xtask.
+        return rxe::run(args, &plan);
+    }
     if !args.debug_build && cfg!(debug_assertions) {
         // The bench's own threads are the applications being measured: they must be as
         // optimized as the daemon (a debug build of the verbs client adds microseconds to
         // every round trip). `cargo xtask` is a debug build: run the release one instead.
         return reexec_release();
-    }
-    if args.peer == Peer::Rxe {
-        return rxe::run(args, &plan);
     }
     crate::deps::ensure(crate::deps::ALL)?;
     // Safety: geteuid has no preconditions and cannot fail.
