@@ -5,8 +5,9 @@ use std::process::Command;
 
 /// Packages needed to build the workspace (XDP program, libbpf/libxdp for AF_XDP) and to
 /// run its tests (network namespaces, packet capture, the verbs tools the drop-in
-/// libibverbs.so.1 is loaded into, the verbs.h its layouts are checked against, and
-/// rdma-core's own test suite in python3-pyverbs).
+/// libibverbs.so.1 is loaded into, the verbs.h its layouts are checked against, rxe's
+/// provider for an interop peer on this host's own rxe, and rdma-core's own test suite in
+/// python3-pyverbs).
 pub(crate) const ALL: &[&str] = &[
     "clang",
     "llvm",
@@ -20,6 +21,7 @@ pub(crate) const ALL: &[&str] = &[
     "tcpdump",
     "libibverbs-dev",
     "ibverbs-utils",
+    "ibverbs-providers",
     "perftest",
     "iputils-ping",
     "python3-pyverbs",

@@ -6,7 +6,8 @@
 //! - `cargo xtask build`: the drop-in `libibverbs.so.1`, installed in `target/xroce/lib`.
 //! - `cargo xtask lab up|down`: a two-namespace lab with fixed names to experiment in
 //!   (`cargo xtask lab` alone holds one until Ctrl-C).
-//! - `cargo xtask interop`: xroce against Linux rxe in a VM, both directions.
+//! - `cargo xtask interop`: xroce against Linux rxe (this host's, or in a VM), both
+//!   directions.
 //! - `cargo xtask bench`: xroce's figures against raw AF_XDP and kernel UDP/TCP.
 //! - `cargo xtask rdma-core-tests`: rdma-core's own test suite (python3-pyverbs) on xroce.
 
@@ -44,7 +45,8 @@ enum Command {
     Build(build::Args),
     /// Two-namespace veth labs: `up` and `down` a fixed one, or hold one until Ctrl-C.
     Lab(lab::Args),
-    /// Check xroce against Linux rxe (Debian's kernel in a VM), both directions.
+    /// Check xroce against Linux rxe (this host's own, or Debian's kernel in a VM), both
+    /// directions.
     Interop(interop::Args),
     /// Measure xroce (bandwidth, latency, message rate, QP scaling) against raw AF_XDP and
     /// kernel UDP/TCP in a two-namespace lab.

@@ -140,6 +140,10 @@ pub(crate) struct Args {
     /// libibverbs; no baselines).
     #[arg(long, value_enum, default_value_t = Peer::Xroced)]
     peer: Peer,
+    /// With --peer rxe: this host's own rxe in a namespace (`local`), Debian's kernel in a
+    /// VM (`vm`), or the first when this kernel has rdma_rxe (`auto`).
+    #[arg(long, value_enum, default_value_t = crate::interop::PeerKind::Auto)]
+    peer_kind: crate::interop::PeerKind,
     /// Write the results as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -483,14 +487,15 @@ fn steps(plan: &Plan, flood_frames: usize) -> usize {
 
 pub(crate) fn run(args: &Args) -> Result<()> {
     let plan = plan(args)?;
+    if args.peer == Peer::Rxe {
+        // perftest measures there, not the bench's threads: no need for a release xtask.
+        return rxe::run(args, &plan);
+    }
     if !args.debug_build && cfg!(debug_assertions) {
         // The bench's own threads are the applications being measured: they must be as
         // optimized as the daemon (a debug build of the verbs client adds microseconds to
         // every round trip). `cargo xtask` is a debug build: run the release one instead.
         return reexec_release();
-    }
-    if args.peer == Peer::Rxe {
-        return rxe::run(args, &plan);
     }
     crate::deps::ensure(crate::deps::ALL)?;
     // Safety: geteuid has no preconditions and cannot fail.

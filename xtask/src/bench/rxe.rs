@@ -1,16 +1,17 @@
 //! `cargo xtask bench --peer rxe`: xroce against Linux Soft-RoCE, measured by perftest.
 //!
 //! The interop harness (`xtask/src/interop`) builds the lab: Debian's kernel with `rdma_rxe`
-//! in a VM on a bridge, `xroced` on the veth into it. Every point is one run of Debian's
-//! unmodified perftest on both ends: the server (`ib_write_bw`, `ib_read_bw`, `ib_send_bw`,
-//! `ib_write_lat`, `ib_send_lat`, `ib_read_lat`) in the VM on the rxe device, the client in
-//! xroce's namespace on the drop-in `libibverbs.so.1`. The client's result line becomes the
-//! point: perftest's figures, never re-measured. The baselines are not run: they measure
-//! this host's veth, while every figure here is bound by the peer (rxe in qemu), so a ratio
-//! between them would say nothing about xroce.
+//! in a VM on a bridge, or this host's own rxe in the lab's second namespace (`--peer-kind`),
+//! and `xroced` on the veth into it. Every point is one run of Debian's unmodified perftest
+//! on both ends: the server (`ib_write_bw`, `ib_read_bw`, `ib_send_bw`, `ib_write_lat`,
+//! `ib_send_lat`, `ib_read_lat`) on the rxe device, the client in xroce's namespace on the
+//! drop-in `libibverbs.so.1`. The client's result line becomes the point: perftest's
+//! figures, never re-measured. The baselines are not run: they measure
+//! this host's veth, while every figure here is bound by the peer (rxe, in qemu or on this
+//! host's cores), so a ratio between them would say nothing about xroce.
 //!
 //! The harness stops everything it started on every exit path; Ctrl-C deletes the lab's
-//! namespaces, and with them the VM, the daemon and perftest.
+//! namespaces, and with them the VM (or the local rxe device), the daemon and perftest.
 
 use std::fs;
 use std::path::Path;
@@ -113,6 +114,8 @@ fn commands(
     if let Some(core) = plan.app_cores[0] {
         xroce.extend(["taskset".to_owned(), "-c".into(), core.to_string()]);
     }
+    // Line-buffered output: a client killed after its time still shows how far it got.
+    xroce.extend(["stdbuf".to_owned(), "-oL".into(), "-eL".into()]);
     xroce.extend([
         program.to_owned(),
         "-d".into(),
@@ -340,29 +343,17 @@ pub(super) fn run(args: &Args, plan: &Plan) -> Result<()> {
     crate::deps::ensure(crate::deps::ALL)?;
     let mut report = new_report(args, plan);
     let release = !args.debug_build;
-    let prepared = interop::prepare("cargo xtask bench --peer rxe", release, false)?;
+    let mut prepared = interop::prepare(
+        "cargo xtask bench --peer rxe",
+        release,
+        false,
+        args.peer_kind,
+    )?;
     let logs = prepared.run_dir.join("bench");
     fs::create_dir_all(&logs)?;
-    report.environment.peer_setup = format!(
-        "Linux rxe in qemu: {}",
-        interop::peer_description(&prepared.image)
-    );
-    let cpus = core_affinity::get_core_ids().map_or(1, |ids| ids.len());
-    report.placement = Placement {
-        cpus,
-        daemon_a_cores: plan.daemon_cores[0].clone(),
-        app_a_core: plan.app_cores[0],
-        summary: format!(
-            "{cpus} CPUs; xroced pollers {}; perftest's client (xroce side) {}, polling as \
-             perftest does; the rxe peer is qemu with 1 vCPU, not pinned",
-            super::cores_text(&plan.daemon_cores[0]),
-            super::core_text(plan.app_cores[0]),
-        ),
-        ..Placement::default()
-    };
 
     let progress = Progress::new(plan.tests.len() * plan.sizes.len() + 1);
-    progress.step("starting the lab, the rxe VM and xroced", Expect::Unknown);
+    progress.step("starting the lab, the rxe peer and xroced", Expect::Unknown);
     let options = interop::Options {
         capture: false,
         lab: LabConfig {
@@ -372,8 +363,27 @@ pub(super) fn run(args: &Args, plan: &Plan) -> Result<()> {
         },
         xroced_args: xroced_args(plan, args),
     };
-    let (mut h, boot) =
-        Harness::start(&prepared.run_dir, &prepared.image, &prepared.bins, &options)?;
+    let (mut h, ready) = Harness::start(&mut prepared, &options)?;
+    report.environment.peer_setup = h.peer_description().to_owned();
+    let vm = h.peer_is_vm();
+    let cpus = core_affinity::get_core_ids().map_or(1, |ids| ids.len());
+    report.placement = Placement {
+        cpus,
+        daemon_a_cores: plan.daemon_cores[0].clone(),
+        app_a_core: plan.app_cores[0],
+        summary: format!(
+            "{cpus} CPUs; xroced pollers {}; perftest's client (xroce side) {}, polling as \
+             perftest does; the rxe peer {}",
+            super::cores_text(&plan.daemon_cores[0]),
+            super::core_text(plan.app_cores[0]),
+            if vm {
+                "is qemu with 1 vCPU, not pinned"
+            } else {
+                "is this host's kernel (rxe's work and perftest's server, not pinned)"
+            }
+        ),
+        ..Placement::default()
+    };
     let lib = match h.drop_in() {
         Ok(lib) => lib.to_path_buf(),
         Err(why) => bail!("perftest cannot run on xroce's side: {why}"),
@@ -397,7 +407,15 @@ pub(super) fn run(args: &Args, plan: &Plan) -> Result<()> {
             match measured {
                 Ok((Point::Bandwidth(p), _)) => report.bandwidth.push(p),
                 Ok((Point::Latency(p), _)) => report.latency.push(p),
-                Err(error) => {
+                Err(mut error) => {
+                    // A wire that stopped delivering fails every point after it: say so and
+                    // stop rather than wait out each one.
+                    let wire_down = !h.peer_answers_ping();
+                    if wire_down {
+                        error.push_str(
+                            "; afterwards the peer did not answer ping from xroce's namespace",
+                        );
+                    }
                     report.failures.push(Failure {
                         test: test.into(),
                         size,
@@ -405,6 +423,26 @@ pub(super) fn run(args: &Args, plan: &Plan) -> Result<()> {
                         error,
                         skipped_sizes: plan.sizes[k + 1..].to_vec(),
                     });
+                    if wire_down {
+                        let after: Vec<&str> = plan
+                            .tests
+                            .iter()
+                            .skip_while(|t| **t != test)
+                            .skip(1)
+                            .copied()
+                            .collect();
+                        report.notes.push(format!(
+                            "the wire from the rxe peer stopped delivering during {test} {}: \
+                             the peer no longer answered ping, so the run stopped there{}",
+                            size_text(size),
+                            if after.is_empty() {
+                                String::new()
+                            } else {
+                                format!(" ({} not run)", after.join(", "))
+                            }
+                        ));
+                        break 'tests;
+                    }
                     break;
                 }
             }
@@ -438,27 +476,32 @@ pub(super) fn run(args: &Args, plan: &Plan) -> Result<()> {
     report.daemon_counters.a = xroced.into_iter().filter(|(_, v)| *v != 0).collect();
     report.daemon_counters.b = rxe.into_iter().filter(|(_, v)| *v != 0).collect();
     report.environment.daemon_setup = format!("xroced: {}", setup_lines(&h.daemon_log()));
-    let peer_device = h.peer_device().to_owned();
+    let peer = format!("{} on {}", h.peer_place(), h.peer_device());
     h.stop();
     drop(h);
 
     report.notes.push(format!(
-        "measured by Debian's perftest on both ends: the server in the VM on {peer_device}, the \
-         client in xroce's namespace on the drop-in libibverbs.so.1 ({}); each point is one \
-         perftest run of {} messages (bandwidth) or {} round trips (latency); --duration, \
-         --spin-us and --bw-sleep-us do not apply; logs in {}; the VM booted in {boot:.1} s",
+        "measured by Debian's perftest on both ends: the server in {peer}, the client in \
+         xroce's namespace on the drop-in libibverbs.so.1 ({}); each point is one perftest run \
+         of {} messages (bandwidth) or {} round trips (latency); --duration, --spin-us and \
+         --bw-sleep-us do not apply; logs in {}; the peer was ready in {ready:.1} s",
         lib.display(),
         plan.timing.iters.unwrap_or(DEFAULT_ITERS),
         plan.lat_iters,
         logs.display()
     ));
-    report.notes.push(
+    report.notes.push(format!(
         "no baselines against the rxe peer: raw AF_XDP and kernel UDP/TCP measure this host's \
-         veth, while every figure here is bound by the peer (Linux rxe in qemu, on an emulated \
-         CPU without hardware virtualisation); a ratio between them would say nothing about \
-         xroce"
-            .to_owned(),
-    );
+         veth, while every figure here is bound by the peer ({}); a ratio between them would \
+         say nothing about xroce",
+        if !vm {
+            "Linux rxe, a software transport, on this host's cores"
+        } else if report.environment.peer_setup.contains("TCG") {
+            "Linux rxe in qemu, on an emulated CPU without hardware virtualisation"
+        } else {
+            "Linux rxe in qemu"
+        }
+    ));
     if !plan.not_run.is_empty() {
         report.notes.push(format!(
             "not run against the rxe peer: {} (perftest measures {} here)",
@@ -604,18 +647,18 @@ Device not recognized to implement inline feature. Disabling it
         );
         assert_eq!(
             xroce.join(" "),
-            "ib_send_bw -d xroce0 -x 0 -F -s 4096 -n 50 -t 128 -r 512 10.77.0.2"
+            "stdbuf -oL -eL ib_send_bw -d xroce0 -x 0 -F -s 4096 -n 50 -t 128 -r 512 10.77.0.2"
         );
         let (rxe, xroce) = commands("read_lat", 2, &plan, &args, ("rxe0", 1)).unwrap();
         assert_eq!(rxe, "ib_read_lat -d rxe0 -x 1 -F -s 2 -n 20");
         assert_eq!(
             xroce.join(" "),
-            "ib_read_lat -d xroce0 -x 0 -F -s 2 -n 20 10.77.0.2"
+            "stdbuf -oL -eL ib_read_lat -d xroce0 -x 0 -F -s 2 -n 20 10.77.0.2"
         );
         let (args, plan) = plan_of(&["--cq-mod", "16", "--app-cores", "1"]);
         let (rxe, xroce) = commands("write_bw", 64, &plan, &args, ("rxe0", 1)).unwrap();
         assert!(rxe.ends_with("-n 1000 -t 128 -Q 16"), "{rxe}");
-        assert_eq!(&xroce[..4], ["taskset", "-c", "1", "ib_write_bw"]);
+        assert_eq!(&xroce[..4], ["taskset", "-c", "1", "stdbuf"]);
     }
 
     #[test]

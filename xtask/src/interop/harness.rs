@@ -1,5 +1,6 @@
-//! The lab of a run: the namespaces, the wire (bridge and tap), the VM, the daemon and the
-//! capture; and running one check across it.
+//! The lab of a run: the namespaces, the wire (a bridge and a tap to the VM, or the bare
+//! veth to this host's own rxe), the peer, the daemon and the capture; and running one
+//! check across it.
 
 use std::fmt::Write as _;
 use std::fs;
@@ -12,10 +13,12 @@ use anyhow::{Context, Result, bail};
 use xroce_lab::{Lab, LabConfig, netns};
 
 use super::checks::{Check, Outcome, Program, Row, Side, figures, is_anomaly, last_line};
+use super::local::LocalRxe;
+use super::peer::{Choice, Peer, PeerKind};
 use super::process::{Proc, signal, tcp_listening};
 use super::vm::{self, Finished, Vm, VmConfig};
 use super::{BRIDGE, DEVICE, INIT, PEER_IP, PEER_MAC, TAP, XROCE_GID_INDEX, XROCE_IP};
-use super::{image, log, target_dir};
+use super::{Prepared, log, target_dir};
 use crate::pcap::{Verdict, describe, for_each_frame};
 
 /// Why rxe counts `completer_retry_err`: seen in every run against rxe 6.1, and not
@@ -45,12 +48,15 @@ pub(crate) fn anomalies(stats: &[(String, u64)]) -> Vec<String> {
         .collect()
 }
 
-/// The lab: namespaces, bridge, tap, VM, daemon, capture.
+/// The lab: namespaces, the wire, the peer, the daemon, the capture.
 pub(crate) struct Harness {
+    /// First, so that it goes before the lab (a local device is deleted while its
+    /// namespace still exists).
+    peer: Peer,
+    /// The peer in one line: kernel, how it runs, the versions of its programs.
+    peer_description: String,
     lab: Lab,
     run_dir: PathBuf,
-    vm: Vm,
-    peer_gid: u32,
     xroced: Proc,
     xroced_bin: PathBuf,
     xroced_args: Vec<String>,
@@ -65,7 +71,7 @@ pub(crate) struct Harness {
 pub(crate) struct Options {
     /// Capture the wire (checked with [`Harness::check_capture`]).
     pub(crate) capture: bool,
-    /// The veth pair's settings (the wire to the VM is 1500 bytes: `mtu` must be 1500).
+    /// The veth pair's settings (the wire to the peer is 1500 bytes: `mtu` must be 1500).
     pub(crate) lab: LabConfig,
     /// More arguments of `xroced` (`--queues`, `--cores`).
     pub(crate) xroced_args: Vec<String>,
@@ -139,12 +145,49 @@ impl Harness {
 
     /// The rxe device's name in the peer.
     pub(crate) fn peer_device(&self) -> &str {
-        "rxe0"
+        self.peer.device()
     }
 
     /// The index of the rxe device's IPv4 GID.
     pub(crate) fn peer_gid(&self) -> u32 {
-        self.peer_gid
+        self.peer.gid_index()
+    }
+
+    /// Whether the peer is a VM (rather than this host's own rxe).
+    pub(crate) fn peer_is_vm(&self) -> bool {
+        self.peer.is_vm()
+    }
+
+    /// Where the peer is: `VM 10.77.0.2` or `namespace … 10.77.0.2`.
+    pub(crate) fn peer_place(&self) -> String {
+        self.peer.place()
+    }
+
+    /// The peer in one line: its kernel, how it runs, the versions of its programs.
+    pub(crate) fn peer_description(&self) -> &str {
+        &self.peer_description
+    }
+
+    /// Whether the peer answers ping from the xroce namespace: the wire works both ways
+    /// (through the kernel's stack, not xroce's transport).
+    pub(crate) fn peer_answers_ping(&self) -> bool {
+        netns::command(
+            self.xroce_ns(),
+            &[
+                "ping",
+                "-q",
+                "-c",
+                "3",
+                "-i",
+                "0.2",
+                "-W",
+                "2",
+                &PEER_IP.to_string(),
+            ],
+        )
+        .stdin(std::process::Stdio::null())
+        .output()
+        .is_ok_and(|o| o.status.success())
     }
 
     /// The directory of the drop-in `libibverbs.so.1`, or why it cannot run Debian's
@@ -240,19 +283,44 @@ pub(super) fn probe_drop_in(ns: &str, lib: &Path) -> Result<(), String> {
 }
 
 impl Harness {
-    /// Builds the lab, boots the VM and starts the daemon; returns the harness and how long
-    /// the VM took to boot, in seconds.
-    pub(crate) fn start(
-        run_dir: &Path,
-        img: &image::Image,
-        bins: &(PathBuf, PathBuf),
-        options: &Options,
-    ) -> Result<(Harness, f64)> {
+    /// Builds the lab, brings the peer up (this host's rxe in the lab's second namespace,
+    /// or a VM) and starts the daemon; returns the harness and how long the peer took to
+    /// be ready, in seconds.
+    pub(crate) fn start(prepared: &mut Prepared, options: &Options) -> Result<(Harness, f64)> {
         if options.lab.mtu != 1500 || options.lab.router {
             bail!("the rxe peer's wire is a 1500-byte Ethernet without a router");
         }
+        let run_dir = prepared.run_dir.clone();
         let lab = Lab::new(&options.lab).context("building the lab (needs root)")?;
-        make_wire(&lab)?;
+        let t0 = Instant::now();
+        let local = match &prepared.choice {
+            Choice::Vm { .. } => None,
+            Choice::Local => {
+                if lab.b.ipv4 != PEER_IP {
+                    bail!("the lab's host b is {}, not {PEER_IP}", lab.b.ipv4);
+                }
+                match LocalRxe::start(&lab.b.netns, &lab.b.interface, PEER_IP, &run_dir) {
+                    Ok(rxe) => Some(rxe),
+                    Err(e) if prepared.kind == PeerKind::Auto => {
+                        log(&format!(
+                            "this host's rxe cannot be the peer ({e:#}): booting a VM instead"
+                        ));
+                        None
+                    }
+                    Err(e) => {
+                        return Err(
+                            e.context("making this host's rxe the peer (--peer-kind local)")
+                        );
+                    }
+                }
+            }
+        };
+        let capture_on = if local.is_some() {
+            lab.b.interface.clone()
+        } else {
+            make_wire(&lab)?;
+            TAP.to_owned()
+        };
         let tcpdump = if !options.capture {
             None
         } else {
@@ -261,7 +329,7 @@ impl Harness {
                 &[
                     "tcpdump",
                     "-i",
-                    TAP,
+                    &capture_on,
                     // Every packet to the file at once, as root (no privilege drop).
                     "--immediate-mode",
                     "-U",
@@ -278,7 +346,7 @@ impl Harness {
                     "udp port 4791 or tcp port 18515 or arp",
                 ],
                 &[],
-                run_dir,
+                &run_dir,
                 "tcpdump",
             )?;
             let deadline = Instant::now() + Duration::from_secs(10);
@@ -290,39 +358,58 @@ impl Harness {
             }
             Some(p)
         };
-        let initrd = run_dir.join("initrd.cpio");
-        image::initrd(img, INIT.as_bytes(), &initrd)?;
-        let (accel, _) = vm::accel();
-        let t0 = Instant::now();
-        let mut vm = Vm::boot(&VmConfig {
-            netns: lab.b.netns.clone(),
-            tap: TAP.into(),
-            ip: PEER_IP,
-            mac: PEER_MAC,
-            kernel: img.kernel.clone(),
-            initrd,
-            dir: run_dir.to_path_buf(),
-            memory_mib: 1024,
-            accel,
-        })?;
-        // The daemon starts while the VM boots.
-        let xroced = start_daemon(&lab, &bins.0, &options.xroced_args, run_dir, "xroced")?;
-        let ready = vm.wait_ready(Duration::from_secs(240))?;
-        let boot = t0.elapsed().as_secs_f64();
-        log(&format!(
-            "VM ready after {boot:.1} s (guest uptime {} s); rxe0 IPv4 GID index {}",
-            ready.uptime, ready.gid_index
-        ));
+        let bins = prepared.bins.clone();
+        let (peer, peer_description, xroced) = match local {
+            Some(rxe) => {
+                let xroced = start_daemon(&lab, &bins.0, &options.xroced_args, &run_dir, "xroced")?;
+                let description = super::local_description(&rxe);
+                let peer = Peer::Local { rxe, ip: PEER_IP };
+                (peer, description, xroced)
+            }
+            None => {
+                let img = prepared.image()?.clone();
+                let initrd = run_dir.join("initrd.cpio");
+                image_initrd(&img, &initrd)?;
+                let (accel, _) = vm::accel();
+                let mut vm = Vm::boot(&VmConfig {
+                    netns: lab.b.netns.clone(),
+                    tap: TAP.into(),
+                    ip: PEER_IP,
+                    mac: PEER_MAC,
+                    kernel: img.kernel.clone(),
+                    initrd,
+                    dir: run_dir.clone(),
+                    memory_mib: 1024,
+                    accel,
+                })?;
+                // The daemon starts while the VM boots.
+                let xroced = start_daemon(&lab, &bins.0, &options.xroced_args, &run_dir, "xroced")?;
+                let ready = vm.wait_ready(Duration::from_secs(240))?;
+                log(&format!(
+                    "VM ready after {:.1} s (guest uptime {} s); rxe0 IPv4 GID index {}",
+                    t0.elapsed().as_secs_f64(),
+                    ready.uptime,
+                    ready.gid_index
+                ));
+                let peer = Peer::Vm {
+                    vm,
+                    gid_index: ready.gid_index,
+                    ip: PEER_IP,
+                };
+                (peer, super::vm_description(&img), xroced)
+            }
+        };
+        let ready = t0.elapsed().as_secs_f64();
         let drop_in = drop_in_library().and_then(|lib| {
             probe_drop_in(&lab.a.netns, &lib)?;
             Ok(lib)
         });
         Ok((
             Harness {
+                peer,
+                peer_description,
                 lab,
-                run_dir: run_dir.to_path_buf(),
-                vm,
-                peer_gid: ready.gid_index,
+                run_dir,
                 xroced,
                 xroced_bin: bins.0.clone(),
                 xroced_args: options.xroced_args.clone(),
@@ -331,9 +418,14 @@ impl Harness {
                 pingpong: bins.1.clone(),
                 drop_in,
             },
-            boot,
+            ready,
         ))
     }
+}
+
+/// The VM's initramfs: the cached image and the guest's `/init`.
+fn image_initrd(img: &super::image::Image, to: &Path) -> Result<()> {
+    super::image::initrd(img, INIT.as_bytes(), to)
 }
 
 /// Starts `xroced` on the lab's host `a` and waits until its device is there.
@@ -430,7 +522,8 @@ impl Harness {
     /// The two command lines of a check: (rxe side, xroce side) and the xroce side's
     /// environment.
     pub(super) fn commands(&self, check: &Check) -> (String, Vec<String>, Vec<(String, String)>) {
-        let peer_gid = self.peer_gid;
+        let peer_gid = self.peer.gid_index();
+        let dev = self.peer.device();
         let server_addr = |side: Side| match side {
             Side::Rxe => XROCE_IP.to_string(),
             Side::Xroce => PEER_IP.to_string(),
@@ -448,7 +541,7 @@ impl Harness {
                 iters,
             } => {
                 let rxe = format!(
-                    "ibv_{service}_pingpong -d rxe0 -g {peer_gid} -s {size} -n {iters}{rxe_target}"
+                    "ibv_{service}_pingpong -d {dev} -g {peer_gid} -s {size} -n {iters}{rxe_target}"
                 );
                 let mut x: Vec<String> = vec![
                     self.pingpong.to_string_lossy().into_owned(),
@@ -492,7 +585,9 @@ impl Harness {
                 let env = vec![("LD_LIBRARY_PATH".to_owned(), lib)];
                 let (rxe, x) = if program == "ibv_rc_pingpong" {
                     (
-                        format!("{program} -d rxe0 -g {peer_gid} -s {size} -n {iters}{rxe_target}"),
+                        format!(
+                            "{program} -d {dev} -g {peer_gid} -s {size} -n {iters}{rxe_target}"
+                        ),
                         format!("{program} -d {DEVICE} -g {XROCE_GID_INDEX} -s {size} -n {iters}"),
                     )
                 } else {
@@ -503,7 +598,7 @@ impl Harness {
                         format!(" -s {size}")
                     };
                     (
-                        format!("{program} -d rxe0 -x {peer_gid} -F{s} -n {iters}{rxe_target}"),
+                        format!("{program} -d {dev} -x {peer_gid} -F{s} -n {iters}{rxe_target}"),
                         format!("{program} -d {DEVICE} -x {XROCE_GID_INDEX} -F{s} -n {iters}"),
                     )
                 };
@@ -540,18 +635,6 @@ impl Harness {
         })
     }
 
-    /// Waits until a TCP socket listens on `port` in the VM.
-    fn peer_listening(&mut self, port: u16, timeout: Duration) -> Result<bool> {
-        let polls = timeout.as_millis() / 50;
-        let wait = self.vm.spawn(&format!(
-            "n=0; while ! netstat -ltn | grep -q ':{port} '; do \
-             usleep 50000; n=$((n + 1)); [ $n -gt {polls} ] && exit 1; done; exit 0"
-        ))?;
-        Ok(wait
-            .wait(&mut self.vm, timeout + Duration::from_secs(30))?
-            .ok())
-    }
-
     /// Runs an exchange: its server, then its client once the server is ready. Its record
     /// (both command lines, outputs and statuses) goes to `logs/<name>.txt`. An error means
     /// the harness itself broke (the VM died); a failed exchange says why in `failure`.
@@ -565,17 +648,18 @@ impl Harness {
             .collect();
         let ns = self.xroce_ns().to_owned();
         let log = logs.join(format!("{name}.txt"));
+        let place = self.peer.place();
 
         let (rxe, mut x_proc, x_status);
         match ex.server {
             Side::Rxe => {
-                let job = self.vm.spawn(&ex.rxe)?;
+                let mut job = self.peer.spawn(&ex.rxe)?;
                 if ex.handshake == Handshake::Perftest
-                    && !self.peer_listening(18515, Duration::from_secs(60))?
+                    && !self.peer.listening(18515, Duration::from_secs(60))?
                 {
-                    job.kill(&mut self.vm);
+                    self.peer.kill(&mut job);
                     let output = job.output();
-                    fs::write(&log, format!("## rxe (VM {PEER_IP}): {}\n{output}", ex.rxe))?;
+                    fs::write(&log, format!("## rxe ({place}): {}\n{output}", ex.rxe))?;
                     let failure = format!("the rxe server never listened: {}", last_line(&output));
                     return Ok(Exchanged {
                         rxe: Finished {
@@ -593,7 +677,7 @@ impl Harness {
                 } else {
                     Duration::from_secs(5)
                 };
-                rxe = job.wait(&mut self.vm, wait_for)?;
+                rxe = self.peer.wait(&mut job, wait_for)?;
                 x_proc = p;
             }
             Side::Xroce => {
@@ -626,8 +710,8 @@ impl Harness {
                     }
                     std::thread::sleep(Duration::from_millis(20));
                 }
-                let job = self.vm.spawn(&ex.rxe)?;
-                rxe = job.wait(&mut self.vm, ex.timeout)?;
+                let mut job = self.peer.spawn(&ex.rxe)?;
+                rxe = self.peer.wait(&mut job, ex.timeout)?;
                 let wait_for = if rxe.ok() {
                     ex.timeout
                 } else {
@@ -641,7 +725,7 @@ impl Harness {
         x_proc.kill();
         let mut record = String::new();
         let _ = writeln!(record, "# {}", ex.title);
-        let _ = writeln!(record, "## rxe (VM {PEER_IP}): {}", ex.rxe);
+        let _ = writeln!(record, "## rxe ({place}): {}", ex.rxe);
         let _ = writeln!(
             record,
             "{}\n-> {}",
@@ -671,19 +755,23 @@ impl Harness {
             None
         } else {
             let mut why = Vec::new();
+            let tail = |output: &str| match last_line(output) {
+                line if line.is_empty() => "no output".to_owned(),
+                line => line,
+            };
             if !rxe.ok() {
                 why.push(format!(
                     "rxe {}: {}",
                     rxe.status
                         .map_or("timed out".to_owned(), |s| format!("exit {s}")),
-                    last_line(&rxe.output)
+                    tail(&rxe.output)
                 ));
             }
             if !x_ok {
                 why.push(format!(
                     "xroce {}: {}",
                     x_status.map_or("timed out".to_owned(), |s| s.to_string()),
-                    last_line(&x_out)
+                    tail(&x_out)
                 ));
             }
             Some(why.join("; "))
@@ -780,7 +868,7 @@ impl Harness {
     /// The rxe port's counters (`rdma statistic`), also written to the run directory.
     pub(crate) fn rxe_counters(&mut self) -> Result<Vec<(String, u64)>> {
         let command = format!("rdma statistic show link {}/1", self.peer_device());
-        let f = self.vm.run(&command, Duration::from_secs(20))?;
+        let f = self.peer.run(&command, Duration::from_secs(20))?;
         let _ = fs::write(self.run_dir.join("rxe-counters.txt"), &f.output);
         if !f.ok() {
             bail!("{command} failed: {}", last_line(&f.output));
@@ -811,7 +899,7 @@ impl Harness {
         report
     }
 
-    /// `--keep`: runs lines from stdin in the VM until end of input or Ctrl-C.
+    /// `--keep`: runs lines from stdin on the peer until end of input or Ctrl-C.
     pub(super) fn keep(&mut self) {
         let a = &self.lab.a;
         println!();
@@ -821,12 +909,19 @@ impl Harness {
             a.netns, a.interface
         );
         println!(
-            "  wire:       ip netns exec {} tcpdump -ni {TAP}",
-            self.lab.b.netns
+            "  wire:       ip netns exec {} tcpdump -ni {}",
+            self.lab.b.netns,
+            if self.peer.is_vm() {
+                TAP
+            } else {
+                &self.lab.b.interface
+            }
         );
         println!(
-            "  rxe peer:   {PEER_IP} (rxe0, GID index {}); type a shell command to run it there",
-            self.peer_gid
+            "  rxe peer:   {} ({}, GID index {}); type a shell command to run it there",
+            self.peer.place(),
+            self.peer.device(),
+            self.peer.gid_index()
         );
         println!("  pingpong:   {}", self.pingpong.display());
         println!("  logs:       {}", self.run_dir.display());
@@ -843,7 +938,7 @@ impl Harness {
             if line.is_empty() {
                 continue;
             }
-            match self.vm.run(line, Duration::from_secs(300)) {
+            match self.peer.run(line, Duration::from_secs(300)) {
                 Ok(f) => {
                     print!("{}", f.output);
                     if !f.ok() {
@@ -863,7 +958,7 @@ impl Harness {
     }
 
     pub(crate) fn stop(&mut self) {
-        self.vm.shutdown();
+        self.peer.shutdown();
         self.xroced.signal(signal::Signal::Term);
         let _ = self.xroced.wait(Duration::from_secs(5));
         if let Some(mut t) = self.tcpdump.take() {

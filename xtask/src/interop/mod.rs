@@ -1,7 +1,18 @@
 //! `cargo xtask interop`: xroce against Linux Soft-RoCE (rxe), over a real wire.
 //!
-//! Builds (once, then cached under `target/xroce/interop/`) a bootable image of Debian's
-//! stock kernel with `rdma_rxe` and rdma-core's tools, from Debian packages alone
+//! The peer ([`peer`]) is this host's own rxe when its kernel has `rdma_rxe` and rxe works
+//! in a network namespace ([`local`]): a device over the far end of the lab's veth, in the
+//! lab's second namespace, and this host's Debian programs run there:
+//!
+//! ```text
+//!   namespace a (xroce host)            namespace b (the peer)
+//!   xroced --interface xr-a  ==veth==  xr-b + rxe device xrxe<pid>n<n>
+//!   10.77.0.1                          10.77.0.2
+//! ```
+//!
+//! Otherwise (`--peer-kind auto` logs why; `--peer-kind vm` asks for it) the peer is a VM:
+//! the command builds (once, then cached under `target/xroce/interop/`) a bootable image of
+//! Debian's stock kernel with `rdma_rxe` and rdma-core's tools, from Debian packages alone
 //! ([`image`]). Then, in a lab of two network namespaces ([`xroce_lab::Lab`]):
 //!
 //! ```text
@@ -11,18 +22,19 @@
 //! ```
 //!
 //! the VM boots ([`vm`]) and `xroced` serves `xr-a` (native XDP on the veth, AF_XDP copy
-//! mode). The checks run the unmodified Debian programs in the VM against xroce in both
+//! mode). The checks run the unmodified Debian programs on the peer against xroce in both
 //! directions: `ibv_rc_pingpong`, `ibv_uc_pingpong` and `ibv_ud_pingpong` against
 //! `xroce-pingpong`; and, once the drop-in `libibverbs.so.1` can run them, the Debian
 //! `ibv_rc_pingpong`, `ib_send_bw`, `ib_write_bw`, `ib_read_bw`, `ib_atomic_bw` and the
-//! three latency tests on the xroce side too ([`checks`]). Everything crossing the tap is
-//! captured and every RoCEv2 packet's ICRC is checked ([`harness`]).
+//! three latency tests on the xroce side too ([`checks`]). Everything crossing the wire (the
+//! tap, or `xr-b`) is captured and every RoCEv2 packet's ICRC is checked ([`harness`]).
 //!
 //! `cargo xtask bench --peer rxe` runs perftest across the same lab: [`prepare`],
 //! [`Harness::start`] and [`Harness::run_exchange`] are shared.
 //!
 //! Everything is torn down on every exit path, Ctrl-C included (deleting the lab's
-//! namespaces kills what runs in them, qemu too). The run's logs stay in
+//! namespaces kills what runs in them, qemu too, and takes a local rxe device with its
+//! veth). The run's logs stay in
 //! `target/xroce/interop/runs/<pid>/`.
 
 mod checks;
@@ -30,6 +42,8 @@ mod cpio;
 mod elf;
 mod harness;
 mod image;
+mod local;
+mod peer;
 mod process;
 mod vm;
 
@@ -44,6 +58,8 @@ use anyhow::{Context, Result, bail};
 pub(crate) use checks::Side;
 use checks::{Check, Outcome, checks, print_table};
 pub(crate) use harness::{Exchange, Handshake, Harness, Options, RXE_RETRY_NOTE, anomalies};
+pub(crate) use peer::PeerKind;
+use peer::{Choice, choose};
 
 /// The guest's `/init`.
 const INIT: &str = include_str!("../../interop/init.sh");
@@ -62,10 +78,15 @@ pub(crate) const XROCE_GID_INDEX: u32 = 0;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// Keep the lab up after the checks: read shell commands from stdin and run them in the
-    /// VM, until end of input or Ctrl-C.
+    /// Keep the lab up after the checks: read shell commands from stdin and run them on the
+    /// peer, until end of input or Ctrl-C.
     #[arg(long)]
     keep: bool,
+    /// The rxe peer: this host's own rxe in a namespace (`local`), a VM with Debian's
+    /// kernel (`vm`), or the first when this kernel has rdma_rxe and the second otherwise
+    /// (`auto`).
+    #[arg(long, value_enum, default_value_t = PeerKind::Auto)]
+    peer_kind: PeerKind,
     /// Also save the captured traffic (RoCEv2, the TCP exchanges, ARP) to this pcap file.
     #[arg(long, value_name = "FILE")]
     capture: Option<PathBuf>,
@@ -139,45 +160,95 @@ fn build_binaries(release: bool) -> Result<(PathBuf, PathBuf)> {
     Ok((find("xroced")?, find("xroce-pingpong")?))
 }
 
-/// What a run against the rxe peer needs, built and checked: the peer's image, `xroced`
-/// and `xroce-pingpong`, the drop-in library, and a fresh run directory for the logs.
+/// What a run against the rxe peer needs, built and checked: the choice of peer, the VM's
+/// image (built when a VM is the peer), `xroced` and `xroce-pingpong`, the drop-in library,
+/// and a fresh run directory for the logs.
 pub(crate) struct Prepared {
-    pub(crate) image: image::Image,
+    pub(crate) kind: PeerKind,
+    pub(crate) choice: Choice,
+    image: Option<image::Image>,
+    cache: PathBuf,
+    rebuild_image: bool,
     pub(crate) bins: (PathBuf, PathBuf),
     pub(crate) run_dir: PathBuf,
 }
 
+impl Prepared {
+    /// The VM's image, built now if it was not (a local peer that could not serve).
+    pub(crate) fn image(&mut self) -> Result<&image::Image> {
+        let image = match self.image.take() {
+            Some(image) => image,
+            None => image::ensure(&self.cache, self.rebuild_image)?,
+        };
+        Ok(self.image.insert(image))
+    }
+}
+
+/// What the log says about the choice of peer.
+fn choice_message(choice: &Choice) -> String {
+    match choice {
+        Choice::Local => "the peer is this host's rxe, in the lab's second namespace".into(),
+        Choice::Vm {
+            why_not_local: Some(why),
+        } => format!("{why}: the peer is Debian's kernel in a VM"),
+        Choice::Vm {
+            why_not_local: None,
+        } => "the peer is Debian's kernel in a VM (--peer-kind vm)".into(),
+    }
+}
+
 /// Everything before the lab: root, the Ctrl-C handler (first, before any thread exists:
-/// Ctrl-C and SIGTERM then tear the lab down), stale labs removed, the Debian packages,
-/// the image, the binaries (`release` or debug) and the drop-in library. `what` names the
-/// command in the error when not root.
-pub(crate) fn prepare(what: &str, release: bool, rebuild_image: bool) -> Result<Prepared> {
+/// Ctrl-C and SIGTERM then tear the lab down), stale labs removed, the choice of peer
+/// (`kind`), the Debian packages, the VM's image if a VM is the peer, the binaries
+/// (`release` or debug) and the drop-in library. `what` names the command in the error
+/// when not root.
+pub(crate) fn prepare(
+    what: &str,
+    release: bool,
+    rebuild_image: bool,
+    kind: PeerKind,
+) -> Result<Prepared> {
     if !xroce_lab::require_root(what) {
         bail!("{what} needs root (network namespaces, XDP, qemu's tap)");
     }
     xroce_lab::signals::install().context("installing the Ctrl-C handler")?;
     let _ = xroce_lab::cleanup_stale();
+    // The xroce side's programs, and a local peer's (with rxe's provider).
     crate::deps::ensure(&[
-        "qemu-system-x86",
         "tcpdump",
         "iproute2",
         "ibverbs-utils",
+        "ibverbs-providers",
         "perftest",
     ])?;
+    let choice = choose(kind, local::probe)
+        .map_err(|why| anyhow::anyhow!("{why}: --peer-kind local needs this host's rdma_rxe"))?;
+    log(&choice_message(&choice));
     let cache = target_dir().join("xroce/interop");
-    let image = image::ensure(&cache, rebuild_image)?;
-    let bins = build_binaries(release)?;
+    let mut prepared = Prepared {
+        kind,
+        choice,
+        image: None,
+        cache: cache.clone(),
+        rebuild_image,
+        bins: (PathBuf::new(), PathBuf::new()),
+        run_dir: cache.join("runs").join(std::process::id().to_string()),
+    };
+    // A local peer may still need the VM (auto falls back when rxe cannot serve a
+    // namespace): qemu is installed either way, the image only when it is needed.
+    if kind != PeerKind::Local {
+        crate::deps::ensure(&["qemu-system-x86"])?;
+    }
+    if matches!(prepared.choice, Choice::Vm { .. }) {
+        prepared.image()?;
+    }
+    prepared.bins = build_binaries(release)?;
     // Debian's programs run on the library as this checkout builds it.
     crate::build::install().context("building the drop-in libibverbs (cargo xtask build)")?;
-    let run_dir = cache.join("runs").join(std::process::id().to_string());
-    let _ = fs::remove_dir_all(&run_dir);
-    fs::create_dir_all(&run_dir)?;
+    let _ = fs::remove_dir_all(&prepared.run_dir);
+    fs::create_dir_all(&prepared.run_dir)?;
     cleanup_old_runs(&cache.join("runs"));
-    Ok(Prepared {
-        image,
-        bins,
-        run_dir,
-    })
+    Ok(prepared)
 }
 
 pub(crate) fn run(args: &Args) -> Result<()> {
@@ -192,16 +263,18 @@ pub(crate) fn run(args: &Args) -> Result<()> {
         return Ok(());
     }
     let total = Instant::now();
-    let Prepared {
-        image: img,
-        bins,
-        run_dir,
-    } = prepare("cargo xtask interop", args.release, args.rebuild_image)?;
+    let mut prepared = prepare(
+        "cargo xtask interop",
+        args.release,
+        args.rebuild_image,
+        args.peer_kind,
+    )?;
+    let run_dir = prepared.run_dir.clone();
     let logs = run_dir.join("checks");
     fs::create_dir_all(&logs)?;
 
     let options = Options::default();
-    let (mut h, boot) = Harness::start(&run_dir, &img, &bins, &options)?;
+    let (mut h, ready) = Harness::start(&mut prepared, &options)?;
     let mut rows = Vec::new();
     for c in &selected {
         if xroce_lab::signals::interrupted() {
@@ -224,9 +297,11 @@ pub(crate) fn run(args: &Args) -> Result<()> {
     let counters = h.counters();
 
     println!();
-    println!("xroce against Linux rxe: {}", peer_description(&img));
+    println!("xroce against Linux rxe: {}", h.peer_description());
     println!(
-        "VM boot {boot:.1} s; xroce {XROCE_IP} ({DEVICE}), rxe {PEER_IP} (rxe0); logs in {}",
+        "peer ready in {ready:.1} s; xroce {XROCE_IP} ({DEVICE}), rxe {} ({}); logs in {}",
+        h.peer_place(),
+        h.peer_device(),
         run_dir.display()
     );
     println!();
@@ -261,9 +336,9 @@ pub(crate) fn run(args: &Args) -> Result<()> {
     Ok(())
 }
 
-/// The rxe peer in one line: its kernel, how qemu runs it, and the versions of the Debian
+/// The VM in one line: its kernel, how qemu runs it, and the versions of the Debian
 /// programs and libraries on it.
-pub(crate) fn peer_description(img: &image::Image) -> String {
+fn vm_description(img: &image::Image) -> String {
     let (_, accel) = vm::accel();
     let versions: Vec<&str> = img
         .packages
@@ -277,9 +352,38 @@ pub(crate) fn peer_description(img: &image::Image) -> String {
         })
         .collect();
     format!(
-        "kernel {} ({}), {}",
+        "Debian's kernel {} with rdma_rxe in qemu ({}), {}",
         img.release,
         accel,
+        versions.join(", ")
+    )
+}
+
+/// This host's rxe in one line: the kernel, the namespace mode, the versions of the Debian
+/// programs and libraries that run on it.
+pub(crate) fn local_description(rxe: &local::LocalRxe) -> String {
+    let kernel = fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let versions = Command::new("dpkg-query")
+        .args(["-W", "-f=${Package} ${Version}\n"])
+        .args([
+            "libibverbs1",
+            "ibverbs-providers",
+            "ibverbs-utils",
+            "perftest",
+        ])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    let versions: Vec<&str> = versions.lines().filter(|l| !l.trim().is_empty()).collect();
+    format!(
+        "this host's kernel {} (rdma_rxe, device {} in namespace {}, rdma netns mode {}), {}",
+        kernel.trim(),
+        rxe.device(),
+        rxe.ns(),
+        match rxe.mode() {
+            local::NetnsMode::Shared => "shared",
+            local::NetnsMode::Exclusive => "exclusive",
+        },
         versions.join(", ")
     )
 }
@@ -299,5 +403,34 @@ fn cleanup_old_runs(runs: &Path) {
         for (_, d) in &dirs[..dirs.len() - keep] {
             let _ = fs::remove_dir_all(d);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_log_says_why_the_peer_is_a_vm() {
+        let auto = choose(PeerKind::Auto, || {
+            Err(
+                "this kernel has no rdma_rxe (modprobe rdma_rxe: FATAL: Module rdma_rxe not found)"
+                    .into(),
+            )
+        })
+        .unwrap();
+        let message = choice_message(&auto);
+        assert!(
+            message.starts_with("this kernel has no rdma_rxe (modprobe rdma_rxe: FATAL"),
+            "{message}"
+        );
+        assert!(
+            message.ends_with("the peer is Debian's kernel in a VM"),
+            "{message}"
+        );
+        let vm = choose(PeerKind::Vm, || unreachable!()).unwrap();
+        assert!(choice_message(&vm).contains("--peer-kind vm"));
+        let local = choose(PeerKind::Local, || Ok(())).unwrap();
+        assert!(choice_message(&local).contains("this host's rxe"));
     }
 }

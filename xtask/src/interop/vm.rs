@@ -209,12 +209,6 @@ impl Vm {
         })
     }
 
-    /// Runs `script` in the guest and waits for it.
-    pub(crate) fn run(&mut self, script: &str, timeout: Duration) -> Result<Finished> {
-        let job = self.spawn(script)?;
-        job.wait(self, timeout)
-    }
-
     /// Powers the guest off (then kills qemu if it lingers).
     pub(crate) fn shutdown(&mut self) {
         let Some(mut child) = self.child.take() else {
