@@ -112,7 +112,7 @@ impl PollerLink {
     }
 }
 
-#[derive(Debug)]
+#[derive(Clone, Copy, Debug)]
 struct MrInfo {
     lkey: u32,
     rkey: u32,
@@ -714,6 +714,7 @@ impl Control {
         }
     }
 
+    /// `ibv_reg_mr`: a new region with a new handle and new keys.
     #[allow(clippy::too_many_arguments)]
     fn reg_mr(
         &mut self,
@@ -725,15 +726,58 @@ impl Control {
         memory: Memory,
         fds: Vec<OwnedFd>,
     ) -> Answer {
+        self.put_mr(id, None, pd, iova, length, access, memory, fds)
+    }
+
+    /// `ibv_rereg_mr`: the region behind handle `mr` is replaced by the new one in one
+    /// step on its poller, with the same handle and keys (as verbs keeps them).
+    #[allow(clippy::too_many_arguments)]
+    fn rereg_mr(
+        &mut self,
+        id: u64,
+        mr: u32,
+        pd: u32,
+        iova: u64,
+        length: u64,
+        access: u32,
+        memory: Memory,
+        fds: Vec<OwnedFd>,
+    ) -> Answer {
+        self.put_mr(id, Some(mr), pd, iova, length, access, memory, fds)
+    }
+
+    /// Registers a region: a new one, or (`existing`) one that replaces the region behind
+    /// that handle, keeping its keys.
+    #[allow(clippy::too_many_arguments)]
+    fn put_mr(
+        &mut self,
+        id: u64,
+        existing: Option<u32>,
+        pd: u32,
+        iova: u64,
+        length: u64,
+        access: u32,
+        memory: Memory,
+        fds: Vec<OwnedFd>,
+    ) -> Answer {
         let max_bytes = self.limits.max_mr_bytes;
         let c = self.conn(id);
+        let old = match existing {
+            Some(mr) => match c.mrs.get(&mr) {
+                Some(&info) => Some((mr, info)),
+                None => return error(libc::EINVAL, "no such memory region"),
+            },
+            None => None,
+        };
         if !c.pds.contains(&pd) {
             return error(libc::EINVAL, "no such protection domain");
         }
         if length == 0 {
             return error(libc::EINVAL, "a memory region needs at least one byte");
         }
-        if c.mr_bytes.saturating_add(length) > max_bytes {
+        let replaced = old.map_or(0, |(_, info)| info.len);
+        let bytes = (c.mr_bytes - replaced).saturating_add(length);
+        if bytes > max_bytes {
             return error(
                 libc::ENOMEM,
                 format!(
@@ -745,9 +789,10 @@ impl Control {
             Ok(m) => m,
             Err(answer) => return answer,
         };
-        let lkey = self.alloc_key();
-        let rkey = self.alloc_key();
-        let handle = self.alloc_handle();
+        let (handle, lkey, rkey) = match old {
+            Some((mr, info)) => (mr, info.lkey, info.rkey),
+            None => (self.alloc_handle(), self.alloc_key(), self.alloc_key()),
+        };
         let region = Region {
             map,
             start,
@@ -759,7 +804,12 @@ impl Control {
             rkey: Some(rkey),
         };
         let poller = self.conn(id).poller;
-        match self.pollers[poller].call(|tx| Command::RegMr(region, tx)) {
+        let answer = if old.is_some() {
+            self.pollers[poller].call(|tx| Command::ReregMr(region, tx))
+        } else {
+            self.pollers[poller].call(|tx| Command::RegMr(region, tx))
+        };
+        match answer {
             Some(Ok(())) => {}
             Some(Err(e)) => return error(libc::EINVAL, e),
             None => return error(libc::EIO, "the poller stopped"),
@@ -773,7 +823,7 @@ impl Control {
                 len: length,
             },
         );
-        c.mr_bytes += length;
+        c.mr_bytes = bytes;
         ok(Reply::Mr {
             mr: handle,
             lkey,
@@ -875,71 +925,6 @@ impl Control {
             Ok(m) => Ok((Arc::new(m), start as usize)),
             Err(e) => Err(error(libc::ENOMEM, format!("cannot map the region: {e}"))),
         }
-    }
-
-    /// `ibv_rereg_mr`: the region behind handle `mr` is replaced by the new one in one
-    /// step on its poller, with the same handle and keys (as verbs keeps them).
-    #[allow(clippy::too_many_arguments)]
-    fn rereg_mr(
-        &mut self,
-        id: u64,
-        mr: u32,
-        pd: u32,
-        iova: u64,
-        length: u64,
-        access: u32,
-        memory: Memory,
-        fds: Vec<OwnedFd>,
-    ) -> Answer {
-        let max_bytes = self.limits.max_mr_bytes;
-        let c = self.conn(id);
-        let Some(&MrInfo { lkey, rkey, len }) = c.mrs.get(&mr) else {
-            return error(libc::EINVAL, "no such memory region");
-        };
-        if !c.pds.contains(&pd) {
-            return error(libc::EINVAL, "no such protection domain");
-        }
-        if length == 0 {
-            return error(libc::EINVAL, "a memory region needs at least one byte");
-        }
-        let bytes = (c.mr_bytes - len).saturating_add(length);
-        if bytes > max_bytes {
-            return error(
-                libc::ENOMEM,
-                format!("{length} bytes exceed this application's limit of {max_bytes}"),
-            );
-        }
-        let (map, start) = match Self::map_region(fds, memory, length) {
-            Ok(m) => m,
-            Err(answer) => return answer,
-        };
-        let region = Region {
-            map,
-            start,
-            iova,
-            len: length,
-            access: Access::from_bits(access),
-            pd: PdId(pd),
-            lkey,
-            rkey: Some(rkey),
-        };
-        let poller = self.conn(id).poller;
-        match self.pollers[poller].call(|tx| Command::ReregMr(region, tx)) {
-            Some(Ok(())) => {}
-            Some(Err(e)) => return error(libc::EINVAL, e),
-            None => return error(libc::EIO, "the poller stopped"),
-        }
-        let c = self.conn(id);
-        c.mrs.insert(
-            mr,
-            MrInfo {
-                lkey,
-                rkey,
-                len: length,
-            },
-        );
-        c.mr_bytes = bytes;
-        ok(Reply::Mr { mr, lkey, rkey })
     }
 
     fn ring_memory(name: &str, len: usize) -> Result<(OwnedFd, Arc<Mapping>), (i32, String)> {
