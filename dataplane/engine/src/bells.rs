@@ -49,6 +49,8 @@ struct Page {
     first_word: usize,
     /// The target of each of this poller's bits.
     slots: Vec<Option<Target>>,
+    /// Words of this poller's region that have ever had a target (the rest are not read).
+    words: usize,
     /// Targets using the page.
     users: usize,
 }
@@ -88,9 +90,11 @@ impl Bells {
             page: b.page.clone(),
             first_word: (base / 64) as usize,
             slots: vec![None; POST_BITS_PER_POLLER as usize],
+            words: 0,
             users: 0,
         });
         page.slots[local as usize] = Some(target);
+        page.words = page.words.max(local as usize / 64 + 1);
         page.users += 1;
         Some((key, local))
     }
@@ -119,7 +123,7 @@ impl Bells {
         out.append(&mut self.again);
         out.extend_from_slice(&self.always);
         for page in self.pages.values() {
-            for w in 0..(POST_BITS_PER_POLLER / 64) as usize {
+            for w in 0..page.words {
                 let Some(word) = page.page.u64_at((page.first_word + w) * 8) else {
                     break;
                 };
