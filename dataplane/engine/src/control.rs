@@ -437,7 +437,7 @@ impl Control {
                 offset,
             } => {
                 let memory = Memory::File { offset };
-                self.reg_mr(id, pd, iova, length, access, memory, fds)
+                self.put_mr(id, None, pd, iova, length, access, memory, fds)
             }
             Request::RegMrPieces {
                 pd,
@@ -448,7 +448,7 @@ impl Control {
                 pieces,
             } => {
                 let memory = Memory::Pieces { start, pieces };
-                self.reg_mr(id, pd, iova, length, access, memory, fds)
+                self.put_mr(id, None, pd, iova, length, access, memory, fds)
             }
             Request::ReregMr {
                 mr,
@@ -460,7 +460,7 @@ impl Control {
                 pieces,
             } => {
                 let memory = Memory::Pieces { start, pieces };
-                self.rereg_mr(id, mr, pd, iova, length, access, memory, fds)
+                self.put_mr(id, Some(mr), pd, iova, length, access, memory, fds)
             }
             Request::DeregMr { mr } => {
                 let Some(info) = self.conn(id).mrs.remove(&mr) else {
@@ -470,6 +470,10 @@ impl Control {
                 c.mr_bytes -= info.len;
                 let poller = c.poller;
                 self.pollers[poller].call(|tx| Command::DeregMr(info.lkey, tx));
+                // Keys are drawn at random, so one freed here is as unlikely as any other
+                // to come back; keeping them all would grow without bound.
+                self.keys.remove(&info.lkey);
+                self.keys.remove(&info.rkey);
                 ok(Reply::Done)
             }
             Request::CreateCq { entries, channel } => self.create_cq(id, entries, channel, fds),
@@ -606,6 +610,10 @@ impl Control {
     }
 
     fn hello(&mut self, id: u64, version: u32) -> Answer {
+        if self.conn(id).hello {
+            // The objects made so far keep the first hello's event socket and post bits.
+            return error(libc::EPROTO, "this connection has said hello already");
+        }
         if version != contract::VERSION {
             return error(
                 libc::EPROTO,
@@ -629,10 +637,6 @@ impl Control {
             Ok(x) => x,
             Err((errno, message)) => return error(errno, message),
         };
-        let c = self.conn(id);
-        c.hello = true;
-        c.events = Some(Arc::new(EventSink::new(mine)));
-        c.post_bits = Some(bits_map);
         let mut fds = Vec::new();
         match self.wake_page.try_clone() {
             Ok(fd) => fds.push(fd),
@@ -646,6 +650,10 @@ impl Control {
             }
         }
         fds.push(bits_fd);
+        let c = self.conn(id);
+        c.hello = true;
+        c.events = Some(Arc::new(EventSink::new(mine)));
+        c.post_bits = Some(bits_map);
         let reply = Reply::Hello {
             version: contract::VERSION,
             device: self.device.clone(),
@@ -714,40 +722,9 @@ impl Control {
         }
     }
 
-    /// `ibv_reg_mr`: a new region with a new handle and new keys.
-    #[allow(clippy::too_many_arguments)]
-    fn reg_mr(
-        &mut self,
-        id: u64,
-        pd: u32,
-        iova: u64,
-        length: u64,
-        access: u32,
-        memory: Memory,
-        fds: Vec<OwnedFd>,
-    ) -> Answer {
-        self.put_mr(id, None, pd, iova, length, access, memory, fds)
-    }
-
-    /// `ibv_rereg_mr`: the region behind handle `mr` is replaced by the new one in one
-    /// step on its poller, with the same handle and keys (as verbs keeps them).
-    #[allow(clippy::too_many_arguments)]
-    fn rereg_mr(
-        &mut self,
-        id: u64,
-        mr: u32,
-        pd: u32,
-        iova: u64,
-        length: u64,
-        access: u32,
-        memory: Memory,
-        fds: Vec<OwnedFd>,
-    ) -> Answer {
-        self.put_mr(id, Some(mr), pd, iova, length, access, memory, fds)
-    }
-
-    /// Registers a region: a new one, or (`existing`) one that replaces the region behind
-    /// that handle, keeping its keys.
+    /// `ibv_reg_mr` (a new region, handle and keys) and, with `existing`, `ibv_rereg_mr`:
+    /// the region behind that handle is replaced in one step on its poller, keeping the
+    /// handle and keys (as verbs does).
     #[allow(clippy::too_many_arguments)]
     fn put_mr(
         &mut self,
@@ -781,7 +758,7 @@ impl Control {
             return error(
                 libc::ENOMEM,
                 format!(
-                    "registering {length} more bytes exceeds this application's limit of {max_bytes}"
+                    "{bytes} bytes of registered memory would exceed this application's limit of {max_bytes}"
                 ),
             );
         }
@@ -809,10 +786,17 @@ impl Control {
         } else {
             self.pollers[poller].call(|tx| Command::RegMr(region, tx))
         };
-        match answer {
-            Some(Ok(())) => {}
-            Some(Err(e)) => return error(libc::EINVAL, e),
-            None => return error(libc::EIO, "the poller stopped"),
+        let refused = match answer {
+            Some(Ok(())) => None,
+            Some(Err(e)) => Some(error(libc::EINVAL, e)),
+            None => Some(error(libc::EIO, "the poller stopped")),
+        };
+        if let Some(answer) = refused {
+            if old.is_none() {
+                self.keys.remove(&lkey);
+                self.keys.remove(&rkey);
+            }
+            return answer;
         }
         let c = self.conn(id);
         c.mrs.insert(
@@ -1174,6 +1158,9 @@ impl Control {
             },
             max_inline_data: caps.max_inline_data,
         };
+        let Some(events) = self.conn(id).events.clone() else {
+            return error(libc::EPROTO, "no event socket");
+        };
         let poller = self.conn(id).poller;
         let qpn = self.alloc_qpn(poller);
         let handle = self.alloc_handle();
@@ -1196,9 +1183,6 @@ impl Control {
                 max_rd_atomic: MAX_RD_ATOMIC,
                 ..Limits::default()
             },
-        };
-        let Some(events) = self.conn(id).events.clone() else {
-            return error(libc::EPROTO, "no event socket");
         };
         let post_bit = self.conn(id).take_bit(handle);
         let bit = post_bit.as_ref().map(|b| b.bit);
@@ -1355,6 +1339,7 @@ impl Control {
         for (_, mr) in c.mrs {
             link.call(|tx| Command::DeregMr(mr.lkey, tx));
             self.keys.remove(&mr.lkey);
+            self.keys.remove(&mr.rkey);
         }
         for ah in c.ahs.keys() {
             link.call(|tx| Command::DestroyAh(*ah, tx));
