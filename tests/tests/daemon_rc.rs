@@ -171,3 +171,80 @@ fn rc_write_read_send_atomics_between_two_daemons() {
     assert!(value("sent_pkts") > 100, "{stats:?}");
     assert_eq!(value("rcvd_icrc_err"), 0);
 }
+
+/// `post_send` and `post_recv` with a refused work request in the middle of a list: the
+/// ones before it are posted (verbs' `bad_wr`: everything before it went), so they must
+/// reach the daemon and complete, not wait in the ring unpublished.
+#[test]
+fn work_requests_before_a_refused_one_are_posted() {
+    if !require_root("work_requests_before_a_refused_one_are_posted") {
+        return;
+    }
+    let hosts = TwoHosts::start(&LabConfig::default(), &[]).expect("lab with two daemons");
+    let (ca, cb) = (hosts.open(Side::A).unwrap(), hosts.open(Side::B).unwrap());
+    let (pa, pb) = (ca.alloc_pd().unwrap(), cb.alloc_pd().unwrap());
+    let (ma, mb) = (
+        pa.alloc_mr(1 << 16, Access::ALL).unwrap(),
+        pb.alloc_mr(1 << 16, Access::ALL).unwrap(),
+    );
+    let (cqa, cqb) = (
+        ca.create_cq(64, None).unwrap(),
+        cb.create_cq(64, None).unwrap(),
+    );
+    let qa = pa.create_qp(&QpInit::new(QpType::Rc, &cqa, &cqa)).unwrap();
+    let qb = pb.create_qp(&QpInit::new(QpType::Rc, &cqb, &cqb)).unwrap();
+    connect(&qa, hosts.av(Side::A), qb.qpn(), 0x100, 0x200).unwrap();
+    connect(&qb, hosts.av(Side::B), qa.qpn(), 0x200, 0x100).unwrap();
+
+    // More scatter/gather elements than any QP takes.
+    let too_many = [Sge {
+        addr: mb.addr(),
+        length: 1,
+        lkey: mb.lkey(),
+    }; 64];
+    let rsge = [Sge {
+        addr: mb.addr(),
+        length: 1024,
+        lkey: mb.lkey(),
+    }];
+    let refused = qb.post_recv(&[
+        RecvWr {
+            wr_id: 10,
+            sges: &rsge,
+        },
+        RecvWr {
+            wr_id: 11,
+            sges: &too_many,
+        },
+    ]);
+    assert!(matches!(refused, Err((1, _))), "{refused:?}");
+
+    assert!(ma.write(0, b"first"));
+    let ssge = [Sge {
+        addr: ma.addr(),
+        length: 5,
+        lkey: ma.lkey(),
+    }];
+    let bad = [Sge {
+        addr: ma.addr(),
+        length: 1,
+        lkey: ma.lkey(),
+    }; 64];
+    let refused = qa.post_send(&[
+        SendWr::new(20, SendOp::Send, &ssge),
+        SendWr::new(21, SendOp::Send, &bad),
+    ]);
+    assert!(matches!(refused, Err((1, _))), "{refused:?}");
+
+    let c = wait(&cqa, 1);
+    assert_eq!((c[0].wr_id, c[0].status), (20, 0), "{c:?}");
+    let c = wait(&cqb, 1);
+    assert_eq!(
+        (c[0].wr_id, c[0].status, c[0].byte_len),
+        (10, 0, 5),
+        "{c:?}"
+    );
+    let mut got = [0u8; 5];
+    assert!(mb.read(0, &mut got));
+    assert_eq!(&got, b"first");
+}

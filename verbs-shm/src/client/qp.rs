@@ -11,6 +11,7 @@ use crate::contract::{MAX_INLINE, MAX_SGE, RecvWqe, SendWqe, Sge, send_flags, wr
 use crate::protocol::{AhAttr, QpAttr, QpCaps, Reply, Request};
 use crate::ring::{Producer, Ring};
 use crate::sys::Mapping;
+use zerocopy::{FromBytes, Immutable, IntoBytes};
 
 /// A protection domain.
 #[derive(Debug, Clone)]
@@ -516,32 +517,18 @@ impl Qp {
     /// Posts send work requests (`ibv_post_send`). Shared memory plus a doorbell when the
     /// poller sleeps. On error, the index of the first request not posted comes with it.
     pub fn post_send(&self, wrs: &[SendWr<'_>]) -> std::result::Result<(), (usize, Error)> {
-        let mut sq = self.sq.lock().unwrap_or_else(|e| e.into_inner());
-        for (i, wr) in wrs.iter().enumerate() {
-            let w = wr.encode().map_err(|e| (i, e))?;
+        post_each(&self.sq, &self.ctx, self.poller, wrs, |wr| {
+            let w = wr.encode()?;
             if wr.inline.is_some() && w.num_sge > self.caps.max_inline_data {
-                return Err((i, Error::Invalid("more inline data than max_inline_data")));
+                return Err(Error::Invalid("more inline data than max_inline_data"));
             }
             if wr.inline.is_none() && w.num_sge > self.caps.max_send_sge {
-                return Err((
-                    i,
-                    Error::Invalid("more scatter/gather elements than max_send_sge"),
+                return Err(Error::Invalid(
+                    "more scatter/gather elements than max_send_sge",
                 ));
             }
-            match sq.stage(&w) {
-                Ok(true) => {}
-                Ok(false) => {
-                    sq.publish();
-                    self.ctx.doorbell(self.poller);
-                    return Err((i, Error::QueueFull));
-                }
-                Err(_) => return Err((i, Error::Broken)),
-            }
-        }
-        sq.publish();
-        drop(sq);
-        self.ctx.doorbell(self.poller);
-        Ok(())
+            Ok(w)
+        })
     }
 
     /// Overwrites the send ring's producer counter: what a buggy or hostile application
@@ -678,29 +665,14 @@ impl Qp {
         let Some(rq) = &self.rq else {
             return Err((0, Error::Invalid("the QP uses a shared receive queue")));
         };
-        let mut rq = rq.lock().unwrap_or_else(|e| e.into_inner());
-        for (i, wr) in wrs.iter().enumerate() {
+        post_each(rq, &self.ctx, self.poller, wrs, |wr| {
             if wr.sges.len() > self.caps.max_recv_sge as usize {
-                return Err((
-                    i,
-                    Error::Invalid("more scatter/gather elements than max_recv_sge"),
+                return Err(Error::Invalid(
+                    "more scatter/gather elements than max_recv_sge",
                 ));
             }
-            let w = wr.encode().map_err(|e| (i, e))?;
-            match rq.stage(&w) {
-                Ok(true) => {}
-                Ok(false) => {
-                    rq.publish();
-                    self.ctx.doorbell(self.poller);
-                    return Err((i, Error::QueueFull));
-                }
-                Err(_) => return Err((i, Error::Broken)),
-            }
-        }
-        rq.publish();
-        drop(rq);
-        self.ctx.doorbell(self.poller);
-        Ok(())
+            wr.encode()
+        })
     }
 }
 
@@ -785,29 +757,13 @@ impl Srq {
 
     /// Posts receive work requests (`ibv_post_srq_recv`).
     pub fn post_recv(&self, wrs: &[RecvWr<'_>]) -> std::result::Result<(), (usize, Error)> {
-        let mut ring = self.inner.ring.lock().unwrap_or_else(|e| e.into_inner());
-        for (i, wr) in wrs.iter().enumerate() {
-            if wr.sges.len() > self.inner.max_sge as usize {
-                return Err((
-                    i,
-                    Error::Invalid("more scatter/gather elements than max_sge"),
-                ));
+        let inner = &*self.inner;
+        post_each(&inner.ring, &inner.ctx, inner.poller, wrs, |wr| {
+            if wr.sges.len() > inner.max_sge as usize {
+                return Err(Error::Invalid("more scatter/gather elements than max_sge"));
             }
-            let w = wr.encode().map_err(|e| (i, e))?;
-            match ring.stage(&w) {
-                Ok(true) => {}
-                Ok(false) => {
-                    ring.publish();
-                    self.inner.ctx.doorbell(self.inner.poller);
-                    return Err((i, Error::QueueFull));
-                }
-                Err(_) => return Err((i, Error::Broken)),
-            }
-        }
-        ring.publish();
-        drop(ring);
-        self.inner.ctx.doorbell(self.inner.poller);
-        Ok(())
+            wr.encode()
+        })
     }
 
     /// Arms the limit event (`ibv_modify_srq` with `IBV_SRQ_LIMIT`).
@@ -866,4 +822,33 @@ impl Drop for Ah {
     fn drop(&mut self) {
         let _ = self.ctx.call(&Request::DestroyAh { ah: self.handle }, &[]);
     }
+}
+
+/// Stages each of `wrs` on `ring` (checked and encoded by `encode`) until one fails, then
+/// publishes what was staged and rings the doorbell: the requests before a failing one are
+/// reported as posted (verbs' `bad_wr`), so they must go.
+fn post_each<W, T: FromBytes + IntoBytes + Immutable>(
+    ring: &Mutex<Producer<T>>,
+    ctx: &Inner,
+    bell: Bell,
+    wrs: &[W],
+    mut encode: impl FnMut(&W) -> Result<T>,
+) -> std::result::Result<(), (usize, Error)> {
+    let mut ring = ring.lock().unwrap_or_else(|e| e.into_inner());
+    let mut result = Ok(());
+    for (i, wr) in wrs.iter().enumerate() {
+        let staged = encode(wr).and_then(|w| match ring.stage(&w) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(Error::QueueFull),
+            Err(_) => Err(Error::Broken),
+        });
+        if let Err(e) = staged {
+            result = Err((i, e));
+            break;
+        }
+    }
+    ring.publish();
+    drop(ring);
+    ctx.doorbell(bell);
+    result
 }
