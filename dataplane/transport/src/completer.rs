@@ -366,6 +366,8 @@ impl QueuePair {
             if self.req.psn.distance(last_psn) <= 0 && state != EntryState::Posted {
                 self.req.psn = last_psn.next();
             }
+            // The next message starts a chunk of its own, admitted by the budget.
+            self.req.noack_pkts = 0;
         }
         self.req.next = self.req.next.saturating_sub(1);
         if holds_rd_atomic {

@@ -85,8 +85,8 @@ pub struct Budget {
     pub limit: u32,
     /// Unacknowledged request packets of the other queue pairs.
     pub others: u32,
-    /// Set by the requester when the budget held it back.
-    pub held: bool,
+    /// Set by the requester when the budget held it back: the room it needs.
+    pub held: Option<u32>,
 }
 
 impl Budget {
@@ -94,7 +94,7 @@ impl Budget {
     pub const UNLIMITED: Budget = Budget {
         limit: u32::MAX,
         others: 0,
-        held: false,
+        held: None,
     };
 }
 

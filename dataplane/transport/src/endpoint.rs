@@ -130,8 +130,9 @@ pub struct Endpoint {
     events: VecDeque<AsyncEvent>,
     counters: Counters,
     ip_id: u16,
-    /// Unacknowledged RC request packets of all QPs (the sum of their `inflight`).
-    inflight: u32,
+    /// Unacknowledged RC request packets of all QPs (the sum of their `inflight`; a sum of
+    /// `u32`s that need not fit one when there is no limit).
+    inflight: u64,
     /// QPs the budget held back, until acknowledgements give some of it back.
     held: VecDeque<u32>,
 }
@@ -145,8 +146,8 @@ struct QpSlot {
     timer: Option<Instant>,
     /// This QP's unacknowledged request packets, as last counted in the endpoint's total.
     inflight: u32,
-    /// It waits in `held`.
-    held: bool,
+    /// It waits in `held`, for this much room in the budget.
+    held: Option<u32>,
 }
 
 impl Endpoint {
@@ -211,7 +212,7 @@ impl Endpoint {
                 counters: Counters::default(),
                 timer: None,
                 inflight: 0,
-                held: false,
+                held: None,
             },
         );
         Ok(())
@@ -224,8 +225,8 @@ impl Endpoint {
             .qps
             .remove(&qpn.value())
             .ok_or(EndpointError::NoSuchQp(qpn))?;
-        self.inflight -= slot.inflight;
-        if slot.held {
+        self.inflight -= u64::from(slot.inflight);
+        if slot.held.is_some() {
             self.held.retain(|&n| n != qpn.value());
         }
         if slot.qp.scheduled {
@@ -380,23 +381,30 @@ impl Endpoint {
         buf: &mut [u8],
         mem: &mut M,
     ) -> Option<Transmit> {
-        if !self.held.is_empty() && self.inflight < self.config.max_inflight {
-            // Acknowledgements gave some of the budget back: the QPs held longest take turns
-            // again, as many as the room left can admit a chunk of (waking every held QP
-            // for each acknowledgement would cost a thousand failed admissions per packet).
-            let chunk = self.config.limits.ack_req_every.max(1);
-            let mut room = self.config.max_inflight - self.inflight;
-            while room > 0
-                && let Some(qpn) = self.held.pop_front()
-            {
-                room = room.saturating_sub(chunk);
-                if let Some(slot) = self.qps.get_mut(&qpn) {
-                    slot.held = false;
-                    if !slot.qp.scheduled && slot.qp.wants_transmit() {
-                        slot.qp.scheduled = true;
-                        self.active.push_back(qpn);
-                    }
+        // Acknowledgements gave some of the budget back: the QPs held longest take turns
+        // again, oldest first, as many as the room can admit the chunk of (waking every held
+        // QP for each acknowledgement would cost a thousand failed admissions per packet).
+        // With nothing unacknowledged at all, the oldest goes whatever it needs (as
+        // `admit_chunk` lets it).
+        let mut room = self.room();
+        let mut woke = false;
+        while let Some(&qpn) = self.held.front() {
+            let need = self.qps.get(&qpn).and_then(|s| s.held).unwrap_or(0);
+            if room < u64::from(need) && (self.inflight != 0 || woke) {
+                break;
+            }
+            woke = true;
+            self.held.pop_front();
+            room = room.saturating_sub(u64::from(need));
+            if let Some(slot) = self.qps.get_mut(&qpn) {
+                slot.held = None;
+                if !slot.qp.scheduled && slot.qp.wants_transmit() {
+                    slot.qp.scheduled = true;
+                    self.active.push_back(qpn);
                 }
+            }
+            if room == 0 {
+                break;
             }
         }
         while let Some(qpn) = self.active.pop_front() {
@@ -414,8 +422,9 @@ impl Endpoint {
                 events: &mut self.events,
                 budget: Budget {
                     limit: self.config.max_inflight,
-                    others: self.inflight - slot.inflight,
-                    held: false,
+                    others: u32::try_from(self.inflight - u64::from(slot.inflight))
+                        .unwrap_or(u32::MAX),
+                    held: None,
                 },
             };
             let mut writer = FrameWriter::new(buf, &self.config, &mut self.ip_id, slot.qp.qpn());
@@ -428,8 +437,11 @@ impl Endpoint {
             // A QP that had nothing it could send (window full, waiting for a fence) leaves
             // the active list until an acknowledgement, a post or a timer wakes it.
             queues!(self).after(slot, now, qpn, sent);
-            if held && !slot.held && !slot.qp.scheduled {
-                slot.held = true;
+            if let Some(need) = held
+                && slot.held.is_none()
+                && !slot.qp.scheduled
+            {
+                slot.held = Some(need);
                 self.held.push_back(qpn);
             }
             if sent {
@@ -497,11 +509,19 @@ impl Endpoint {
     /// Whether any queue pair waits to transmit.
     pub fn has_transmit(&self) -> bool {
         !self.active.is_empty()
-            || (!self.held.is_empty() && self.inflight < self.config.max_inflight)
+            || self.held.front().is_some_and(|qpn| {
+                let need = self.qps.get(qpn).and_then(|s| s.held).unwrap_or(0);
+                self.inflight == 0 || self.room() >= u64::from(need)
+            })
+    }
+
+    /// Room left in the budget of unacknowledged RC request packets.
+    fn room(&self) -> u64 {
+        u64::from(self.config.max_inflight).saturating_sub(self.inflight)
     }
 
     /// RC request packets of all queue pairs sent and not acknowledged yet.
-    pub fn inflight(&self) -> u32 {
+    pub fn inflight(&self) -> u64 {
         self.inflight
     }
 
@@ -537,14 +557,14 @@ struct Queues<'a> {
     completions: &'a mut VecDeque<Completion>,
     active: &'a mut VecDeque<u32>,
     timers: &'a mut BinaryHeap<Reverse<(Instant, u32)>>,
-    inflight: &'a mut u32,
+    inflight: &'a mut u64,
 }
 
 impl Queues<'_> {
     /// After any call into a QP: collect its completions, schedule it, register its timer.
     fn after(self, slot: &mut QpSlot, now: Instant, qpn: u32, schedule: bool) {
         let inflight = slot.qp.unacked_packets();
-        *self.inflight = *self.inflight - slot.inflight + inflight;
+        *self.inflight = *self.inflight - u64::from(slot.inflight) + u64::from(inflight);
         slot.inflight = inflight;
         if !slot.qp.completions.is_empty() {
             self.completions.extend(slot.qp.completions.drain(..));

@@ -888,7 +888,15 @@ impl QueuePair {
         if self.config.qp_type != QpType::Rc || !matches!(self.state, QpState::Rts | QpState::Sqd) {
             return 0;
         }
-        let sent = self.req.psn.distance(self.comp.psn).max(0);
+        // After a timeout or during an RNR wait the packets sent are as good as lost (the
+        // peer dropped or refused them): they are sent again, admitted afresh, after the
+        // rewind. Counting them meanwhile would let a peer that stopped answering hold
+        // the budget of every other QP.
+        let sent = if self.req.retry || self.req.rnr_until.is_some() {
+            0
+        } else {
+            self.req.psn.distance(self.comp.psn).max(0)
+        };
         let reserved = self
             .req
             .chunk_end

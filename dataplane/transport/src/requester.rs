@@ -494,7 +494,6 @@ impl QueuePair {
         }
     }
 
-    /// Whether the requester would emit a packet now if asked (ignoring timers).
     /// Whether the endpoint's budget of unacknowledged request packets has room for the
     /// chunk that starts at the next PSN: the packets up to the next one that asks for an
     /// acknowledgement (the message's last, or `ack_req_every` on), or for a READ its
@@ -506,17 +505,27 @@ impl QueuePair {
         let own = self.unacked_packets();
         let held = cx.budget.others.saturating_add(own);
         let left = last_psn.distance(self.req.psn).max(0) as u32 + 1;
-        let chunk = left.min(self.config.limits.ack_req_every.max(1));
+        // A READ or atomic takes the PSNs of all its responses at once.
+        let read_or_atomic = self
+            .sq
+            .get(self.req.next)
+            .is_some_and(|e| e.wqe.op.is_read_or_atomic());
+        let chunk = if read_or_atomic {
+            left
+        } else {
+            left.min(self.config.limits.ack_req_every.max(1))
+        };
         if held == 0 || held.saturating_add(chunk) <= cx.budget.limit {
             // Reserved now: other QPs taking turns before this chunk is sent see it taken.
             self.req.chunk_end = Some(self.req.psn.wrapping_add(chunk));
             return true;
         }
-        cx.budget.held = true;
+        cx.budget.held = Some(chunk);
         cx.count(crate::counters::Counter::req_held_by_budget);
         false
     }
 
+    /// Whether the requester would emit a packet now if asked (ignoring timers).
     pub(crate) fn wants_to_send(&self) -> bool {
         matches!(self.state, QpState::Rts | QpState::Sqd)
             && (self.req.retry || self.req.next < self.sq.len())

@@ -90,7 +90,7 @@ fn many_qps_never_exceed_the_budget_and_all_complete() {
         let burst = take(&mut a);
         most_in_flight = most_in_flight.max(a.endpoint.inflight());
         assert!(
-            a.endpoint.inflight() <= BUDGET,
+            a.endpoint.inflight() <= u64::from(BUDGET),
             "{} packets unacknowledged, budget {BUDGET}",
             a.endpoint.inflight()
         );
@@ -118,7 +118,7 @@ fn many_qps_never_exceed_the_budget_and_all_complete() {
     }
     assert_eq!(a.endpoint.inflight(), 0);
     assert!(
-        most_in_flight > BUDGET / 2,
+        most_in_flight > u64::from(BUDGET / 2),
         "the budget was never used: at most {most_in_flight}"
     );
     assert!(a.endpoint.counters().value(Counter::req_held_by_budget) > 0);
@@ -134,6 +134,62 @@ fn without_a_budget_every_qp_sends_its_whole_message_at_once() {
     post_writes(&mut a);
     let burst = take(&mut a);
     assert_eq!(burst.len() as u32, QPS * 64);
-    assert_eq!(a.endpoint.inflight(), QPS * 64);
+    assert_eq!(a.endpoint.inflight(), u64::from(QPS * 64));
     assert_eq!(a.endpoint.counters().value(Counter::req_held_by_budget), 0);
+}
+
+/// A READ takes the PSNs of all its responses at once: it is admitted only when the budget
+/// has room for every one of them (or nothing else is unacknowledged), not one
+/// `ack_req_every` chunk's worth.
+#[test]
+fn a_read_waits_for_room_for_all_its_responses() {
+    const BUDGET: u32 = 100;
+    let (mut a, mut b) = hosts(BUDGET);
+    let post = |a: &mut Host, qp: u32, wr_id: u64, op: SendOp, len: u32| {
+        let w = SendWqe {
+            wr_id,
+            op,
+            flags: SendFlags::SIGNALED,
+            data: Gather::Sges(SgeList::single(BASE, len, KEY)),
+            ud: None,
+        };
+        a.endpoint.post_send(NOW, Qpn::new(qp), w).unwrap();
+    };
+    // 16 WRITE packets on one QP, then a READ of 128 responses on another.
+    let write = SendOp::Write {
+        remote_addr: BASE,
+        rkey: RKEY,
+    };
+    post(&mut a, 0x100, 1, write, 16 * 1024);
+    let read = SendOp::Read {
+        remote_addr: BASE + u64::from(MSG),
+        rkey: RKEY,
+    };
+    post(&mut a, 0x101, 2, read, 128 * 1024);
+    let burst = take(&mut a);
+    assert_eq!(
+        burst.len(),
+        16,
+        "the READ waits while the WRITE is unacknowledged"
+    );
+    assert!(a.endpoint.inflight() <= u64::from(BUDGET));
+    let mut completed = 0;
+    let mut rounds = 0;
+    let mut burst = burst;
+    while completed < 2 {
+        rounds += 1;
+        assert!(rounds < 100, "no progress: {completed} of 2 completed");
+        for (frame, _) in &burst {
+            b.endpoint.handle_frame(NOW, frame, &mut b.mem);
+        }
+        for (frame, _) in take(&mut b) {
+            a.endpoint.handle_frame(NOW, &frame, &mut a.mem);
+        }
+        while let Some(c) = a.endpoint.poll_completion() {
+            assert_eq!(c.status, WcStatus::Success, "{c:?}");
+            completed += 1;
+        }
+        burst = take(&mut a);
+    }
+    assert_eq!(a.endpoint.inflight(), 0);
 }
