@@ -358,10 +358,11 @@ pub struct Poller {
     epoch: StdInstant,
     counters: DaemonCounters,
     mac: [u8; 6],
-    loopback: Vec<u8>,
     /// Completions the daemon generates itself (refused work requests), after the
     /// transport's.
     pending: VecDeque<Completion>,
+    /// CQs written since their notification was last checked.
+    written: Vec<u32>,
     /// Which rings to read.
     bells: Bells,
     /// Scratch list of the rings to read on this pass.
@@ -377,6 +378,10 @@ impl std::fmt::Debug for Poller {
             .finish_non_exhaustive()
     }
 }
+
+/// The most frames one transmit call sends (the pass then goes round: receive, timers,
+/// completions).
+const TX_BUDGET: usize = 256;
 
 /// The longest sleep (so the poller notices a stop even with no traffic).
 const MAX_SLEEP: Duration = Duration::from_millis(100);
@@ -396,8 +401,8 @@ impl Poller {
             epoch: StdInstant::now(),
             counters: DaemonCounters::default(),
             mac,
-            loopback: vec![0u8; xroce_transport::frame::MAX_FRAME],
             pending: VecDeque::new(),
+            written: Vec::new(),
             bells: Bells::default(),
             due: Vec::new(),
             next_full_scan: Instant::ZERO,
@@ -461,14 +466,16 @@ impl Poller {
                 std::hint::spin_loop();
             } else if idle < self.cfg.idle.yield_until {
                 std::thread::yield_now();
-            } else {
-                self.sleep();
+            } else if self.sleep() > 0 {
+                // The last look before sleeping found work: back to polling.
+                idle_since = None;
             }
         }
     }
 
-    /// Sleeps until a frame, a doorbell, a command or the next timer.
-    fn sleep(&mut self) {
+    /// Sleeps until a frame, a doorbell, a command or the next timer, unless the last look
+    /// finds work; returns how much it found.
+    fn sleep(&mut self) -> usize {
         let word = self.sleeping_word();
         word.store(1, Ordering::SeqCst);
         fence(Ordering::SeqCst);
@@ -491,7 +498,10 @@ impl Poller {
             self.counters.idle_sleeps += 1;
         }
         self.sleeping_word().store(0, Ordering::SeqCst);
+        // Doorbells rung while the word was set (whether or not it slept): drained, so the
+        // next sleep does not wake for them.
         verbs_shm::sys::eventfd_drain(self.cfg.doorbell.as_fd());
+        pending
     }
 
     /// Handles pending commands. `None` means stop.
@@ -877,19 +887,22 @@ impl Poller {
 
     /// Moves new receive work requests (receive queues and SRQs) into the transport, and
     /// no send work request.
-    fn pull_receives(&mut self, now: Instant) {
-        let Poller {
-            endpoint,
-            qps,
-            srqs,
-            counters,
-            ..
-        } = self;
-        for (&qpn, q) in qps.iter_mut() {
+    fn pull_receives_of(
+        endpoint: &mut Endpoint,
+        qps: &mut HashMap<u32, QpEntry>,
+        srqs: &mut HashMap<u32, SrqEntry>,
+        counters: &mut DaemonCounters,
+        now: Instant,
+        qpn: u32,
+    ) {
+        let srq = endpoint.qp(Qpn::new(qpn)).and_then(|qp| qp.config().srq);
+        if let Some(q) = qps.get_mut(&qpn) {
             Self::pull_rq(endpoint, counters, now, Qpn::new(qpn), q);
         }
-        for (&id, s) in srqs.iter_mut() {
-            Self::pull_srq(endpoint, counters, id, s);
+        if let Some(id) = srq
+            && let Some(s) = srqs.get_mut(&id.0)
+        {
+            Self::pull_srq(endpoint, counters, id.0, s);
         }
     }
 
@@ -955,6 +968,10 @@ impl Poller {
         q: &mut QpEntry,
     ) -> usize {
         let mut moved = 0;
+        // As in `pull_qp`: a broken ring is never read again.
+        if q.broken {
+            return 0;
+        }
         if let Some(rq) = q.rq.as_mut() {
             let Some(qp) = endpoint.qp(qpn) else {
                 return moved;
@@ -1068,9 +1085,11 @@ impl Poller {
     /// Sends what the transport has to send.
     fn transmit(&mut self, now: Instant) -> usize {
         let mut sent = 0;
-        let mut pulled = false;
         self.port.tx().poll_completions();
-        loop {
+        // Bounded: loopback frames go back to the free list at once and their answers come
+        // back within the loop, so without a bound two local QPs could keep the poller here
+        // for a whole transfer (no receiving, no timers, no other application's work).
+        while sent < TX_BUDGET {
             if !self.endpoint.has_transmit() && self.endpoint.poll_timeout().is_none_or(|t| t > now)
             {
                 break;
@@ -1087,32 +1106,33 @@ impl Poller {
             if buf[..6] == self.mac {
                 // Addressed to ourselves: deliver it here (or to the poller that owns the
                 // destination QP), as the NIC would not.
-                let len = t.len;
+                let buf = &buf[..t.len];
                 self.counters.loopback_frames += 1;
-                let owner = self.cfg.handoff.owner(&buf[..len]);
+                let owner = self.cfg.handoff.owner(buf);
                 if owner != self.cfg.index {
-                    match self.cfg.handoff.send(owner, &buf[..len]) {
+                    match self.cfg.handoff.send(owner, buf) {
                         Sent::Handed => self.counters.handed_over += 1,
                         Sent::Full => self.counters.handoff_full += 1,
                     }
-                    drop(frame);
                 } else {
-                    self.loopback[..len].copy_from_slice(&buf[..len]);
-                    drop(frame);
-                    if !pulled {
-                        // As `receive` does before handling frames from the wire: a receive
-                        // posted before this frame's send was posted must be there to meet
-                        // it. Every frame sent in this call comes from a send taken from its
-                        // ring before the call, and the receive rings may have been read
-                        // before the application published that receive: read them again
-                        // (and no send ring, so no later send slips in), once per call.
-                        self.pull_receives(now);
-                        pulled = true;
+                    // As `receive` does before handling frames from the wire: a receive
+                    // posted before this frame's send was posted must be there to meet it.
+                    // The receive rings may have been read before the application published
+                    // that receive: read the destination's again (and no send ring, so no
+                    // later send slips in).
+                    if let Some(qpn) = crate::handoff::dest_qpn(buf) {
+                        Self::pull_receives_of(
+                            &mut self.endpoint,
+                            &mut self.qps,
+                            &mut self.srqs,
+                            &mut self.counters,
+                            now,
+                            qpn,
+                        );
                     }
-                    let lb = std::mem::take(&mut self.loopback);
-                    self.endpoint.handle_frame(now, &lb[..len], &mut self.mem);
-                    self.loopback = lb;
+                    self.endpoint.handle_frame(now, buf, &mut self.mem);
                 }
+                drop(frame);
             } else {
                 frame.submit(t.len);
                 self.counters.tx_frames += 1;
@@ -1126,7 +1146,9 @@ impl Poller {
     }
 
     /// Writes completions into CQ rings, raises notifications and events.
-    fn deliver(&mut self, _now: Instant) -> usize {
+    fn deliver(&mut self, now: Instant) -> usize {
+        // The pass's clock reading stamps its completions (one clock read, not one each).
+        let stamp = Duration::from_nanos(now.as_nanos());
         let mut n = 0;
         while let Some(c) = self
             .endpoint
@@ -1169,9 +1191,12 @@ impl Poller {
                 continue;
             }
             tracing::trace!("CQ {cq}: {c:?}");
-            let cqe = to_cqe(&c, self.epoch.elapsed());
+            let cqe = to_cqe(&c, stamp);
             match entry.ring.push(&cqe) {
                 Ok(true) => {
+                    if !entry.wrote {
+                        self.written.push(cq);
+                    }
                     entry.wrote = true;
                     entry.wrote_solicited |= c.solicited || c.status != WcStatus::Success;
                 }
@@ -1184,10 +1209,12 @@ impl Poller {
                 }
             }
         }
-        for (&handle, entry) in self.cqs.iter_mut() {
-            if !entry.wrote {
+        // Only the CQs written in this call (not every CQ of the poller on every pass).
+        let mut written = std::mem::take(&mut self.written);
+        for &handle in &written {
+            let Some(entry) = self.cqs.get_mut(&handle) else {
                 continue;
-            }
+            };
             let arm = entry.ring.ring().arm();
             let mode = arm.load(Ordering::Acquire);
             let fire = mode == ARM_NEXT || (mode == ARM_SOLICITED && entry.wrote_solicited);
@@ -1215,6 +1242,8 @@ impl Poller {
             entry.wrote = false;
             entry.wrote_solicited = false;
         }
+        written.clear();
+        self.written = written;
         while let Some(e) = self.endpoint.poll_event() {
             n += 1;
             self.raise(e);
