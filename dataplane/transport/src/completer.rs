@@ -127,8 +127,11 @@ impl QueuePair {
         diff: i32,
         cx: &mut Cx<'_, M>,
     ) {
-        let entry = self.sq[0];
-        let SendOp::Read { .. } = entry.wqe.op else {
+        // The fields needed, not the whole work request (a few hundred bytes) per packet.
+        let entry = &self.sq[0];
+        let (op, resp_bytes, len, first_psn) =
+            (entry.wqe.op, entry.resp_bytes, entry.len, entry.first_psn);
+        let SendOp::Read { .. } = op else {
             cx.count(Counter::bad_response);
             self.fail_send(WcStatus::BadRespErr, cx);
             return;
@@ -150,13 +153,13 @@ impl QueuePair {
             return;
         }
         let mtu = u64::from(self.mtu());
-        let offset = entry.resp_bytes;
-        let remaining = entry.len - offset;
+        let offset = resp_bytes;
+        let remaining = len - offset;
         let n = pkt.payload.len() as u64;
         // A response starting a (possibly resumed) READ may be FIRST/ONLY; MIDDLE/LAST only
         // continue one. FIRST/MIDDLE carry exactly one MTU, LAST/ONLY the rest.
         let pos = pkt.h.pos;
-        let sequence_ok = pos.is_start() || pkt.h.psn != entry.first_psn;
+        let sequence_ok = pos.is_start() || pkt.h.psn != first_psn;
         let length_ok = if pos.is_end() {
             n == remaining
         } else {
@@ -168,11 +171,11 @@ impl QueuePair {
             return;
         }
         if n > 0 {
-            let Gather::Sges(sges) = entry.wqe.data else {
+            let Gather::Sges(sges) = &self.sq[0].wqe.data else {
                 self.fail_send(WcStatus::LocQpOpErr, cx);
                 return;
             };
-            if scatter(cx.mem, self.config.pd, &sges, offset, pkt.payload).is_err() {
+            if scatter(cx.mem, self.config.pd, sges, offset, pkt.payload).is_err() {
                 self.fail_send(WcStatus::LocProtErr, cx);
                 return;
             }
@@ -191,8 +194,7 @@ impl QueuePair {
         diff: i32,
         cx: &mut Cx<'_, M>,
     ) {
-        let entry = self.sq[0];
-        if !entry.wqe.op.is_atomic() || pkt.h.atomic_ack.is_none() {
+        if !self.sq[0].wqe.op.is_atomic() || pkt.h.atomic_ack.is_none() {
             cx.count(Counter::bad_response);
             self.fail_send(WcStatus::BadRespErr, cx);
             return;
@@ -212,8 +214,8 @@ impl QueuePair {
             return;
         }
         let orig = pkt.h.atomic_ack.unwrap_or_default();
-        if let Gather::Sges(sges) = entry.wqe.data
-            && scatter(cx.mem, self.config.pd, &sges, 0, &orig.to_le_bytes()).is_err()
+        if let Gather::Sges(sges) = &self.sq[0].wqe.data
+            && scatter(cx.mem, self.config.pd, sges, 0, &orig.to_le_bytes()).is_err()
         {
             self.fail_send(WcStatus::LocProtErr, cx);
             return;
@@ -229,10 +231,10 @@ impl QueuePair {
             return;
         };
         let psn = pkt.h.psn;
-        let entry = self.sq[0];
+        let (op, last_psn) = (self.sq[0].wqe.op, self.sq[0].last_psn);
         match aeth.syndrome {
             Syndrome::Ack(_) => {
-                if entry.wqe.op.is_read_or_atomic() {
+                if op.is_read_or_atomic() {
                     // A plain ACK for the PSN of a READ or atomic (the responder re-ACKing a
                     // duplicate, as rxe does) proves the request arrived but cannot carry its
                     // result: the result was lost. Resend now rather than at the timeout.
@@ -244,7 +246,7 @@ impl QueuePair {
                     self.comp.psn = psn.next();
                     self.on_progress(cx);
                 }
-                if psn == entry.last_psn {
+                if psn == last_psn {
                     self.complete_front(WcStatus::Success, cx);
                 }
             }

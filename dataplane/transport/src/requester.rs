@@ -276,9 +276,9 @@ impl QueuePair {
             }
         };
         let mut h = Headers::new(qp_type, kind, pos, remote_qpn, psn);
-        // Fits: payload_len <= mtu <= 4096.
+        // Fits: payload_len <= mtu <= 4096. (The pad follows from it when the frame is
+        // written.)
         let n = payload_len as usize;
-        h.pad = ((4 - n % 4) % 4) as u8;
         match op {
             SendOp::Write { remote_addr, rkey }
             | SendOp::WriteWithImm {

@@ -968,8 +968,6 @@ impl QueuePair {
                     (false, true) => Pos::Last,
                 };
                 let mut h = Headers::new(QpType::Rc, Kind::ReadResponse, pos, dest, psn);
-                // n <= mtu <= 4096.
-                h.pad = ((4 - n % 4) % 4) as u8;
                 if pos != Pos::Middle {
                     h.aeth = Some(Aeth {
                         syndrome: ACK_UNLIMITED,
