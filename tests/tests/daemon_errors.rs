@@ -111,6 +111,11 @@ fn clear_errors_and_nothing_left_behind() {
         &run(&lab, &["--netdev", &iface, "--frames", "1000"]),
         "--frames must be a power of two",
     );
+    // More queues than the wake page has words for pollers.
+    refused(
+        &run(&lab, &["--netdev", &iface, "--queues", "65"]),
+        "a daemon serves 1 to 64 queues",
+    );
     refused(
         &run(&lab, &["--config", "/nonexistent/xroced.toml"]),
         "reading /nonexistent/xroced.toml",

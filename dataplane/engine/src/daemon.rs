@@ -99,6 +99,13 @@ pub fn run(cfg: DaemonConfig, mut host: Box<dyn Host>) -> Result<()> {
         cfg.device
     );
 
+    let most = verbs_shm::contract::MAX_POLLERS;
+    if cfg.queues.is_empty() || cfg.queues.len() > most {
+        bail!(
+            "a daemon serves 1 to {most} queues (one poller each), not {}",
+            cfg.queues.len()
+        );
+    }
     let wake_len = size_of::<WakePage>();
     let wake_fd = sys::memfd("xroce-wake", wake_len, false).context("creating the wake page")?;
     let wake_page = Arc::new(Mapping::map(wake_fd.as_fd(), wake_len, 0, true)?);

@@ -186,6 +186,13 @@ fn main_with(args: Args) -> Result<()> {
         (None, Some(_)) => bail!("--queues must be at least 1"),
         (None, None) => vec![0],
     };
+    let most = verbs_shm::contract::MAX_POLLERS;
+    if queues.is_empty() || queues.len() > most {
+        bail!(
+            "a daemon serves 1 to {most} queues (one poller each), not {}",
+            queues.len()
+        );
+    }
     let spin_us = args.spin_us.or(file.spin_us).unwrap_or(0);
     let yield_us = args.yield_us.or(file.yield_us).unwrap_or(1000).max(spin_us);
     check_privileges()?;
