@@ -14,7 +14,7 @@
 //!
 //! It travels after the pad, least significant byte first. rxe computes it with
 //! `crc32_le` seeded with all ones and stores the complement, which is exactly the standard
-//! CRC-32 of `crc32fast`; its result is written little-endian, and so we do too.
+//! CRC-32 (`xroce_crc`); its result is written little-endian, and so we do too.
 
 use crate::bth;
 use crate::error::ParseError;
@@ -55,8 +55,8 @@ const fn crc32(bytes: &[u8]) -> u32 {
 }
 
 /// IP header and datagram up to this many bytes in all are hashed in one piece, from a copy
-/// with the masks applied: crc32fast folds a long piece with carry-less multiplies, while
-/// the short pieces between masked fields would each go through its table loop.
+/// with the masks applied: a piece is folded sixteen bytes at a time with carry-less
+/// multiplies, while the short pieces between masked fields would each go byte by byte.
 const ONE_PIECE: usize = 128;
 
 /// Sets the masked fields among the first bytes of an IP header (as many as `ip` holds).
@@ -100,7 +100,7 @@ fn mask_datagram(head: &mut [u8]) {
 /// `datagram` is the UDP datagram from the UDP header up to, not including, the ICRC. Short
 /// inputs are hashed as they are (masks apply to the bytes present), so this never panics.
 pub fn compute(ip_header: &[u8], datagram: &[u8]) -> u32 {
-    let mut hasher = crc32fast::Hasher::new_with_initial(PSEUDO_LRH_CRC);
+    let mut crc = PSEUDO_LRH_CRC;
     let mut buf = [0u8; ONE_PIECE];
     // The masked fields lie in the first bytes of each part: copy those (or everything, when
     // it fits) and hash the rest in place.
@@ -116,22 +116,22 @@ pub fn compute(ip_header: &[u8], datagram: &[u8]) -> u32 {
         let (ip, dg) = buf.split_at_mut(ip_n);
         mask_ip(ip);
         mask_datagram(&mut dg[..head.len()]);
-        hasher.update(&buf[..ip_n + head.len()]);
+        crc = xroce_crc::update(crc, &buf[..ip_n + head.len()]);
     } else {
         // An IP header longer than any real one: its masked prefix, then the rest.
         let n = ip_n.min(IP_MASKED_PREFIX);
         buf[..n].copy_from_slice(&ip_header[..n]);
         mask_ip(&mut buf[..n]);
-        hasher.update(&buf[..n]);
-        hasher.update(&ip_header[n..]);
+        crc = xroce_crc::update(crc, &buf[..n]);
+        crc = xroce_crc::update(crc, &ip_header[n..]);
         buf[..head.len()].copy_from_slice(head);
         mask_datagram(&mut buf[..head.len()]);
-        hasher.update(&buf[..head.len()]);
+        crc = xroce_crc::update(crc, &buf[..head.len()]);
     }
     if !rest.is_empty() {
-        hasher.update(rest);
+        crc = xroce_crc::update(crc, rest);
     }
-    hasher.finalize()
+    crc
 }
 
 /// Computes the ICRC a whole Ethernet frame should carry (the frame's L2–L4 headers must
@@ -188,8 +188,8 @@ pub(crate) mod tests {
     ];
 
     #[test]
-    fn the_pseudo_lrh_crc_constant_is_crc32fasts() {
-        assert_eq!(PSEUDO_LRH_CRC, crc32fast::hash(&PSEUDO_LRH));
+    fn the_pseudo_lrh_crc_constant_is_the_crc32_of_eight_ones() {
+        assert_eq!(PSEUDO_LRH_CRC, xroce_crc::hash(&PSEUDO_LRH));
         assert_eq!(crc32(b"123456789"), 0xcbf4_3926);
     }
 
