@@ -28,16 +28,46 @@ pub fn hash(bytes: &[u8]) -> u32 {
 /// before (0 for nothing): `update(hash(a), b) == hash(a ‖ b)`. The same as
 /// `crc32fast::Hasher::new_with_initial(crc)` updated with `bytes` and finalized.
 pub fn update(crc: u32, bytes: &[u8]) -> u32 {
-    #[cfg(target_arch = "x86_64")]
-    if (clmul::MIN..=clmul::MAX).contains(&bytes.len())
-        && std::is_x86_feature_detected!("pclmulqdq")
-    {
-        // Safety: `fold` needs `pclmulqdq` (and SSE2, which every x86_64 CPU has); the CPU
-        // was just found to have it.
-        return !unsafe { clmul::fold(!crc, bytes) };
+    update_masked(crc, bytes, &NO_MASK)
+}
+
+/// How many leading bytes [`update_masked`] can mask.
+pub const MASK_LEN: usize = 128;
+
+const NO_MASK: [u8; MASK_LEN] = [0; MASK_LEN];
+
+/// [`update`] over `bytes` with `mask` OR-ed into its first [`MASK_LEN`] bytes (the bits
+/// set in the mask hash as ones, whatever the input holds there), without a copy of the
+/// input: what the ICRC needs, whose masked fields all lie in the first 60 bytes.
+pub fn update_masked(crc: u32, bytes: &[u8], mask: &[u8; MASK_LEN]) -> u32 {
+    let (head, rest) = bytes.split_at(bytes.len().min(MASK_LEN));
+    let crc = masked_head(crc, head, mask);
+    if rest.is_empty() {
+        return crc;
     }
     let mut hasher = crc32fast::Hasher::new_with_initial(crc);
-    hasher.update(bytes);
+    hasher.update(rest);
+    hasher.finalize()
+}
+
+/// The CRC over `head` (at most `MASK_LEN` bytes) with `mask` applied.
+fn masked_head(crc: u32, head: &[u8], mask: &[u8; MASK_LEN]) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    if head.len() >= clmul::MIN && std::is_x86_feature_detected!("pclmulqdq") {
+        // Safety: `fold` needs `pclmulqdq` (and SSE2, which every x86_64 CPU has); the CPU
+        // was just found to have it.
+        return !unsafe { clmul::fold(!crc, head, mask) };
+    }
+    let mut hasher = crc32fast::Hasher::new_with_initial(crc);
+    if mask == &NO_MASK {
+        hasher.update(head);
+    } else {
+        let mut copy = [0u8; MASK_LEN];
+        for ((c, &b), &m) in copy.iter_mut().zip(head).zip(mask) {
+            *c = b | m;
+        }
+        hasher.update(&copy[..head.len()]);
+    }
     hasher.finalize()
 }
 
@@ -53,7 +83,7 @@ mod clmul {
     pub(crate) const MIN: usize = 16;
     /// Longest input folded here: eight blocks, each moved onto the last in one step. From
     /// here on `crc32fast` folds its four running lanes, which is as fast.
-    pub(crate) const MAX: usize = 128;
+    const MAX: usize = super::MASK_LEN;
     const BLOCKS: usize = MAX / 16;
 
     /// The reflected polynomial, 0x104C11DB7 with its bits in reverse order.
@@ -107,10 +137,10 @@ mod clmul {
         _mm_set_epi64x((v >> 64) as i64, v as i64)
     }
 
-    /// The CRC register after `bytes` (from `MIN` to `MAX` of them), starting from
-    /// `register`.
+    /// The CRC register after `bytes` (from `MIN` to `MAX` of them) with `mask` OR-ed in,
+    /// starting from `register`.
     #[target_feature(enable = "pclmulqdq")]
-    pub(crate) fn fold(register: u32, bytes: &[u8]) -> u32 {
+    pub(crate) fn fold(register: u32, bytes: &[u8], mask: &[u8; MAX]) -> u32 {
         let len = bytes.len();
         debug_assert!((MIN..=MAX).contains(&len));
         let n = len.div_ceil(16);
@@ -120,11 +150,11 @@ mod clmul {
         // input's first four bytes instead, which may spill into the second block.
         let register = u128::from(register);
         let (first, spill, next) = if r == 0 {
-            (block(bytes) ^ register, 0, 16)
+            ((block(bytes) | block(mask)) ^ register, 0, 16)
         } else {
             let shift = 8 * (16 - r) as u32;
             (
-                (block(bytes) << shift) ^ (register << shift),
+                ((block(bytes) | block(mask)) << shift) ^ (register << shift),
                 register >> (8 * r),
                 r,
             )
@@ -138,8 +168,9 @@ mod clmul {
                 _mm_clmulepi64_si128(x, k, 0x00),
                 _mm_clmulepi64_si128(x, k, 0x11),
             );
-            for (i, chunk) in bytes[next..].chunks_exact(16).enumerate() {
-                let mut b = block(chunk);
+            let masks = mask[next..].chunks_exact(16);
+            for (i, (chunk, m)) in bytes[next..].chunks_exact(16).zip(masks).enumerate() {
+                let mut b = block(chunk) | block(m);
                 if i == 0 {
                     b ^= spill;
                 }
@@ -221,6 +252,39 @@ mod tests {
         }
     }
 
+    /// Masks of every shape, against hashing a masked copy.
+    #[test]
+    fn masked_matches_a_masked_copy() {
+        let mut rng = StdRng::seed_from_u64(0x5eed);
+        let mut buf = vec![0u8; 300];
+        let mut mask = [0u8; MASK_LEN];
+        for len in 0..300 {
+            for round in 0..10 {
+                rng.fill(&mut buf[..len]);
+                mask.fill(0);
+                // Sparse masks like the ICRC's, and dense random ones.
+                if round % 2 == 0 {
+                    for _ in 0..6 {
+                        mask[rng.random_range(0..64)] = 0xff;
+                    }
+                } else {
+                    rng.fill(&mut mask[..]);
+                }
+                let crc: u32 = rng.random();
+                let copy: Vec<u8> = buf[..len]
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &b)| b | mask.get(i).copied().unwrap_or(0))
+                    .collect();
+                assert_eq!(
+                    update_masked(crc, &buf[..len], &mask),
+                    reference(crc, &copy),
+                    "length {len}, round {round}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn pieces_chain() {
         let mut rng = StdRng::seed_from_u64(7);
@@ -239,8 +303,8 @@ mod tests {
             return;
         }
         let mut rng = StdRng::seed_from_u64(99);
-        let mut buf = [0u8; clmul::MAX];
-        for len in clmul::MIN..=clmul::MAX {
+        let mut buf = [0u8; MASK_LEN];
+        for len in clmul::MIN..=MASK_LEN {
             rng.fill(&mut buf[..len]);
             let start: u32 = rng.random();
             let mut register = start;
@@ -255,7 +319,7 @@ mod tests {
                 }
             }
             // Safety: the CPU has pclmulqdq (checked above).
-            let folded = unsafe { clmul::fold(start, &buf[..len]) };
+            let folded = unsafe { clmul::fold(start, &buf[..len], &NO_MASK) };
             assert_eq!(folded, register, "length {len}");
         }
     }

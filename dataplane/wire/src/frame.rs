@@ -122,16 +122,18 @@ pub(crate) struct Layout {
 }
 
 impl Layout {
-    pub(crate) fn ip_header<'a>(&self, frame: &'a [u8]) -> &'a [u8] {
-        &frame[self.ip_start..self.udp_start]
-    }
-
     pub(crate) fn ib_part<'a>(&self, frame: &'a [u8]) -> &'a [u8] {
         &frame[self.udp_start + udp::HEADER_LEN..self.end]
     }
 
-    pub(crate) fn datagram_without_icrc<'a>(&self, frame: &'a [u8]) -> &'a [u8] {
-        &frame[self.udp_start..self.end - ICRC_LEN]
+    /// The IP header and the datagram up to the ICRC: what the ICRC covers after the
+    /// pseudo-LRH.
+    pub(crate) fn ip_packet_without_icrc<'a>(&self, frame: &'a [u8]) -> &'a [u8] {
+        &frame[self.ip_start..self.end - ICRC_LEN]
+    }
+
+    pub(crate) fn ip_header_len(&self) -> usize {
+        self.udp_start - self.ip_start
     }
 
     pub(crate) fn icrc(&self, frame: &[u8]) -> u32 {
@@ -360,10 +362,7 @@ impl FrameRepr {
             &mut UdpPacket::new_unchecked(&mut frame[udp_start..]),
             udp_len - udp::HEADER_LEN,
         );
-        let crc = icrc::compute(
-            &frame[ip_start..udp_start],
-            &frame[udp_start..total - ICRC_LEN],
-        );
+        let crc = icrc::compute_packet(&frame[ip_start..total - ICRC_LEN], udp_start - ip_start);
         frame[total - ICRC_LEN..].copy_from_slice(&crc.to_le_bytes());
         if self.udp.checksum == UdpChecksum::Computed {
             UdpPacket::new_unchecked(&mut frame[udp_start..])
@@ -405,8 +404,9 @@ pub struct Frame<'a> {
     pub payload: &'a [u8],
     /// The ICRC the frame carries (read little-endian).
     pub icrc: u32,
-    ip_header: &'a [u8],
-    datagram: &'a [u8],
+    /// IP header and datagram up to the ICRC.
+    ip_packet: &'a [u8],
+    ip_header_len: usize,
     len: usize,
 }
 
@@ -436,15 +436,15 @@ impl<'a> Frame<'a> {
             ib,
             payload,
             icrc: layout.icrc(bytes),
-            ip_header: layout.ip_header(bytes),
-            datagram: layout.datagram_without_icrc(bytes),
+            ip_packet: layout.ip_packet_without_icrc(bytes),
+            ip_header_len: layout.ip_header_len(),
             len: layout.end,
         })
     }
 
     /// The ICRC computed over the frame.
     pub fn computed_icrc(&self) -> u32 {
-        icrc::compute(self.ip_header, self.datagram)
+        icrc::compute_packet(self.ip_packet, self.ip_header_len)
     }
 
     /// `true` if the carried ICRC is the computed one.
