@@ -16,7 +16,7 @@ use xroce_wire::{Gid, Qpn};
 use crate::completion::Completion;
 use crate::context::{AsyncEvent, Budget, Cx};
 use crate::counters::{Counter, Counters};
-use crate::frame::{self, FrameWriter};
+use crate::frame::{self, EnvelopeCache, FrameWriter};
 use crate::memory::MemoryTable;
 use crate::qp::{AttrMask, Limits, ModifyError, PostError, QpAttr, QpConfig, QpState, QueuePair};
 use crate::srq::{Srq, SrqAttr, SrqId};
@@ -148,6 +148,8 @@ struct QpSlot {
     inflight: u32,
     /// It waits in `held`, for this much room in the budget.
     held: Option<u32>,
+    /// The headers of the frames it last sent.
+    envelope: Option<EnvelopeCache>,
 }
 
 impl Endpoint {
@@ -213,6 +215,7 @@ impl Endpoint {
                 timer: None,
                 inflight: 0,
                 held: None,
+                envelope: None,
             },
         );
         Ok(())
@@ -427,7 +430,13 @@ impl Endpoint {
                     held: None,
                 },
             };
-            let mut writer = FrameWriter::new(buf, &self.config, &mut self.ip_id, slot.qp.qpn());
+            let mut writer = FrameWriter::new(
+                buf,
+                &self.config,
+                &mut self.ip_id,
+                slot.qp.qpn(),
+                &mut slot.envelope,
+            );
             let sent = slot.qp.poll_transmit(&mut cx, &mut writer);
             let held = cx.budget.held;
             let len = writer.committed();

@@ -6,8 +6,8 @@
 //! queue pair wrote in place.
 
 use xroce_wire::{
-    EtherType, EthernetAddress, EthernetRepr, Frame, FrameRepr, Gid, IpRepr, Ipv4Repr, Ipv6Repr,
-    ParseError, Qpn, UdpChecksum, UdpRepr, VlanTag, source_port,
+    EtherType, EthernetAddress, EthernetRepr, Frame, FrameRepr, FrameTemplate, Gid, IpRepr,
+    Ipv4Repr, Ipv6Repr, ParseError, Qpn, UdpChecksum, UdpRepr, VlanTag, source_port,
 };
 
 use crate::context::Emit;
@@ -59,6 +59,17 @@ pub(crate) fn parse<'a>(bytes: &'a [u8], gids: &[Gid]) -> Result<Received<'a>, C
     })
 }
 
+/// The envelope a queue pair last sent with, written once: a QP sends along one path until
+/// it is modified (UD: until the next work request names another address), so its headers
+/// are copied rather than built field by field for every frame.
+#[derive(Debug, Clone)]
+pub(crate) struct EnvelopeCache {
+    /// Everything the envelope was made from that can change: the path, the source GID it
+    /// names (the GID table can change), the peer QP (the UDP source port) and the QP type.
+    key: (Path, Gid, Qpn, QpType),
+    template: FrameTemplate,
+}
+
 /// Writes one packet into a frame buffer: the envelope from the path and the endpoint's
 /// addresses, the IB headers, the payload the queue pair copies in, pad and ICRC.
 pub(crate) struct FrameWriter<'b> {
@@ -66,7 +77,9 @@ pub(crate) struct FrameWriter<'b> {
     config: &'b EndpointConfig,
     ip_id: &'b mut u16,
     qpn: Qpn,
-    pending: Option<(FrameRepr, usize)>,
+    cache: &'b mut Option<EnvelopeCache>,
+    /// The IB part's length and the IPv4 identification of the frame begun.
+    pending: Option<(usize, u16)>,
     committed: usize,
 }
 
@@ -76,12 +89,14 @@ impl<'b> FrameWriter<'b> {
         config: &'b EndpointConfig,
         ip_id: &'b mut u16,
         qpn: Qpn,
+        cache: &'b mut Option<EnvelopeCache>,
     ) -> FrameWriter<'b> {
         FrameWriter {
             buf,
             config,
             ip_id,
             qpn,
+            cache,
             pending: None,
             committed: 0,
         }
@@ -92,8 +107,26 @@ impl<'b> FrameWriter<'b> {
         self.committed
     }
 
-    fn envelope(&mut self, path: &Path, remote: Qpn, transport: QpType) -> Option<FrameRepr> {
+    /// Makes the cached template the one for `path` (keeps it if nothing it was made from
+    /// has changed). `None` if the path cannot be reached from here.
+    fn refresh(&mut self, path: &Path, remote: Qpn, transport: QpType) -> Option<()> {
         let sgid = *self.config.gids.get(usize::from(path.sgid_index))?;
+        let key = (*path, sgid, remote, transport);
+        if self.cache.as_ref().is_none_or(|cache| cache.key != key) {
+            *self.cache = None;
+            let template = FrameTemplate::new(self.envelope(sgid, path, remote, transport)?);
+            *self.cache = Some(EnvelopeCache { key, template });
+        }
+        Some(())
+    }
+
+    fn envelope(
+        &self,
+        sgid: Gid,
+        path: &Path,
+        remote: Qpn,
+        transport: QpType,
+    ) -> Option<FrameRepr> {
         let hop_limit = if path.hop_limit == 0 {
             self.config.default_hop_limit
         } else {
@@ -102,21 +135,19 @@ impl<'b> FrameWriter<'b> {
         let dscp = path.traffic_class >> 2;
         let ecn = path.traffic_class & 3;
         let ip = match (sgid.to_ipv4(), path.dgid.to_ipv4()) {
-            (Some(src_addr), Some(dst_addr)) => {
-                *self.ip_id = self.ip_id.wrapping_add(1);
-                IpRepr::Ipv4(Ipv4Repr {
-                    src_addr,
-                    dst_addr,
-                    protocol: 17,
-                    payload_len: 0,
-                    dscp,
-                    ecn,
-                    ttl: hop_limit,
-                    identification: *self.ip_id,
-                    // rxe sets DF, so we do too.
-                    dont_fragment: true,
-                })
-            }
+            (Some(src_addr), Some(dst_addr)) => IpRepr::Ipv4(Ipv4Repr {
+                src_addr,
+                dst_addr,
+                protocol: 17,
+                payload_len: 0,
+                dscp,
+                ecn,
+                ttl: hop_limit,
+                // Each frame gets its own (`FrameWriter::begin`).
+                identification: 0,
+                // rxe sets DF, so we do too.
+                dont_fragment: true,
+            }),
             (None, None) => IpRepr::Ipv6(Ipv6Repr {
                 src_addr: sgid.to_ipv6(),
                 dst_addr: path.dgid.to_ipv6(),
@@ -163,17 +194,26 @@ impl<'b> FrameWriter<'b> {
 }
 
 impl Emit for FrameWriter<'_> {
+    #[inline]
     fn begin(&mut self, headers: &Headers, path: &Path, payload_len: usize) -> Option<&mut [u8]> {
         self.pending = None;
         let ib = headers.to_wire()?;
-        let repr = self.envelope(path, headers.dest_qpn, headers.transport)?;
+        self.refresh(path, headers.dest_qpn, headers.transport)?;
+        let repr = self.cache.as_ref()?.template.repr();
         let start = repr.header_len();
+        let ipv4 = matches!(repr.ip, IpRepr::Ipv4(_));
         let header_len = ib.emit(self.buf.get_mut(start..)?, payload_len).ok()?;
         let payload = start + header_len;
         if repr.frame_len(header_len + payload_len) > self.buf.len() {
             return None;
         }
-        self.pending = Some((repr, header_len + payload_len));
+        let id = if ipv4 {
+            *self.ip_id = self.ip_id.wrapping_add(1);
+            *self.ip_id
+        } else {
+            0
+        };
+        self.pending = Some((header_len + payload_len, id));
         self.buf.get_mut(payload..payload + payload_len)
     }
 
@@ -185,8 +225,10 @@ impl Emit for FrameWriter<'_> {
     }
 
     fn commit(&mut self) {
-        if let Some((repr, ib_len)) = self.pending.take() {
-            self.committed = repr.emit(self.buf, ib_len).unwrap_or(0);
+        if let Some((ib_len, id)) = self.pending.take()
+            && let Some(cache) = self.cache.as_ref()
+        {
+            self.committed = cache.template.emit(self.buf, ib_len, id).unwrap_or(0);
         }
     }
 }

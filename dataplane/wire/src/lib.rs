@@ -158,7 +158,7 @@ pub use cnp::CnpRepr;
 pub use deth::{DethPacket, DethRepr};
 pub use error::{EmitError, Layer, ParseError};
 pub use ethernet::{EtherType, EthernetAddress, EthernetFrame, EthernetRepr, VlanTag};
-pub use frame::{Frame, FrameRepr, IpRepr};
+pub use frame::{Frame, FrameRepr, FrameTemplate, IpRepr, MAX_HEADER_LEN};
 pub use gid::Gid;
 pub use ib::IbRepr;
 pub use identifiers::{Pkey, Qkey, Qpn, Rkey};
