@@ -797,6 +797,7 @@ impl QueuePair {
 
     /// Posts a send work request (`ibv_post_send`). The QP then wants to transmit: the
     /// endpoint schedules it.
+    #[inline]
     pub fn post_send(&mut self, wqe: SendWqe) -> Result<(), PostError> {
         match self.state {
             QpState::Rts | QpState::Sqd | QpState::Sqe | QpState::Err => {}

@@ -530,6 +530,7 @@ impl<'a> Frame<'a> {
     /// Parses a whole Ethernet frame and verifies its ICRC. This is the receive path:
     /// every error names what was wrong, and a bad ICRC is
     /// [`ParseError::IcrcMismatch`].
+    #[inline]
     pub fn parse(bytes: &'a [u8]) -> Result<Frame<'a>, ParseError> {
         let frame = Frame::parse_unverified(bytes)?;
         let computed = frame.computed_icrc();
@@ -544,6 +545,7 @@ impl<'a> Frame<'a> {
 
     /// Parses a whole Ethernet frame without checking the ICRC (for tools that show a
     /// packet's fields before judging it; check with [`Frame::icrc_ok`]).
+    #[inline]
     pub fn parse_unverified(bytes: &'a [u8]) -> Result<Frame<'a>, ParseError> {
         let (headers, layout) = parse_envelope(bytes)?;
         let (ib, payload) = IbRepr::parse(layout.ib_part(bytes))?;
