@@ -4,8 +4,14 @@
 use std::time::{Duration, Instant};
 
 use verbs_shm::client::{Access, Cq, QpInit, QpType, RecvWr, SendOp, SendWr, Sge, WorkCompletion};
+use verbs_shm::contract::RecvWqe;
 use xroce_lab::{LabConfig, Side, require_root};
-use xroce_tests::daemon::{TwoHosts, connect};
+use xroce_tests::daemon::{TwoHosts, connect, counter};
+use zerocopy::FromZeros;
+
+/// `ibv_wc_status` values.
+const LOC_QP_OP_ERR: u32 = 2;
+const WR_FLUSH_ERR: u32 = 5;
 
 fn wait(cq: &Cq, n: usize) -> Vec<WorkCompletion> {
     let mut got = Vec::new();
@@ -247,4 +253,106 @@ fn work_requests_before_a_refused_one_are_posted() {
     let mut got = [0u8; 5];
     assert!(mb.read(0, &mut got));
     assert_eq!(&got, b"first");
+}
+
+/// Receives posted while the QP is still in RESET wait in the ring until it leaves RESET
+/// (as an RDMA NIC keeps them), then meet the first SEND: nothing is lost.
+#[test]
+fn receives_posted_in_reset_wait_for_init() {
+    if !require_root("receives_posted_in_reset_wait_for_init") {
+        return;
+    }
+    let hosts = TwoHosts::start(&LabConfig::default(), &[]).expect("lab with two daemons");
+    let (ca, cb) = (hosts.open(Side::A).unwrap(), hosts.open(Side::B).unwrap());
+    let (pa, pb) = (ca.alloc_pd().unwrap(), cb.alloc_pd().unwrap());
+    let (ma, mb) = (
+        pa.alloc_mr(1 << 16, Access::ALL).unwrap(),
+        pb.alloc_mr(1 << 16, Access::ALL).unwrap(),
+    );
+    let (cqa, cqb) = (
+        ca.create_cq(64, None).unwrap(),
+        cb.create_cq(64, None).unwrap(),
+    );
+    let qa = pa.create_qp(&QpInit::new(QpType::Rc, &cqa, &cqa)).unwrap();
+    let qb = pb.create_qp(&QpInit::new(QpType::Rc, &cqb, &cqb)).unwrap();
+    let rsge = [Sge {
+        addr: mb.addr(),
+        length: 1024,
+        lkey: mb.lkey(),
+    }];
+    qb.post_recv(&[RecvWr {
+        wr_id: 30,
+        sges: &rsge,
+    }])
+    .expect("post in RESET");
+    // Give the daemon passes over the ring while the QP is in RESET.
+    std::thread::sleep(Duration::from_millis(50));
+    connect(&qa, hosts.av(Side::A), qb.qpn(), 0x100, 0x200).unwrap();
+    connect(&qb, hosts.av(Side::B), qa.qpn(), 0x200, 0x100).unwrap();
+    assert!(ma.write(0, b"early"));
+    let ssge = [Sge {
+        addr: ma.addr(),
+        length: 5,
+        lkey: ma.lkey(),
+    }];
+    qa.post_send(&[SendWr::new(31, SendOp::Send, &ssge)])
+        .unwrap();
+    let c = wait(&cqa, 1);
+    assert_eq!((c[0].wr_id, c[0].status), (31, 0), "{c:?}");
+    let c = wait(&cqb, 1);
+    assert_eq!(
+        (c[0].wr_id, c[0].status, c[0].byte_len),
+        (30, 0, 5),
+        "{c:?}"
+    );
+    let mut got = [0u8; 5];
+    assert!(mb.read(0, &mut got));
+    assert_eq!(&got, b"early");
+}
+
+/// A receive work request the daemon refuses (written into the ring by hand, with more
+/// scatter/gather elements than any QP takes) completes with a local QP operation error,
+/// the QP enters the error state, the receive posted after it is flushed, and the daemon
+/// counts it.
+#[test]
+fn a_malformed_receive_completes_with_an_error() {
+    if !require_root("a_malformed_receive_completes_with_an_error") {
+        return;
+    }
+    let hosts = TwoHosts::start(&LabConfig::default(), &[]).expect("lab with two daemons");
+    let (ca, cb) = (hosts.open(Side::A).unwrap(), hosts.open(Side::B).unwrap());
+    let (pa, pb) = (ca.alloc_pd().unwrap(), cb.alloc_pd().unwrap());
+    let mb = pb.alloc_mr(1 << 16, Access::ALL).unwrap();
+    let (cqa, cqb) = (
+        ca.create_cq(64, None).unwrap(),
+        cb.create_cq(64, None).unwrap(),
+    );
+    let qa = pa.create_qp(&QpInit::new(QpType::Rc, &cqa, &cqa)).unwrap();
+    let qb = pb.create_qp(&QpInit::new(QpType::Rc, &cqb, &cqb)).unwrap();
+    connect(&qa, hosts.av(Side::A), qb.qpn(), 0x100, 0x200).unwrap();
+    connect(&qb, hosts.av(Side::B), qa.qpn(), 0x200, 0x100).unwrap();
+    let before = counter(&cb.stats().unwrap(), "bad_work_requests");
+
+    let mut bad = RecvWqe::new_zeroed();
+    bad.wr_id = 40;
+    bad.num_sge = 200;
+    qb.post_recv_unchecked(&bad).unwrap();
+    let rsge = [Sge {
+        addr: mb.addr(),
+        length: 64,
+        lkey: mb.lkey(),
+    }];
+    qb.post_recv(&[RecvWr {
+        wr_id: 41,
+        sges: &rsge,
+    }])
+    .unwrap();
+    let c = wait(&cqb, 2);
+    assert_eq!((c[0].wr_id, c[0].status), (40, LOC_QP_OP_ERR), "{c:?}");
+    assert_eq!((c[1].wr_id, c[1].status), (41, WR_FLUSH_ERR), "{c:?}");
+    assert_eq!(qb.query().unwrap().qp_state, 6, "the QP is in ERR");
+    assert_eq!(
+        counter(&cb.stats().unwrap(), "bad_work_requests"),
+        before + 1
+    );
 }

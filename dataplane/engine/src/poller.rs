@@ -668,10 +668,23 @@ impl Poller {
                     .endpoint
                     .modify_qp(now, qpn, &attr, mask)
                     .map_err(|e| e.to_string());
-                if r.is_ok() && mask.contains(AttrMask::STATE) && attr.qp_state == QpState::Reset {
-                    // RESET discards every work request: the rings restart empty.
-                    if let Some(q) = self.qps.get_mut(&qpn.value()) {
+                if r.is_ok()
+                    && mask.contains(AttrMask::STATE)
+                    && let Some(q) = self.qps.get_mut(&qpn.value())
+                {
+                    if attr.qp_state == QpState::Reset {
+                        // RESET discards every work request: the rings restart empty.
                         Self::reset_rings(q);
+                    } else {
+                        // Receives posted in RESET waited in the ring for this.
+                        Self::pull_rq(
+                            &mut self.endpoint,
+                            &mut self.counters,
+                            &mut self.pending,
+                            now,
+                            qpn,
+                            q,
+                        );
                     }
                 }
                 let _ = reply.send(r);
@@ -865,8 +878,14 @@ impl Poller {
                     };
                     moved += Self::pull_qp(endpoint, ahs, counters, pending, now, Qpn::new(qpn), q);
                     let left = |r: Result<u32, RingError>| r.is_ok_and(|n| n > 0);
+                    // Receives held while the QP is in RESET are not work for now: its
+                    // modify reads them.
+                    let in_reset = endpoint
+                        .qp(Qpn::new(qpn))
+                        .is_some_and(|qp| qp.state() == QpState::Reset);
                     if !q.broken
-                        && (left(q.sq.ready()) || q.rq.as_ref().is_some_and(|rq| left(rq.ready())))
+                        && (left(q.sq.ready())
+                            || (!in_reset && q.rq.as_ref().is_some_and(|rq| left(rq.ready()))))
                     {
                         bells.again.push(t);
                     }
@@ -892,12 +911,13 @@ impl Poller {
         qps: &mut HashMap<u32, QpEntry>,
         srqs: &mut HashMap<u32, SrqEntry>,
         counters: &mut DaemonCounters,
+        pending: &mut VecDeque<Completion>,
         now: Instant,
         qpn: u32,
     ) {
         let srq = endpoint.qp(Qpn::new(qpn)).and_then(|qp| qp.config().srq);
         if let Some(q) = qps.get_mut(&qpn) {
-            Self::pull_rq(endpoint, counters, now, Qpn::new(qpn), q);
+            Self::pull_rq(endpoint, counters, pending, now, Qpn::new(qpn), q);
         }
         if let Some(id) = srq
             && let Some(s) = srqs.get_mut(&id.0)
@@ -956,48 +976,66 @@ impl Poller {
         if let Some(qp) = endpoint.qp(qpn) {
             q.sq.retire(qp.send_queue_len() as u32);
         }
-        moved + Self::pull_rq(endpoint, counters, now, qpn, q)
+        moved + Self::pull_rq(endpoint, counters, pending, now, qpn, q)
     }
 
     /// Moves new receive work requests of one QP from its ring into the transport.
+    ///
+    /// Receives posted while the QP is in RESET stay in the ring until it leaves RESET (as
+    /// an RDMA NIC holds them until INIT; a return to RESET discards them with the ring).
+    /// One the daemon refuses (malformed: only an application writing its ring by hand
+    /// makes one) completes with a local QP operation error and the QP enters the error
+    /// state, as a malformed send work request does; the ones after it are flushed.
     fn pull_rq(
         endpoint: &mut Endpoint,
         counters: &mut DaemonCounters,
+        pending: &mut VecDeque<Completion>,
         now: Instant,
         qpn: Qpn,
         q: &mut QpEntry,
     ) -> usize {
-        let mut moved = 0;
         // As in `pull_qp`: a broken ring is never read again.
         if q.broken {
             return 0;
         }
-        if let Some(rq) = q.rq.as_mut() {
-            let Some(qp) = endpoint.qp(qpn) else {
-                return moved;
-            };
-            let room = (qp.config().caps.max_recv_wr as usize).saturating_sub(qp.recv_queue_len());
-            let Ok(avail) = rq.ready() else {
-                counters.broken_rings += 1;
-                Self::break_qp(endpoint, now, qpn, q);
-                return moved + 1;
-            };
-            let take = (avail as usize).min(room) as u32;
-            for i in 0..take {
-                let raw = rq.read(i);
-                let posted = convert_recv(&raw, q.max_recv_sge)
-                    .ok()
-                    .map(|w| endpoint.post_recv(now, qpn, w).is_ok())
-                    .unwrap_or(false);
-                if !posted {
-                    counters.bad_wqe += 1;
-                }
-            }
-            rq.take(take);
-            moved += take as usize;
-            rq.retire(qp_recv_len(endpoint, qpn));
+        let Some(rq) = q.rq.as_mut() else {
+            return 0;
+        };
+        let Some(qp) = endpoint.qp(qpn) else {
+            return 0;
+        };
+        if qp.state() == QpState::Reset {
+            return 0;
         }
-        moved
+        let room = (qp.config().caps.max_recv_wr as usize).saturating_sub(qp.recv_queue_len());
+        let Ok(avail) = rq.ready() else {
+            counters.broken_rings += 1;
+            Self::break_qp(endpoint, now, qpn, q);
+            return 1;
+        };
+        let mut take = (avail as usize).min(room) as u32;
+        for i in 0..take {
+            let raw = rq.read(i);
+            let refused = match convert_recv(&raw, q.max_recv_sge) {
+                Ok(wqe) => endpoint
+                    .post_recv(now, qpn, wqe)
+                    .err()
+                    .map(|e| e.to_string()),
+                Err(why) => Some(why.to_string()),
+            };
+            if let Some(why) = refused {
+                debug!("QP {qpn}: bad receive work request {:#x}: {why}", raw.wr_id);
+                counters.bad_wqe += 1;
+                pending.push_back(Self::fail_recv(endpoint, now, qpn, raw.wr_id));
+                // The ones after it are read on the next pass, into the error state: their
+                // flush completions follow this one's error.
+                take = i + 1;
+                break;
+            }
+        }
+        rq.take(take);
+        rq.retire(qp_recv_len(endpoint, qpn));
+        take as usize
     }
 
     fn pull_srq(
@@ -1067,6 +1105,19 @@ impl Poller {
         c
     }
 
+    /// A receive work request the daemon refuses: as [`Poller::fail_wqe`], on the receive
+    /// queue.
+    fn fail_recv(endpoint: &mut Endpoint, now: Instant, qpn: Qpn, wr_id: u64) -> Completion {
+        let attr = QpAttr {
+            qp_state: QpState::Err,
+            ..QpAttr::default()
+        };
+        let _ = endpoint.modify_qp(now, qpn, &attr, AttrMask::STATE);
+        let mut c = Completion::flushed(wr_id, WcOpcode::Recv, CompletionQueue::Recv, qpn.value());
+        c.status = WcStatus::LocQpOpErr;
+        c
+    }
+
     /// A ring with impossible counters: the QP goes to the error state and its owner gets
     /// a fatal event. Nothing else is affected.
     fn break_qp(endpoint: &mut Endpoint, now: Instant, qpn: Qpn, q: &mut QpEntry) {
@@ -1126,6 +1177,7 @@ impl Poller {
                             &mut self.qps,
                             &mut self.srqs,
                             &mut self.counters,
+                            &mut self.pending,
                             now,
                             qpn,
                         );

@@ -550,6 +550,17 @@ impl Qp {
         sq.ring().mapping().clone()
     }
 
+    /// Posts a receive work request in its shared-memory form without checking it against
+    /// the QP's capacities: what a buggy or hostile application can write into its ring.
+    /// For tests of the daemon's defences only.
+    #[doc(hidden)]
+    pub fn post_recv_unchecked(&self, wqe: &RecvWqe) -> Result<()> {
+        let Some(rq) = &self.rq else {
+            return Err(Error::Invalid("the QP uses a shared receive queue"));
+        };
+        post_each(rq, &self.ctx, self.poller, &[*wqe], |w| Ok(*w)).map_err(|(_, e)| e)
+    }
+
     /// Writes the poller's doorbell whether it sleeps or not (a flood of these is what a
     /// hostile application can do). For tests of the daemon's defences only.
     #[doc(hidden)]
