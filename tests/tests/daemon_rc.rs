@@ -3,7 +3,9 @@
 
 use std::time::{Duration, Instant};
 
-use verbs_shm::client::{Access, Cq, QpInit, QpType, RecvWr, SendOp, SendWr, Sge, WorkCompletion};
+use verbs_shm::client::{
+    Access, Context, Cq, Mr, Qp, QpInit, QpType, RecvWr, SendOp, SendWr, Sge, WorkCompletion,
+};
 use verbs_shm::contract::RecvWqe;
 use xroce_lab::{LabConfig, Side, require_root};
 use xroce_tests::daemon::{TwoHosts, connect, counter};
@@ -181,26 +183,72 @@ fn rc_write_read_send_atomics_between_two_daemons() {
 /// `post_send` and `post_recv` with a refused work request in the middle of a list: the
 /// ones before it are posted (verbs' `bad_wr`: everything before it went), so they must
 /// reach the daemon and complete, not wait in the ring unpublished.
+/// Two daemons, a context, PD, 64 KiB region, CQ and RC QP on each side; the QPs are
+/// connected (PSNs 0x100 and 0x200) unless `connected` is false.
+struct Pair {
+    hosts: TwoHosts,
+    cb: Context,
+    ma: Mr,
+    mb: Mr,
+    cqa: Cq,
+    cqb: Cq,
+    qa: Qp,
+    qb: Qp,
+}
+
+impl Pair {
+    fn new(connected: bool) -> Pair {
+        let hosts = TwoHosts::start(&LabConfig::default(), &[]).expect("lab with two daemons");
+        let (ca, cb) = (hosts.open(Side::A).unwrap(), hosts.open(Side::B).unwrap());
+        let (pa, pb) = (ca.alloc_pd().unwrap(), cb.alloc_pd().unwrap());
+        let (ma, mb) = (
+            pa.alloc_mr(1 << 16, Access::ALL).unwrap(),
+            pb.alloc_mr(1 << 16, Access::ALL).unwrap(),
+        );
+        let (cqa, cqb) = (
+            ca.create_cq(64, None).unwrap(),
+            cb.create_cq(64, None).unwrap(),
+        );
+        let qa = pa.create_qp(&QpInit::new(QpType::Rc, &cqa, &cqa)).unwrap();
+        let qb = pb.create_qp(&QpInit::new(QpType::Rc, &cqb, &cqb)).unwrap();
+        let pair = Pair {
+            hosts,
+            cb,
+            ma,
+            mb,
+            cqa,
+            cqb,
+            qa,
+            qb,
+        };
+        if connected {
+            pair.connect();
+        }
+        pair
+    }
+
+    fn connect(&self) {
+        let (qa, qb) = (&self.qa, &self.qb);
+        connect(qa, self.hosts.av(Side::A), qb.qpn(), 0x100, 0x200).unwrap();
+        connect(qb, self.hosts.av(Side::B), qa.qpn(), 0x200, 0x100).unwrap();
+    }
+}
+
 #[test]
 fn work_requests_before_a_refused_one_are_posted() {
     if !require_root("work_requests_before_a_refused_one_are_posted") {
         return;
     }
-    let hosts = TwoHosts::start(&LabConfig::default(), &[]).expect("lab with two daemons");
-    let (ca, cb) = (hosts.open(Side::A).unwrap(), hosts.open(Side::B).unwrap());
-    let (pa, pb) = (ca.alloc_pd().unwrap(), cb.alloc_pd().unwrap());
-    let (ma, mb) = (
-        pa.alloc_mr(1 << 16, Access::ALL).unwrap(),
-        pb.alloc_mr(1 << 16, Access::ALL).unwrap(),
-    );
-    let (cqa, cqb) = (
-        ca.create_cq(64, None).unwrap(),
-        cb.create_cq(64, None).unwrap(),
-    );
-    let qa = pa.create_qp(&QpInit::new(QpType::Rc, &cqa, &cqa)).unwrap();
-    let qb = pb.create_qp(&QpInit::new(QpType::Rc, &cqb, &cqb)).unwrap();
-    connect(&qa, hosts.av(Side::A), qb.qpn(), 0x100, 0x200).unwrap();
-    connect(&qb, hosts.av(Side::B), qa.qpn(), 0x200, 0x100).unwrap();
+    let p = Pair::new(true);
+    let Pair {
+        ma,
+        mb,
+        cqa,
+        cqb,
+        qa,
+        qb,
+        ..
+    } = &p;
 
     // More scatter/gather elements than any QP takes.
     let too_many = [Sge {
@@ -242,9 +290,9 @@ fn work_requests_before_a_refused_one_are_posted() {
     ]);
     assert!(matches!(refused, Err((1, _))), "{refused:?}");
 
-    let c = wait(&cqa, 1);
+    let c = wait(cqa, 1);
     assert_eq!((c[0].wr_id, c[0].status), (20, 0), "{c:?}");
-    let c = wait(&cqb, 1);
+    let c = wait(cqb, 1);
     assert_eq!(
         (c[0].wr_id, c[0].status, c[0].byte_len),
         (10, 0, 5),
@@ -262,19 +310,16 @@ fn receives_posted_in_reset_wait_for_init() {
     if !require_root("receives_posted_in_reset_wait_for_init") {
         return;
     }
-    let hosts = TwoHosts::start(&LabConfig::default(), &[]).expect("lab with two daemons");
-    let (ca, cb) = (hosts.open(Side::A).unwrap(), hosts.open(Side::B).unwrap());
-    let (pa, pb) = (ca.alloc_pd().unwrap(), cb.alloc_pd().unwrap());
-    let (ma, mb) = (
-        pa.alloc_mr(1 << 16, Access::ALL).unwrap(),
-        pb.alloc_mr(1 << 16, Access::ALL).unwrap(),
-    );
-    let (cqa, cqb) = (
-        ca.create_cq(64, None).unwrap(),
-        cb.create_cq(64, None).unwrap(),
-    );
-    let qa = pa.create_qp(&QpInit::new(QpType::Rc, &cqa, &cqa)).unwrap();
-    let qb = pb.create_qp(&QpInit::new(QpType::Rc, &cqb, &cqb)).unwrap();
+    let p = Pair::new(false);
+    let Pair {
+        ma,
+        mb,
+        cqa,
+        cqb,
+        qa,
+        qb,
+        ..
+    } = &p;
     let rsge = [Sge {
         addr: mb.addr(),
         length: 1024,
@@ -287,8 +332,7 @@ fn receives_posted_in_reset_wait_for_init() {
     .expect("post in RESET");
     // Give the daemon passes over the ring while the QP is in RESET.
     std::thread::sleep(Duration::from_millis(50));
-    connect(&qa, hosts.av(Side::A), qb.qpn(), 0x100, 0x200).unwrap();
-    connect(&qb, hosts.av(Side::B), qa.qpn(), 0x200, 0x100).unwrap();
+    p.connect();
     assert!(ma.write(0, b"early"));
     let ssge = [Sge {
         addr: ma.addr(),
@@ -297,9 +341,9 @@ fn receives_posted_in_reset_wait_for_init() {
     }];
     qa.post_send(&[SendWr::new(31, SendOp::Send, &ssge)])
         .unwrap();
-    let c = wait(&cqa, 1);
+    let c = wait(cqa, 1);
     assert_eq!((c[0].wr_id, c[0].status), (31, 0), "{c:?}");
-    let c = wait(&cqb, 1);
+    let c = wait(cqb, 1);
     assert_eq!(
         (c[0].wr_id, c[0].status, c[0].byte_len),
         (30, 0, 5),
@@ -319,18 +363,10 @@ fn a_malformed_receive_completes_with_an_error() {
     if !require_root("a_malformed_receive_completes_with_an_error") {
         return;
     }
-    let hosts = TwoHosts::start(&LabConfig::default(), &[]).expect("lab with two daemons");
-    let (ca, cb) = (hosts.open(Side::A).unwrap(), hosts.open(Side::B).unwrap());
-    let (pa, pb) = (ca.alloc_pd().unwrap(), cb.alloc_pd().unwrap());
-    let mb = pb.alloc_mr(1 << 16, Access::ALL).unwrap();
-    let (cqa, cqb) = (
-        ca.create_cq(64, None).unwrap(),
-        cb.create_cq(64, None).unwrap(),
-    );
-    let qa = pa.create_qp(&QpInit::new(QpType::Rc, &cqa, &cqa)).unwrap();
-    let qb = pb.create_qp(&QpInit::new(QpType::Rc, &cqb, &cqb)).unwrap();
-    connect(&qa, hosts.av(Side::A), qb.qpn(), 0x100, 0x200).unwrap();
-    connect(&qb, hosts.av(Side::B), qa.qpn(), 0x200, 0x100).unwrap();
+    let p = Pair::new(true);
+    let Pair {
+        mb, cqb, qb, cb, ..
+    } = &p;
     let before = counter(&cb.stats().unwrap(), "bad_work_requests");
 
     let mut bad = RecvWqe::new_zeroed();
@@ -347,7 +383,7 @@ fn a_malformed_receive_completes_with_an_error() {
         sges: &rsge,
     }])
     .unwrap();
-    let c = wait(&cqb, 2);
+    let c = wait(cqb, 2);
     assert_eq!((c[0].wr_id, c[0].status), (40, LOC_QP_OP_ERR), "{c:?}");
     assert_eq!((c[1].wr_id, c[1].status), (41, WR_FLUSH_ERR), "{c:?}");
     assert_eq!(qb.query().unwrap().qp_state, 6, "the QP is in ERR");
