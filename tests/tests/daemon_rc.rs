@@ -227,6 +227,22 @@ impl Pair {
         pair
     }
 
+    /// Waits for the SEND `send_id` to complete on A and the receive `recv_id` on B with
+    /// `data` at the start of B's region.
+    fn expect_send(&self, send_id: u64, recv_id: u64, data: &[u8]) {
+        let c = wait(&self.cqa, 1);
+        assert_eq!((c[0].wr_id, c[0].status), (send_id, 0), "{c:?}");
+        let c = wait(&self.cqb, 1);
+        assert_eq!(
+            (c[0].wr_id, c[0].status, c[0].byte_len as usize),
+            (recv_id, 0, data.len()),
+            "{c:?}"
+        );
+        let mut got = vec![0u8; data.len()];
+        assert!(self.mb.read(0, &mut got));
+        assert_eq!(got, data);
+    }
+
     fn connect(&self) {
         let (qa, qb) = (&self.qa, &self.qb);
         connect(qa, self.hosts.av(Side::A), qb.qpn(), 0x100, 0x200).unwrap();
@@ -240,15 +256,7 @@ fn work_requests_before_a_refused_one_are_posted() {
         return;
     }
     let p = Pair::new(true);
-    let Pair {
-        ma,
-        mb,
-        cqa,
-        cqb,
-        qa,
-        qb,
-        ..
-    } = &p;
+    let Pair { ma, mb, qa, qb, .. } = &p;
 
     // More scatter/gather elements than any QP takes.
     let too_many = [Sge {
@@ -290,17 +298,7 @@ fn work_requests_before_a_refused_one_are_posted() {
     ]);
     assert!(matches!(refused, Err((1, _))), "{refused:?}");
 
-    let c = wait(cqa, 1);
-    assert_eq!((c[0].wr_id, c[0].status), (20, 0), "{c:?}");
-    let c = wait(cqb, 1);
-    assert_eq!(
-        (c[0].wr_id, c[0].status, c[0].byte_len),
-        (10, 0, 5),
-        "{c:?}"
-    );
-    let mut got = [0u8; 5];
-    assert!(mb.read(0, &mut got));
-    assert_eq!(&got, b"first");
+    p.expect_send(20, 10, b"first");
 }
 
 /// Receives posted while the QP is still in RESET wait in the ring until it leaves RESET
@@ -311,15 +309,7 @@ fn receives_posted_in_reset_wait_for_init() {
         return;
     }
     let p = Pair::new(false);
-    let Pair {
-        ma,
-        mb,
-        cqa,
-        cqb,
-        qa,
-        qb,
-        ..
-    } = &p;
+    let Pair { ma, mb, qa, qb, .. } = &p;
     let rsge = [Sge {
         addr: mb.addr(),
         length: 1024,
@@ -341,17 +331,7 @@ fn receives_posted_in_reset_wait_for_init() {
     }];
     qa.post_send(&[SendWr::new(31, SendOp::Send, &ssge)])
         .unwrap();
-    let c = wait(cqa, 1);
-    assert_eq!((c[0].wr_id, c[0].status), (31, 0), "{c:?}");
-    let c = wait(cqb, 1);
-    assert_eq!(
-        (c[0].wr_id, c[0].status, c[0].byte_len),
-        (30, 0, 5),
-        "{c:?}"
-    );
-    let mut got = [0u8; 5];
-    assert!(mb.read(0, &mut got));
-    assert_eq!(&got, b"early");
+    p.expect_send(31, 30, b"early");
 }
 
 /// A receive work request the daemon refuses (written into the ring by hand, with more
