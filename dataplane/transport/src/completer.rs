@@ -16,7 +16,7 @@ use crate::memory::MemoryTable;
 use crate::packet::{Kind, NakCode, Packet, Syndrome};
 use crate::qp::{QpAttr, QpState, QpType, QueuePair, send_opcode};
 use crate::requester::{EntryState, scatter};
-use crate::time::{ack_timeout, rnr_timer};
+use crate::time::{ack_timeout, ack_wait, rnr_timer};
 use crate::wqe::{Gather, SendFlags, SendOp};
 
 /// The completer's state.
@@ -28,8 +28,13 @@ pub(crate) struct CompleterState {
     pub(crate) retry_cnt: u8,
     /// RNR retries left (7 = forever).
     pub(crate) rnr_retry: u8,
-    /// When the retransmit timer fires.
+    /// When the retransmit timer fires (with `timeout` 0, when the QP is taken for
+    /// stalled).
     pub(crate) retrans_deadline: Option<crate::time::Instant>,
+    /// `timeout` 0 and no answer from the peer for [`crate::time::STALL_AFTER`]: the
+    /// packets in flight no longer count against the endpoint's budget and nothing new is
+    /// sent until the peer answers.
+    pub(crate) stalled: bool,
     /// A retry for a sequence error NAK started and no progress was made since: further
     /// NAKs for the same gap do not start another (rxe's `started_retry`).
     pub(crate) retry_started: bool,
@@ -43,6 +48,7 @@ impl CompleterState {
     pub(crate) fn on_flush(&mut self) {
         self.retrans_deadline = None;
         self.retry_started = false;
+        self.stalled = false;
     }
 
     pub(crate) fn reset_retry_counters(&mut self, attr: &QpAttr) {
@@ -70,6 +76,14 @@ impl QueuePair {
                 Counter::rcvd_qp_not_ready
             });
             return;
+        }
+        if self.comp.stalled {
+            // The peer answers: the QP sends again (and is taken for stalled again if the
+            // answers stop).
+            self.comp.stalled = false;
+            if self.comp.retrans_deadline.is_none() && self.comp.psn != self.req.psn {
+                self.comp.retrans_deadline = Some(cx.now + ack_wait(self.attr.timeout));
+            }
         }
         let psn = pkt.h.psn;
         // A response for PSN p acknowledges every SEND/WRITE packet before p (IBTA
@@ -300,7 +314,7 @@ impl QueuePair {
         self.comp.retrans_deadline = if self.comp.psn == self.req.psn && !self.req.retry {
             None
         } else {
-            ack_timeout(self.attr.timeout).map(|t| cx.now + t)
+            Some(cx.now + ack_wait(self.attr.timeout))
         };
     }
 
@@ -336,6 +350,15 @@ impl QueuePair {
             .front()
             .is_some_and(|e| e.state != EntryState::Posted);
         if !outstanding || !matches!(self.state, QpState::Rts | QpState::Sqd) {
+            return;
+        }
+        if ack_timeout(self.attr.timeout).is_none() {
+            // No retransmission with timeout 0: the QP waits for the peer, without holding
+            // the budget of every other QP meanwhile.
+            if !self.comp.stalled {
+                self.comp.stalled = true;
+                cx.count(Counter::req_stalled);
+            }
             return;
         }
         cx.count(Counter::retransmit_timeouts);

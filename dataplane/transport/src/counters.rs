@@ -146,6 +146,10 @@ counters! {
     /// unacknowledged request packets was spent (it waits for acknowledgements instead of
     /// overrunning the peer's receive ring).
     req_held_by_budget,
+    /// Times a queue pair without a retransmit timer (`timeout` 0) went a stall period
+    /// without an answer from its peer: it stops holding the budget and sending until the
+    /// peer answers.
+    req_stalled,
 }
 
 impl Counter {
@@ -168,6 +172,7 @@ impl Counter {
                 | Counter::retry_rnr_exceeded_err
                 | Counter::send_err
                 | Counter::req_held_by_budget
+                | Counter::req_stalled
         )
     }
 }

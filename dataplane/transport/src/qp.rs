@@ -886,7 +886,10 @@ impl QueuePair {
     /// RC request packets sent and not acknowledged yet (PSNs: a READ counts its
     /// responses), while the QP can still be acknowledged; 0 for UC and UD.
     pub fn unacked_packets(&self) -> u32 {
-        if self.config.qp_type != QpType::Rc || !matches!(self.state, QpState::Rts | QpState::Sqd) {
+        if self.config.qp_type != QpType::Rc
+            || !matches!(self.state, QpState::Rts | QpState::Sqd)
+            || self.comp.stalled
+        {
             return 0;
         }
         // After a timeout or during an RNR wait the packets sent are as good as lost (the

@@ -14,7 +14,7 @@ use crate::context::{Cx, Emit};
 use crate::memory::{Access, KeyKind, KeyRef, MemoryError, MemoryTable};
 use crate::packet::{AtomicEth, Deth, Headers, Kind, Pos, Reth};
 use crate::qp::{QpState, QpType, QueuePair};
-use crate::time::{Instant, ack_timeout};
+use crate::time::{Instant, ack_wait};
 use crate::wqe::{Gather, MAX_MESSAGE, SendFlags, SendOp, SendWqe};
 
 /// How far a send work request has got.
@@ -211,7 +211,7 @@ impl QueuePair {
         cx: &mut Cx<'_, M>,
         out: &mut E,
     ) -> bool {
-        if !matches!(self.state, QpState::Rts | QpState::Sqd) {
+        if !matches!(self.state, QpState::Rts | QpState::Sqd) || self.comp.stalled {
             return false;
         }
         if let Some(until) = self.req.rnr_until {
@@ -374,7 +374,7 @@ impl QueuePair {
             self.req.noack_pkts += 1;
         }
         if qp_type == QpType::Rc && self.comp.retrans_deadline.is_none() {
-            self.comp.retrans_deadline = ack_timeout(self.attr.timeout).map(|t| cx.now + t);
+            self.comp.retrans_deadline = Some(cx.now + ack_wait(self.attr.timeout));
         }
         if matches!(kind, Kind::ReadRequest | Kind::CompareSwap | Kind::FetchAdd) {
             self.req.psn = last_psn.next();
@@ -530,5 +530,6 @@ impl QueuePair {
         matches!(self.state, QpState::Rts | QpState::Sqd)
             && (self.req.retry || self.req.next < self.sq.len())
             && self.req.rnr_until.is_none()
+            && !self.comp.stalled
     }
 }

@@ -58,6 +58,19 @@ pub fn ack_timeout(timeout: u8) -> Option<Duration> {
     Some(Duration::from_nanos(4096u64 << shift))
 }
 
+/// How long a QP without a retransmit timer (`timeout` 0: wait forever, IBTA 9.7.6.1.3)
+/// waits for an acknowledgement before it is taken for stalled: its packets in flight stop
+/// holding the endpoint's budget of unacknowledged packets and it sends nothing new until
+/// the peer answers. The retransmit timeout of `timeout` 14, what ibv_rc_pingpong and
+/// perftest use: 67 ms.
+pub const STALL_AFTER: Duration = Duration::from_nanos(4096 << 14);
+
+/// How long the requester waits for an acknowledgement before it acts: the retransmit
+/// timeout, or without one [`STALL_AFTER`].
+pub(crate) fn ack_wait(timeout: u8) -> Duration {
+    ack_timeout(timeout).unwrap_or(STALL_AFTER)
+}
+
 /// The RNR NAK timer for a 5-bit timer code, IBTA table 45 ("Encoding for RNR NAK Timer
 /// Field"): 0 is 655.36 ms, 1 is 0.01 ms … 31 is 491.52 ms.
 pub fn rnr_timer(code: u8) -> Duration {

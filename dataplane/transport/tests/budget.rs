@@ -193,3 +193,128 @@ fn a_read_waits_for_room_for_all_its_responses() {
     }
     assert_eq!(a.endpoint.inflight(), 0);
 }
+
+/// Every frame `host` wants to send at `now`.
+fn take_at(host: &mut Host, now: Instant) -> Vec<Vec<u8>> {
+    let mut buf = vec![0u8; xroce_transport::frame::MAX_FRAME];
+    let mut out = Vec::new();
+    while let Some(t) = host.endpoint.poll_transmit(now, &mut buf, &mut host.mem) {
+        out.push(buf[..t.len].to_vec());
+    }
+    out
+}
+
+fn dest_qp(frame: &[u8]) -> u32 {
+    Frame::parse_unverified(frame)
+        .unwrap()
+        .ib
+        .bth
+        .dest_qp
+        .value()
+}
+
+/// A QP without a retransmit timer (`timeout` 0) whose peer stops answering would hold
+/// the budget for ever: nothing resends its packets, nothing acknowledges them. After
+/// `STALL_AFTER` without an answer it is taken for stalled: its packets stop counting and
+/// it sends nothing new, so the other QPs go on; when its peer answers after all, it
+/// carries on and its message completes.
+#[test]
+fn a_qp_without_a_retransmit_timer_does_not_hold_the_budget_of_the_others() {
+    const BUDGET: u32 = 64;
+    let mut a = Host::new(1);
+    let mut b = Host::new(2);
+    a.endpoint.set_max_inflight(BUDGET);
+    b.endpoint.set_max_inflight(BUDGET);
+    a.add_region(KEY, BASE, 2 * MSG as usize, Access::ALL);
+    b.add_region(KEY, BASE, 2 * MSG as usize, Access::ALL);
+    for (i, byte) in a.mem.region_mut(0).bytes.iter_mut().enumerate() {
+        *byte = (i * 13 % 251) as u8;
+    }
+    let forever = Connection {
+        timeout: 0,
+        ..Connection::default()
+    };
+    let (q0, p0) = (Qpn::new(0x100), Qpn::new(0x200));
+    let (q1, p1) = (Qpn::new(0x101), Qpn::new(0x201));
+    connect(&mut a, q0, &mut b, p0, QpType::Rc, &forever, NOW);
+    connect(
+        &mut a,
+        q1,
+        &mut b,
+        p1,
+        QpType::Rc,
+        &Connection::default(),
+        NOW,
+    );
+    let write = |wr_id: u64, at: u64, len: u32| SendWqe {
+        wr_id,
+        op: SendOp::Write {
+            remote_addr: BASE + at,
+            rkey: RKEY,
+        },
+        flags: SendFlags::SIGNALED,
+        data: Gather::Sges(SgeList::single(BASE + at, len, KEY)),
+        ud: None,
+    };
+
+    // QP 0 spends the whole budget; its peer hears nothing of it (the frames are held).
+    a.endpoint.post_send(NOW, q0, write(1, 0, MSG)).unwrap();
+    let held = take_at(&mut a, NOW);
+    assert_eq!(held.len() as u32, BUDGET);
+    assert_eq!(a.endpoint.inflight(), u64::from(BUDGET));
+    // QP 1 has to wait.
+    a.endpoint
+        .post_send(NOW, q1, write(2, u64::from(MSG), 4 * 1024))
+        .unwrap();
+    assert!(take_at(&mut a, NOW).is_empty());
+
+    // A stall period later QP 0 is taken for stalled and QP 1 goes, alone.
+    let later = NOW + xroce_transport::time::STALL_AFTER;
+    assert!(a.endpoint.poll_timeout().is_some_and(|t| t <= later));
+    a.endpoint.handle_timeout(later, &mut a.mem);
+    assert_eq!(a.endpoint.counters().value(Counter::req_stalled), 1);
+    assert_eq!(a.endpoint.counters().value(Counter::retransmit_timeouts), 0);
+    let burst = take_at(&mut a, later);
+    assert_eq!(burst.len(), 4);
+    assert!(burst.iter().all(|f| dest_qp(f) == p1.value()));
+    for f in &burst {
+        b.endpoint.handle_frame(later, f, &mut b.mem);
+    }
+    for f in take_at(&mut b, later) {
+        a.endpoint.handle_frame(later, &f, &mut a.mem);
+    }
+    let c = a
+        .endpoint
+        .poll_completion()
+        .expect("QP 1's WRITE completes");
+    assert_eq!((c.wr_id, c.status), (2, WcStatus::Success));
+    assert!(
+        take_at(&mut a, later).is_empty(),
+        "a stalled QP sends nothing"
+    );
+
+    // QP 0's peer answers after all: QP 0 carries on and its WRITE completes.
+    let mut frames = held;
+    let mut rounds = 0;
+    loop {
+        rounds += 1;
+        assert!(rounds < 100, "QP 0 made no progress");
+        for f in &frames {
+            b.endpoint.handle_frame(later, f, &mut b.mem);
+        }
+        for f in take_at(&mut b, later) {
+            a.endpoint.handle_frame(later, &f, &mut a.mem);
+        }
+        if let Some(c) = a.endpoint.poll_completion() {
+            assert_eq!((c.wr_id, c.status), (1, WcStatus::Success));
+            break;
+        }
+        frames = take_at(&mut a, later);
+    }
+    assert_eq!(a.endpoint.inflight(), 0);
+    let written = MSG as usize + 4 * 1024;
+    assert!(
+        a.mem.region(0).bytes[..written] == b.mem.region(0).bytes[..written],
+        "the data arrived intact"
+    );
+}
