@@ -676,9 +676,10 @@ impl Poller {
                         // RESET discards every work request: the rings restart empty.
                         Self::reset_rings(q);
                     } else {
-                        // Receives posted in RESET waited in the ring for this.
-                        Self::pull_rq(
+                        // Work requests posted before this state waited in the ring.
+                        Self::pull_qp(
                             &mut self.endpoint,
+                            &self.ahs,
                             &mut self.counters,
                             &mut self.pending,
                             now,
@@ -878,14 +879,14 @@ impl Poller {
                     };
                     moved += Self::pull_qp(endpoint, ahs, counters, pending, now, Qpn::new(qpn), q);
                     let left = |r: Result<u32, RingError>| r.is_ok_and(|n| n > 0);
-                    // Receives held while the QP is in RESET are not work for now: its
-                    // modify reads them.
-                    let in_reset = endpoint
-                        .qp(Qpn::new(qpn))
-                        .is_some_and(|qp| qp.state() == QpState::Reset);
+                    // Work requests held until the QP reaches a state that takes them
+                    // are not work for now: its modify reads them.
+                    let state = endpoint.qp(Qpn::new(qpn)).map(|qp| qp.state());
+                    let sends = state.is_some_and(sends_taken);
+                    let receives = state.is_some_and(|s| s != QpState::Reset);
                     if !q.broken
-                        && (left(q.sq.ready())
-                            || (!in_reset && q.rq.as_ref().is_some_and(|rq| left(rq.ready()))))
+                        && ((sends && left(q.sq.ready()))
+                            || (receives && q.rq.as_ref().is_some_and(|rq| left(rq.ready()))))
                     {
                         bells.again.push(t);
                     }
@@ -944,6 +945,9 @@ impl Poller {
         let Some(qp) = endpoint.qp(qpn) else {
             return 0;
         };
+        if !sends_taken(qp.state()) {
+            return Self::pull_rq(endpoint, counters, pending, now, qpn, q);
+        }
         let room = (qp.config().caps.max_send_wr as usize).saturating_sub(qp.send_queue_len());
         let Ok(avail) = q.sq.ready() else {
             counters.broken_rings += 1;
@@ -1461,6 +1465,13 @@ fn convert_recv(w: &RecvWqe, max_sge: u32) -> Result<TRecvWqe, &'static str> {
         wr_id: w.wr_id,
         sges: list,
     })
+}
+
+/// Whether send work requests are read from the ring in this state. Those posted in RESET,
+/// INIT or RTR wait there until the QP reaches RTS (as an RDMA NIC starts on its send
+/// queue then); in SQD the transport queues them, in SQE and ERR it flushes them.
+fn sends_taken(state: QpState) -> bool {
+    !matches!(state, QpState::Reset | QpState::Init | QpState::Rtr)
 }
 
 /// A QP state as `ibv_qp_state` names it.
