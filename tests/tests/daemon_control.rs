@@ -357,3 +357,123 @@ fn xroced_stat_lists_a_thousand_and_twenty_four_queue_pairs() {
     drop(qps);
     assert!(ca.qp_stats().unwrap().is_empty());
 }
+
+/// Runs `argv` in `side`'s namespace and returns its standard output (panics on failure).
+fn run(h: &TwoHosts, side: Side, argv: &[&str]) -> String {
+    let out = h.lab.command(side, argv).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{argv:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn other_applications_are_served_while_a_path_resolves() {
+    if !require_root("other_applications_are_served_while_a_path_resolves") {
+        return;
+    }
+    // Paths wait up to a minute for their next hop (3 s by default): the test depends on
+    // the order of events, never on how long they take.
+    let h =
+        TwoHosts::start(&LabConfig::default(), &["--resolve-timeout-ms", "60000"]).expect("lab");
+    let (ifa, ifb) = (
+        h.lab.host(Side::A).interface.clone(),
+        h.lab.host(Side::B).interface.clone(),
+    );
+    // Nobody has this address yet: the kernel of A keeps asking for it (every 200 ms, for
+    // a minute) until host B takes it.
+    let absent = std::net::Ipv4Addr::new(10, 77, 0, 99);
+    for (key, value) in [("retrans_time_ms", "200"), ("mcast_solicit", "300")] {
+        run(
+            &h,
+            Side::A,
+            &[
+                "sysctl",
+                "-qw",
+                &format!("net.ipv4.neigh.{ifa}.{key}={value}"),
+            ],
+        );
+    }
+    let ca = h.open(Side::A).unwrap();
+    let pd = ca.alloc_pd().unwrap();
+    let cq = ca.create_cq(16, None).unwrap();
+    let qp = pd.create_qp(&QpInit::new(QpType::Rc, &cq, &cq)).unwrap();
+    let mut av = h.av(Side::A);
+    av.dgid = xroce_wire::Gid::from_ipv4(absent).0;
+    std::thread::scope(|s| {
+        let waiting = s.spawn(|| connect(&qp, av, 0x123, 1, 2));
+        // The daemon asked the kernel for the address.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let absent_text = absent.to_string();
+        while run(
+            &h,
+            Side::A,
+            &["ip", "neigh", "show", &absent_text, "dev", &ifa],
+        )
+        .is_empty()
+        {
+            assert!(std::time::Instant::now() < deadline, "no resolution began");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        // Meanwhile another application opens the device and makes objects.
+        let started = std::time::Instant::now();
+        let other = h.open(Side::A).unwrap();
+        let opened = started.elapsed();
+        let started = std::time::Instant::now();
+        other.query_device().unwrap();
+        let queried = started.elapsed();
+        let opd = other.alloc_pd().unwrap();
+        let ocq = other.create_cq(16, None).unwrap();
+        let _oqp = opd.create_qp(&QpInit::new(QpType::Rc, &ocq, &ocq)).unwrap();
+        eprintln!(
+            "while a path resolves: another application opened the device in {opened:?}, queried it in {queried:?}"
+        );
+        assert!(
+            !waiting.is_finished(),
+            "the resolution ended before another application was served"
+        );
+        // Only now does the address appear: the first application's path resolves.
+        run(
+            &h,
+            Side::B,
+            &["ip", "addr", "add", &format!("{absent}/24"), "dev", &ifb],
+        );
+        waiting
+            .join()
+            .unwrap()
+            .expect("the path resolved once the address appeared");
+    });
+    assert_eq!(qp.query().unwrap().qp_state, 3);
+}
+
+#[test]
+fn a_path_nobody_answers_for_fails_with_ehostunreach_and_the_application_carries_on() {
+    if !require_root(
+        "a_path_nobody_answers_for_fails_with_ehostunreach_and_the_application_carries_on",
+    ) {
+        return;
+    }
+    let h = TwoHosts::start(
+        &LabConfig::default(),
+        &["--resolve-timeout-ms", "300", "--max-ahs", "1"],
+    )
+    .expect("lab");
+    let ca = h.open(Side::A).unwrap();
+    let pd = ca.alloc_pd().unwrap();
+    let mut av = h.av(Side::A);
+    av.dgid = xroce_wire::Gid::from_ipv4(std::net::Ipv4Addr::new(10, 77, 0, 98)).0;
+    refused(
+        pd.create_ah(&av),
+        libc::EHOSTUNREACH,
+        &["cannot reach 10.77.0.98", "not resolved within 300ms"],
+    );
+    let cq = ca.create_cq(16, None).unwrap();
+    let qp = pd.create_qp(&QpInit::new(QpType::Rc, &cq, &cq)).unwrap();
+    let e = connect(&qp, av, 0x123, 1, 2).unwrap_err();
+    assert_eq!(e.errno(), libc::EHOSTUNREACH, "{e}");
+    // The connection answers in order afterwards, and the refused AH took no room.
+    assert_eq!(qp.query().unwrap().qp_state, 1, "still INIT");
+    let _ah = pd.create_ah(&h.av(Side::A)).unwrap();
+}

@@ -6,6 +6,12 @@
 //! owns the application's dataplane objects. When an application hangs up or dies, every
 //! object it owned is destroyed: its QPs vanish (so their peers' retries run out and they
 //! see the connection fail), its regions are unmapped.
+//!
+//! One thread serves every application, so nothing here waits on the network: a request
+//! whose path needs a next hop the kernel has not resolved yet (`ibv_modify_qp` to RTR,
+//! `ibv_create_ah`) is parked, its connection left unread so that its requests stay
+//! answered in order, while a thread of its own waits for the resolution; the request is
+//! then handled again with the outcome. Other applications are served meanwhile.
 
 use std::collections::{HashMap, HashSet};
 use std::io;
@@ -57,14 +63,39 @@ pub struct PortView {
     pub gids: Vec<Gid>,
 }
 
+/// What the host knows about a destination right now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Neighbour {
+    /// Frames go to this Ethernet address (the port's own for a GID of this host).
+    Mac([u8; 6]),
+    /// The kernel is finding it out (it was asked to): [`Host::resolver`] waits for it.
+    Pending,
+    /// It cannot be reached, and why.
+    Unreachable(String),
+}
+
+/// Waits for the kernel to resolve a destination GID, within a bound of its own: the
+/// next-hop MAC address, `None` for a GID of this host, or why it cannot be reached. Runs
+/// on a thread of its own, so the control plane serves other applications meanwhile.
+pub type Resolver = Arc<dyn Fn(Gid) -> Result<Option<[u8; 6]>, String> + Send + Sync>;
+
 /// What the control plane needs from the host.
 pub trait Host {
     /// The port as it is now.
     fn port(&mut self) -> PortView;
-    /// The next-hop MAC address for a destination GID; the port's own MAC for a GID of
-    /// this host (loopback).
-    fn resolve(&mut self, dgid: Gid) -> Result<[u8; 6], String>;
+    /// The next-hop MAC address for a destination GID as known now, without waiting; the
+    /// port's own MAC for a GID of this host (loopback). [`Neighbour::Pending`] when the
+    /// kernel was asked to find it out.
+    fn lookup(&mut self, dgid: Gid) -> Neighbour;
+    /// What waits for a pending destination.
+    fn resolver(&self) -> Resolver;
 }
+
+/// The poll-set id of the resolutions' doorbell.
+const RESOLVED: u64 = u64::MAX;
+
+/// A resolution that finished: the connection that waits for it, the GID, the outcome.
+type Resolved = (u64, Gid, Result<Option<[u8; 6]>, String>);
 
 /// Per-application limits: what one application context may hold at once. Each object
 /// costs the daemon memory, and QPs, CQs, SRQs and MRs a mapping each (an MR up to
@@ -217,6 +248,11 @@ struct Conn {
     next_bit: u32,
     /// A refusal for want of memory or past a limit was logged.
     warned: bool,
+    /// The request waiting for a destination to resolve (the connection is not read
+    /// meanwhile, so requests stay answered in order).
+    parked: Option<Request>,
+    /// The outcome of the resolution the parked request waited for.
+    resolved: Option<(Gid, Result<[u8; 6], String>)>,
 }
 
 impl Conn {
@@ -261,6 +297,12 @@ pub struct Control {
     keys: HashSet<u32>,
     qpns: HashSet<u32>,
     gids: Vec<Gid>,
+    resolver: Resolver,
+    /// Finished resolutions, and the eventfd that says one came.
+    resolved: (Sender<Resolved>, crossbeam_channel::Receiver<Resolved>),
+    resolved_bell: Arc<OwnedFd>,
+    /// Set by a request that must wait for this GID to resolve.
+    parking: Option<Gid>,
 }
 
 impl std::fmt::Debug for Control {
@@ -297,9 +339,11 @@ impl Control {
         wake_page: OwnedFd,
         mut host: Box<dyn Host>,
         limits: AppLimits,
-    ) -> Control {
+    ) -> io::Result<Control> {
+        let resolved_bell = Arc::new(sys::eventfd()?);
         let gids = host.port().gids;
-        Control {
+        let resolver = host.resolver();
+        Ok(Control {
             device: device.to_owned(),
             listener,
             pollers,
@@ -312,7 +356,11 @@ impl Control {
             keys: HashSet::new(),
             qpns: HashSet::new(),
             gids,
-        }
+            resolver,
+            resolved: crossbeam_channel::unbounded(),
+            resolved_bell,
+            parking: None,
+        })
     }
 
     /// The listening socket (for the daemon's poll set).
@@ -320,20 +368,62 @@ impl Control {
         self.listener.as_fd()
     }
 
-    /// The descriptors to poll: the listener and every connection, with their ids.
+    /// The descriptors to poll: the listener, every connection not waiting for a
+    /// resolution, and the resolutions' doorbell, with their ids.
     pub fn poll_set(&self) -> Vec<(u64, BorrowedFd<'_>)> {
-        let mut v = vec![(0, self.listener.as_fd())];
-        v.extend(self.conns.iter().map(|(&id, c)| (id, c.sock.as_fd())));
+        let mut v = vec![
+            (0, self.listener.as_fd()),
+            (RESOLVED, self.resolved_bell.as_fd()),
+        ];
+        v.extend(
+            self.conns
+                .iter()
+                .filter(|(_, c)| c.parked.is_none())
+                .map(|(&id, c)| (id, c.sock.as_fd())),
+        );
         v
     }
 
     /// Handles readiness of poll-set entry `id` (0 is the listener).
     pub fn on_ready(&mut self, id: u64) {
-        if id == 0 {
-            self.accept();
-        } else {
-            self.serve(id);
+        match id {
+            0 => self.accept(),
+            RESOLVED => self.on_resolved(),
+            _ => self.serve(id),
         }
+    }
+
+    /// Answers the requests whose destinations resolved.
+    fn on_resolved(&mut self) {
+        sys::eventfd_drain(self.resolved_bell.as_fd());
+        while let Ok((id, dgid, outcome)) = self.resolved.1.try_recv() {
+            let mac = self.host.port().mac;
+            let Some(conn) = self.conns.get_mut(&id) else {
+                continue;
+            };
+            let Some(request) = conn.parked.take() else {
+                continue;
+            };
+            conn.resolved = Some((dgid, outcome.map(|m| m.unwrap_or(mac))));
+            let answer = self.handle(id, request.clone(), Vec::new());
+            self.answer(id, request, answer);
+        }
+    }
+
+    /// Starts waiting for `dgid` on a thread of its own; the answer comes through
+    /// [`Control::on_resolved`].
+    fn start_resolution(&self, id: u64, dgid: Gid) -> io::Result<()> {
+        let resolve = self.resolver.clone();
+        let done = self.resolved.0.clone();
+        let bell = self.resolved_bell.clone();
+        std::thread::Builder::new()
+            .name("xroce-resolve".into())
+            .spawn(move || {
+                let outcome = resolve(dgid);
+                let _ = done.send((id, dgid, outcome));
+                sys::eventfd_signal(bell.as_fd());
+            })
+            .map(drop)
     }
 
     /// Re-reads the port and tells every poller when the GID table changed (addresses
@@ -396,6 +486,8 @@ impl Control {
                     free_bits: Vec::new(),
                     next_bit: 0,
                     warned: false,
+                    parked: None,
+                    resolved: None,
                 },
             );
         }
@@ -416,10 +508,40 @@ impl Control {
                 return self.hang_up(id);
             }
         };
-        let (reply, out_fds) = match protocol::decode::<Request>(&buf[..n]) {
-            Ok(request) => self.handle(id, request, fds),
-            Err(e) => error(libc::EINVAL, format!("undecodable request: {e}")),
+        match protocol::decode::<Request>(&buf[..n]) {
+            Ok(request) => {
+                let answer = self.handle(id, request.clone(), fds);
+                self.answer(id, request, answer);
+            }
+            Err(e) => {
+                let answer = error(libc::EINVAL, format!("undecodable request: {e}"));
+                self.reply(id, answer);
+            }
+        }
+    }
+
+    /// Sends the answer to `request`, or parks the request when it waits for a
+    /// destination to resolve.
+    fn answer(&mut self, id: u64, request: Request, answer: Answer) {
+        let Some(dgid) = self.parking.take() else {
+            return self.reply(id, answer);
         };
+        match self.start_resolution(id, dgid) {
+            Ok(()) => {
+                debug!("context {id}: waiting for {} to resolve", dgid.to_ip());
+                if let Some(c) = self.conns.get_mut(&id) {
+                    c.parked = Some(request);
+                }
+            }
+            Err(e) => self.reply(
+                id,
+                error(libc::EAGAIN, format!("cannot start resolving a path: {e}")),
+            ),
+        }
+    }
+
+    /// Sends a reply and its descriptors.
+    fn reply(&mut self, id: u64, (reply, out_fds): Answer) {
         let mut bytes = protocol::encode(&reply);
         if bytes.len() > protocol::MAX_MESSAGE {
             // The application could not receive it: say so instead.
@@ -1383,13 +1505,28 @@ impl Control {
         (reply, vec![fd])
     }
 
-    fn path(&mut self, ah: &AhAttr) -> Result<Path, (i32, String)> {
+    /// The path to `ah`'s destination. When its next hop is not known yet, the request
+    /// waits for it without holding up other applications: `parking` is set and the
+    /// request is handled again once the resolution ended (its outcome then waits in the
+    /// connection's `resolved`).
+    fn path(&mut self, id: u64, ah: &AhAttr) -> Result<Path, (i32, String)> {
         let dgid = Gid(ah.dgid);
         let port = self.host.port();
         if usize::from(ah.sgid_index) >= port.gids.len() {
             return Err((libc::EINVAL, format!("no GID at index {}", ah.sgid_index)));
         }
-        let dmac = self.host.resolve(dgid).map_err(|e| {
+        let known = match self.conn(id).resolved.take() {
+            Some((gid, outcome)) if gid == dgid => outcome,
+            _ => match self.host.lookup(dgid) {
+                Neighbour::Mac(mac) => Ok(mac),
+                Neighbour::Unreachable(e) => Err(e),
+                Neighbour::Pending => {
+                    self.parking = Some(dgid);
+                    return Err((libc::EINPROGRESS, "resolving".into()));
+                }
+            },
+        };
+        let dmac = known.map_err(|e| {
             (
                 libc::EHOSTUNREACH,
                 format!("cannot reach {}: {e}", dgid.to_ip()),
@@ -1421,7 +1558,7 @@ impl Control {
             Err(e) => return error(libc::EINVAL, e),
         };
         if mask.contains(AttrMask::AV) {
-            match self.path(&attr.ah_attr) {
+            match self.path(id, &attr.ah_attr) {
                 Ok(p) => t.path = p,
                 Err((errno, message)) => return error(errno, message),
             }
@@ -1442,7 +1579,7 @@ impl Control {
         if !self.conn(id).pds.contains(&pd) {
             return error(libc::EINVAL, "no such protection domain");
         }
-        let path = match self.path(attr) {
+        let path = match self.path(id, attr) {
             Ok(p) => p,
             Err((errno, message)) => return error(errno, message),
         };

@@ -96,6 +96,10 @@ struct Args {
     /// before sleeping). For tests that post bits are all it takes.
     #[arg(long, default_value_t = 10, hide = true)]
     full_scan_ms: u64,
+    /// Milliseconds a path waits for its next hop's MAC address (ARP or neighbour
+    /// discovery) before the verb fails with `EHOSTUNREACH`.
+    #[arg(long, hide = true)]
+    resolve_timeout_ms: Option<u64>,
     /// More logging (`-vv` debug, `-vvv` trace; `RUST_LOG` overrides).
     #[arg(short, long, action = clap::ArgAction::Count)]
     verbose: u8,
@@ -257,7 +261,10 @@ fn main_with(args: Args) -> Result<()> {
         },
         limits,
     };
-    let host = NetlinkHost::new(&netdev)?;
+    let mut host = NetlinkHost::new(&netdev)?;
+    if let Some(ms) = args.resolve_timeout_ms {
+        host = host.with_resolve_timeout(Duration::from_millis(ms));
+    }
     run(cfg, Box::new(host))
 }
 
