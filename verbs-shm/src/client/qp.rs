@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::context::{Bell, Inner};
-use super::cq::Cq;
+use super::cq::{Cq, CqLife};
 use super::mr::{Access, Mr};
 use super::{Error, Result};
 use crate::contract::{MAX_INLINE, MAX_SGE, RecvWqe, SendWqe, Sge, send_flags, wr_opcode};
@@ -438,7 +438,8 @@ pub struct Qp {
     poller: Bell,
     sq: Mutex<Producer<SendWqe>>,
     rq: Option<Mutex<Producer<RecvWqe>>>,
-    _keep: (Pd, Option<Srq>),
+    /// What the QP uses, destroyed after it (when no other handle holds them).
+    _keep: (Pd, Option<Srq>, [Arc<CqLife>; 2]),
 }
 
 impl Qp {
@@ -493,7 +494,11 @@ impl Qp {
             },
             sq: Mutex::new(sq),
             rq,
-            _keep: (pd.clone(), init.srq.cloned()),
+            _keep: (
+                pd.clone(),
+                init.srq.cloned(),
+                [init.send_cq.life(), init.recv_cq.life()],
+            ),
         })
     }
 
