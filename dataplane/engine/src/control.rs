@@ -172,6 +172,10 @@ fn reported(limit: usize) -> u32 {
         .min(i32::MAX as u32)
 }
 
+/// The most QPs a page of [`Reply::QpStatsPage`] describes (fewer when their counters
+/// fill [`protocol::PAGE_BYTES`] first, as they do after about 80).
+const PAGE_MOST: usize = 256;
+
 /// The largest queue a QP, SRQ or CQ may have.
 pub const MAX_QUEUE: u32 = 32768;
 
@@ -780,7 +784,7 @@ impl Control {
                 counters: self.stats(),
             }),
             Request::QpStats => {
-                let qps = self.qp_stats();
+                let qps = self.qp_stats(0, usize::MAX);
                 let n = qps.len();
                 let reply = Reply::QpStats { qps };
                 if protocol::encode(&reply).len() > protocol::MAX_MESSAGE {
@@ -794,11 +798,12 @@ impl Control {
                 ok(reply)
             }
             Request::QpStatsPage { from_qpn } => {
-                let qps = self.qp_stats();
-                let first = qps.partition_point(|q| q.qpn < from_qpn);
-                let rest = &qps[first..];
-                let n = protocol::page_len(rest, protocol::PAGE_BYTES);
-                let next = (n < rest.len()).then(|| rest[n - 1].qpn + 1);
+                let rest = self.qp_stats(from_qpn, PAGE_MOST);
+                let n = protocol::page_len(&rest, protocol::PAGE_BYTES);
+                // More may follow when this page stopped short of what the pollers gave,
+                // or they gave as many as asked.
+                let more = n < rest.len() || rest.len() == PAGE_MOST;
+                let next = more.then(|| rest[n - 1].qpn + 1);
                 let reply = Reply::QpStatsPage {
                     qps: rest[..n].to_vec(),
                     next,
@@ -811,15 +816,17 @@ impl Control {
         }
     }
 
-    /// Every QP's state and counters, from every poller, by QP number.
-    fn qp_stats(&self) -> Vec<QpStat> {
+    /// The state and counters of the first `most` QPs numbered `from` or more, from
+    /// every poller, by QP number.
+    fn qp_stats(&self, from: u32, most: usize) -> Vec<QpStat> {
         let mut qps: Vec<QpStat> = self
             .pollers
             .iter()
-            .filter_map(|p| p.call(Command::QpStats))
+            .filter_map(|p| p.call(|reply| Command::QpStats { from, most, reply }))
             .flatten()
             .collect();
         qps.sort_by_key(|q| q.qpn);
+        qps.truncate(most);
         qps
     }
 
