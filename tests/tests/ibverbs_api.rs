@@ -695,6 +695,52 @@ fn queries_unsupported_features_and_busy_objects_answer_as_verbs_says() {
     assert_eq!(unsafe { (verbs.close_device)(ctx.0) }, libc::EINVAL);
 }
 
+/// The daemon's per-application limits reach C programs as the kernel's errno values:
+/// `ibv_query_device` reports them, an object past one is `ENOMEM`, and a PD is `EBUSY`
+/// while a region uses it and can be deallocated (and allocated again) once it does not.
+#[test]
+fn limits_are_reported_and_refused_with_enomem() {
+    if !runnable("ibverbs_api limits", &[]) {
+        return;
+    }
+    let _one_at_a_time = serial();
+    let bench = Bench::start_with(&["--max-pds", "1", "--max-mrs", "1", "--max-qps", "3"]);
+    let verbs = Verbs::load();
+    let ctx = open(&verbs, &bench, Side::A);
+    let mut dev = ibv_device_attr::default();
+    // Safety: a context and a writable structure.
+    assert_eq!(unsafe { (verbs.query_device)(ctx.0, &mut dev) }, 0);
+    assert_eq!((dev.max_pd, dev.max_mr, dev.max_qp), (1, 1, 3));
+    // Safety: a context of the library.
+    let pd = unsafe { (verbs.alloc_pd)(ctx.0) };
+    assert!(!pd.is_null(), "ibv_alloc_pd: errno {}", errno());
+    // Safety: as above.
+    let second = unsafe { (verbs.alloc_pd)(ctx.0) };
+    assert!(second.is_null() && errno() == libc::ENOMEM, "{}", errno());
+    let pages = Pages::new(2 << 12);
+    let access = IBV_ACCESS_LOCAL_WRITE as c_int;
+    // Safety: the library's PD and memory of this process.
+    let mr = unsafe { (verbs.reg_mr)(pd, pages.at(0).cast(), 4096, access) };
+    assert!(!mr.is_null(), "ibv_reg_mr: errno {}", errno());
+    // Safety: as above.
+    let more = unsafe { (verbs.reg_mr)(pd, pages.at(4096).cast(), 4096, access) };
+    assert!(more.is_null() && errno() == libc::ENOMEM, "{}", errno());
+    // Safety: a live PD that a region uses.
+    assert_eq!(unsafe { (verbs.dealloc_pd)(pd) }, libc::EBUSY);
+    // Safety: live objects of the library, each destroyed once.
+    assert_eq!(unsafe { (verbs.dereg_mr)(mr) }, 0);
+    // Safety: as above.
+    assert_eq!(unsafe { (verbs.dealloc_pd)(pd) }, 0);
+    // The daemon let it go: the one PD this application may have is available again.
+    // Safety: a context of the library.
+    let again = unsafe { (verbs.alloc_pd)(ctx.0) };
+    assert!(!again.is_null(), "ibv_alloc_pd: errno {}", errno());
+    // Safety: live objects of the library, each destroyed once.
+    assert_eq!(unsafe { (verbs.dealloc_pd)(again) }, 0);
+    // Safety: as above.
+    assert_eq!(unsafe { (verbs.close_device)(ctx.0) }, 0);
+}
+
 /// Threads of one process, each on its own QP, sharing a context, a PD, an MR and (on the
 /// sending side) one CQ that all of them poll at once.
 #[test]

@@ -3,9 +3,17 @@
 //!
 //! One `SOCK_SEQPACKET` connection per application context. Every message is one
 //! [`Request`] or [`Reply`], encoded with `postcard`, with file descriptors alongside
-//! (`SCM_RIGHTS`) where the message says so. Requests are answered in order, one reply
-//! each. Everything slow or rare goes here (creating objects, modifying QPs); nothing on
-//! the data path does.
+//! (`SCM_RIGHTS`) where the message says so, and at most [`MAX_MESSAGE`] bytes long.
+//! Requests are answered in order, one reply each. Everything slow or rare goes here
+//! (creating objects, modifying QPs); nothing on the data path does. Answers that grow
+//! with the number of objects come in pages ([`Request::QpStatsPage`]).
+//!
+//! Compatibility: the application and the daemon must speak the same contract version
+//! ([`crate::contract::VERSION`], checked by [`Request::Hello`]). Within a version, new
+//! requests and replies are only ever appended to the end of their enums (postcard numbers
+//! variants in order), so both sides still understand every message they share, and a
+//! daemon that does not know a newer request answers it with `EINVAL` ("undecodable
+//! request") instead of hanging up. Changing an existing message changes the version.
 //!
 //! Two more channels carry what the daemon raises by itself, both as fixed-size records
 //! ([`EventRecord`], [`CompletionEvent`]) on sockets the application owns: asynchronous
@@ -16,6 +24,10 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 /// The largest encoded message.
 pub const MAX_MESSAGE: usize = 64 * 1024;
+
+/// The bytes a page of [`Reply::QpStatsPage`] may fill with entries: a whole message less
+/// room for the reply's own framing (variant, list length, `next`).
+pub const PAGE_BYTES: usize = MAX_MESSAGE - 64;
 
 /// A request from an application.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -146,7 +158,8 @@ pub enum Request {
     },
     /// The daemon's counters.
     Stats,
-    /// Every queue pair's state and counters (`xroced stat --qp`).
+    /// Every queue pair's state and counters in one reply (only while they fit one
+    /// message: about 80 QPs; then `E2BIG`). [`Request::QpStatsPage`] has no such limit.
     QpStats,
     /// `ibv_rereg_mr`: the MR `mr` now covers `length` bytes from `start` bytes into
     /// `pieces`, at `iova`, in protection domain `pd`, with `access`; its handle and keys
@@ -183,6 +196,13 @@ pub enum Request {
         start: u64,
         /// The memory behind the region, in order; their memory files come alongside.
         pieces: Vec<Piece>,
+    },
+    /// The state and counters of the queue pairs whose QP numbers are `from_qpn` or
+    /// larger, in QP number order, as many as fit one message (`xroced stat --qp` asks
+    /// page after page). Answered with [`Reply::QpStatsPage`].
+    QpStatsPage {
+        /// The smallest QP number wanted (0 for the first page).
+        from_qpn: u32,
     },
 }
 
@@ -317,6 +337,13 @@ pub enum Reply {
     },
     /// Done, nothing to return.
     Done,
+    /// One page of per-QP counters ([`Request::QpStatsPage`]).
+    QpStatsPage {
+        /// Queue pairs by QP number, from the one asked for on.
+        qps: Vec<QpStat>,
+        /// Where the next page starts (ask with this `from_qpn`); none after the last QP.
+        next: Option<u32>,
+    },
 }
 
 /// One queue pair's state and counters.
@@ -524,7 +551,7 @@ pub struct CompletionEvent {
 }
 
 /// Encodes a message.
-pub fn encode<T: Serialize>(message: &T) -> Vec<u8> {
+pub fn encode<T: Serialize + ?Sized>(message: &T) -> Vec<u8> {
     // NOTE(unwrap): serialising these plain structures into a Vec cannot fail.
     postcard::to_allocvec(message).unwrap_or_default()
 }
@@ -532,6 +559,21 @@ pub fn encode<T: Serialize>(message: &T) -> Vec<u8> {
 /// Decodes a message; an error means the peer spoke nonsense.
 pub fn decode<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, postcard::Error> {
     postcard::from_bytes(bytes)
+}
+
+/// How many of `items`, from the first, fit in `budget` encoded bytes (at least one
+/// whenever there is one, even if it alone is larger: the caller then sees it does not
+/// fit).
+pub fn page_len<T: Serialize>(items: &[T], budget: usize) -> usize {
+    let mut used = 0usize;
+    for (n, item) in items.iter().enumerate() {
+        let size = postcard::experimental::serialized_size(item).unwrap_or(usize::MAX);
+        used = used.saturating_add(size);
+        if used > budget {
+            return n.max(1);
+        }
+    }
+    items.len()
 }
 
 #[cfg(test)]
@@ -556,5 +598,66 @@ mod tests {
         };
         assert_eq!(decode::<Reply>(&encode(&reply)).unwrap(), reply);
         assert!(decode::<Request>(&[0xff, 0xff, 0xff]).is_err());
+    }
+
+    /// Messages are numbered in the order of their enums: appending keeps every existing
+    /// message's bytes, so both sides of one contract version keep understanding them.
+    #[test]
+    fn existing_messages_keep_their_numbers() {
+        assert_eq!(encode(&Request::Hello { version: 2 }), [0, 2]);
+        assert_eq!(encode(&Request::DeallocPd { pd: 7 }), [4, 7]);
+        assert_eq!(encode(&Request::QpStats), [20]);
+        assert_eq!(encode(&Request::QpStatsPage { from_qpn: 5 }), [23, 5]);
+        assert_eq!(encode(&Reply::Done), [14]);
+        let page = Reply::QpStatsPage {
+            qps: Vec::new(),
+            next: None,
+        };
+        assert_eq!(encode(&page), [15, 0, 0]);
+        // A request from a newer application that this side does not know is an error to
+        // answer, not a crash.
+        assert!(decode::<Request>(&[24]).is_err());
+    }
+
+    fn stat(qpn: u32) -> QpStat {
+        QpStat {
+            qpn,
+            qp_type: "RC".into(),
+            state: "RTS".into(),
+            counters: (0..64)
+                .map(|i| (format!("a_rather_long_counter_name_{i}"), u64::MAX - i))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn pages_of_qp_stats_fit_one_message_and_cover_every_qp() {
+        let all: Vec<QpStat> = (0..1024).map(|i| stat(0x100 + i)).collect();
+        assert!(
+            encode(&all).len() > MAX_MESSAGE,
+            "the test needs more than one page"
+        );
+        let mut at = 0;
+        let mut pages = 0;
+        while at < all.len() {
+            let n = page_len(&all[at..], PAGE_BYTES);
+            assert!(n >= 1);
+            let reply = Reply::QpStatsPage {
+                qps: all[at..at + n].to_vec(),
+                next: Some(all[at + n - 1].qpn + 1),
+            };
+            let bytes = encode(&reply);
+            assert!(bytes.len() <= MAX_MESSAGE, "page of {} bytes", bytes.len());
+            // Full pages are nearly full: the next entry would not have fitted.
+            if at + n < all.len() {
+                let more = encode(&all[at..=at + n]).len();
+                assert!(more > PAGE_BYTES, "a page stopped early");
+            }
+            at += n;
+            pages += 1;
+        }
+        assert!(pages > 1);
+        assert_eq!(page_len::<QpStat>(&[], PAGE_BYTES), 0);
+        assert_eq!(page_len(&all[..1], 1), 1, "one entry always goes");
     }
 }

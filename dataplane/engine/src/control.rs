@@ -6,6 +6,12 @@
 //! owns the application's dataplane objects. When an application hangs up or dies, every
 //! object it owned is destroyed: its QPs vanish (so their peers' retries run out and they
 //! see the connection fail), its regions are unmapped.
+//!
+//! One thread serves every application, so nothing here waits on the network: a request
+//! whose path needs a next hop the kernel has not resolved yet (`ibv_modify_qp` to RTR,
+//! `ibv_create_ah`) is parked, its connection left unread so that its requests stay
+//! answered in order, while a thread of its own waits for the resolution; the request is
+//! then handled again with the outcome. Other applications are served meanwhile.
 
 use std::collections::{HashMap, HashSet};
 use std::io;
@@ -57,35 +63,118 @@ pub struct PortView {
     pub gids: Vec<Gid>,
 }
 
+/// What the host knows about a destination right now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Neighbour {
+    /// Frames go to this Ethernet address (the port's own for a GID of this host).
+    Mac([u8; 6]),
+    /// The kernel is finding it out (it was asked to): [`Host::resolver`] waits for it.
+    Pending,
+    /// It cannot be reached, and why.
+    Unreachable(String),
+}
+
+/// Waits for the kernel to resolve a destination GID, within a bound of its own: the
+/// next-hop MAC address, `None` for a GID of this host, or why it cannot be reached. Runs
+/// on a thread of its own, so the control plane serves other applications meanwhile.
+pub type Resolver = Arc<dyn Fn(Gid) -> Result<Option<[u8; 6]>, String> + Send + Sync>;
+
 /// What the control plane needs from the host.
 pub trait Host {
     /// The port as it is now.
     fn port(&mut self) -> PortView;
-    /// The next-hop MAC address for a destination GID; the port's own MAC for a GID of
-    /// this host (loopback).
-    fn resolve(&mut self, dgid: Gid) -> Result<[u8; 6], String>;
+    /// The next-hop MAC address for a destination GID as known now, without waiting; the
+    /// port's own MAC for a GID of this host (loopback). [`Neighbour::Pending`] when the
+    /// kernel was asked to find it out.
+    fn lookup(&mut self, dgid: Gid) -> Neighbour;
+    /// What waits for a pending destination.
+    fn resolver(&self) -> Resolver;
 }
 
-/// Per-application limits.
+/// The poll-set id of the resolutions' doorbell.
+const RESOLVED: u64 = u64::MAX;
+
+/// A resolution that finished: the connection that waits for it, the GID, the outcome.
+type Resolved = (u64, Gid, Result<Option<[u8; 6]>, String>);
+
+/// Per-application limits: what one application context may hold at once. Each object
+/// costs the daemon memory, and QPs, CQs, SRQs and MRs a mapping each (an MR up to
+/// [`sys::MAX_FDS`]), of the daemon's `vm.max_map_count` (65530 by default). Past a limit
+/// the request is refused with `ENOMEM`, as the kernel's uverbs refuses past a device's
+/// limits; `ibv_query_device` reports these same numbers (`max_qp`, `max_cq`, `max_mr`,
+/// `max_srq`, `max_ah`, `max_pd`, `max_mr_size`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AppLimits {
-    /// Queue pairs.
+    /// Queue pairs (`--max-qps`).
     pub max_qps: usize,
-    /// Completion queues.
+    /// Completion queues (`--max-cqs`).
     pub max_cqs: usize,
-    /// Bytes of registered memory.
+    /// Bytes of registered memory (`--max-mr-mib`).
     pub max_mr_bytes: u64,
+    /// Memory regions (`--max-mrs`).
+    pub max_mrs: usize,
+    /// Shared receive queues (`--max-srqs`).
+    pub max_srqs: usize,
+    /// Address handles (`--max-ahs`).
+    pub max_ahs: usize,
+    /// Protection domains (`--max-pds`).
+    pub max_pds: usize,
+}
+
+impl AppLimits {
+    /// Default queue pairs per application.
+    pub const QPS: usize = 4096;
+    /// Default completion queues per application.
+    pub const CQS: usize = 4096;
+    /// Default MiB of registered memory per application.
+    pub const MR_MIB: u64 = 16384;
+    /// Default memory regions per application.
+    pub const MRS: usize = 8192;
+    /// Default shared receive queues per application.
+    pub const SRQS: usize = 4096;
+    /// Default address handles per application.
+    pub const AHS: usize = 16384;
+    /// Default protection domains per application.
+    pub const PDS: usize = 4096;
 }
 
 impl Default for AppLimits {
     fn default() -> AppLimits {
         AppLimits {
-            max_qps: 4096,
-            max_cqs: 4096,
-            max_mr_bytes: 16 << 30,
+            max_qps: AppLimits::QPS,
+            max_cqs: AppLimits::CQS,
+            max_mr_bytes: AppLimits::MR_MIB << 20,
+            max_mrs: AppLimits::MRS,
+            max_srqs: AppLimits::SRQS,
+            max_ahs: AppLimits::AHS,
+            max_pds: AppLimits::PDS,
         }
     }
 }
+
+/// The refusal of an object past a per-application limit: `ENOMEM` (what uverbs answers
+/// past a device's limits), naming the limit and how to raise it.
+fn over_limit(limit: usize, (one, many): (&str, &str), option: &str) -> Answer {
+    let objects = if limit == 1 { one } else { many };
+    error(
+        libc::ENOMEM,
+        format!(
+            "this application already has {limit} {objects}, its limit (raise it with xroced --{option}, or `{} = ...` in xroced's configuration file)",
+            option.replace('-', "_")
+        ),
+    )
+}
+
+/// A limit as `ibv_device_attr` reports it (an `int` there).
+fn reported(limit: usize) -> u32 {
+    u32::try_from(limit)
+        .unwrap_or(u32::MAX)
+        .min(i32::MAX as u32)
+}
+
+/// The most QPs a page of [`Reply::QpStatsPage`] describes (fewer when their counters
+/// fill [`protocol::PAGE_BYTES`] first, as they do after about 80).
+const PAGE_MOST: usize = 256;
 
 /// The largest queue a QP, SRQ or CQ may have.
 pub const MAX_QUEUE: u32 = 32768;
@@ -117,6 +206,8 @@ struct MrInfo {
     lkey: u32,
     rkey: u32,
     len: u64,
+    /// Its protection domain.
+    pd: u32,
 }
 
 /// Where the memory of a region to register is.
@@ -133,6 +224,8 @@ struct QpInfo {
     qpn: Qpn,
     /// What the QP was granted at creation (`ibv_query_qp` reports it).
     caps: QpCaps,
+    /// Its protection domain.
+    pd: u32,
 }
 
 #[derive(Debug)]
@@ -157,6 +250,13 @@ struct Conn {
     free_bits: Vec<u32>,
     /// The next post bit never given.
     next_bit: u32,
+    /// A refusal for want of memory or past a limit was logged.
+    warned: bool,
+    /// The request waiting for a destination to resolve (the connection is not read
+    /// meanwhile, so requests stay answered in order).
+    parked: Option<Request>,
+    /// The outcome of the resolution the parked request waited for.
+    resolved: Option<(Gid, Result<[u8; 6], String>)>,
 }
 
 impl Conn {
@@ -201,6 +301,12 @@ pub struct Control {
     keys: HashSet<u32>,
     qpns: HashSet<u32>,
     gids: Vec<Gid>,
+    resolver: Resolver,
+    /// Finished resolutions, and the eventfd that says one came.
+    resolved: (Sender<Resolved>, crossbeam_channel::Receiver<Resolved>),
+    resolved_bell: Arc<OwnedFd>,
+    /// Set by a request that must wait for this GID to resolve.
+    parking: Option<Gid>,
 }
 
 impl std::fmt::Debug for Control {
@@ -237,9 +343,11 @@ impl Control {
         wake_page: OwnedFd,
         mut host: Box<dyn Host>,
         limits: AppLimits,
-    ) -> Control {
+    ) -> io::Result<Control> {
+        let resolved_bell = Arc::new(sys::eventfd()?);
         let gids = host.port().gids;
-        Control {
+        let resolver = host.resolver();
+        Ok(Control {
             device: device.to_owned(),
             listener,
             pollers,
@@ -252,7 +360,11 @@ impl Control {
             keys: HashSet::new(),
             qpns: HashSet::new(),
             gids,
-        }
+            resolver,
+            resolved: crossbeam_channel::unbounded(),
+            resolved_bell,
+            parking: None,
+        })
     }
 
     /// The listening socket (for the daemon's poll set).
@@ -260,20 +372,62 @@ impl Control {
         self.listener.as_fd()
     }
 
-    /// The descriptors to poll: the listener and every connection, with their ids.
+    /// The descriptors to poll: the listener, every connection not waiting for a
+    /// resolution, and the resolutions' doorbell, with their ids.
     pub fn poll_set(&self) -> Vec<(u64, BorrowedFd<'_>)> {
-        let mut v = vec![(0, self.listener.as_fd())];
-        v.extend(self.conns.iter().map(|(&id, c)| (id, c.sock.as_fd())));
+        let mut v = vec![
+            (0, self.listener.as_fd()),
+            (RESOLVED, self.resolved_bell.as_fd()),
+        ];
+        v.extend(
+            self.conns
+                .iter()
+                .filter(|(_, c)| c.parked.is_none())
+                .map(|(&id, c)| (id, c.sock.as_fd())),
+        );
         v
     }
 
     /// Handles readiness of poll-set entry `id` (0 is the listener).
     pub fn on_ready(&mut self, id: u64) {
-        if id == 0 {
-            self.accept();
-        } else {
-            self.serve(id);
+        match id {
+            0 => self.accept(),
+            RESOLVED => self.on_resolved(),
+            _ => self.serve(id),
         }
+    }
+
+    /// Answers the requests whose destinations resolved.
+    fn on_resolved(&mut self) {
+        sys::eventfd_drain(self.resolved_bell.as_fd());
+        while let Ok((id, dgid, outcome)) = self.resolved.1.try_recv() {
+            let mac = self.host.port().mac;
+            let Some(conn) = self.conns.get_mut(&id) else {
+                continue;
+            };
+            let Some(request) = conn.parked.take() else {
+                continue;
+            };
+            conn.resolved = Some((dgid, outcome.map(|m| m.unwrap_or(mac))));
+            let answer = self.handle(id, request.clone(), Vec::new());
+            self.answer(id, request, answer);
+        }
+    }
+
+    /// Starts waiting for `dgid` on a thread of its own; the answer comes through
+    /// [`Control::on_resolved`].
+    fn start_resolution(&self, id: u64, dgid: Gid) -> io::Result<()> {
+        let resolve = self.resolver.clone();
+        let done = self.resolved.0.clone();
+        let bell = self.resolved_bell.clone();
+        std::thread::Builder::new()
+            .name("xroce-resolve".into())
+            .spawn(move || {
+                let outcome = resolve(dgid);
+                let _ = done.send((id, dgid, outcome));
+                sys::eventfd_signal(bell.as_fd());
+            })
+            .map(drop)
     }
 
     /// Re-reads the port and tells every poller when the GID table changed (addresses
@@ -335,6 +489,9 @@ impl Control {
                     bits: HashMap::new(),
                     free_bits: Vec::new(),
                     next_bit: 0,
+                    warned: false,
+                    parked: None,
+                    resolved: None,
                 },
             );
         }
@@ -355,14 +512,60 @@ impl Control {
                 return self.hang_up(id);
             }
         };
-        let (reply, out_fds) = match protocol::decode::<Request>(&buf[..n]) {
-            Ok(request) => self.handle(id, request, fds),
-            Err(e) => error(libc::EINVAL, format!("undecodable request: {e}")),
+        match protocol::decode::<Request>(&buf[..n]) {
+            Ok(request) => {
+                let answer = self.handle(id, request.clone(), fds);
+                self.answer(id, request, answer);
+            }
+            Err(e) => {
+                let answer = error(libc::EINVAL, format!("undecodable request: {e}"));
+                self.reply(id, answer);
+            }
+        }
+    }
+
+    /// Sends the answer to `request`, or parks the request when it waits for a
+    /// destination to resolve.
+    fn answer(&mut self, id: u64, request: Request, answer: Answer) {
+        let Some(dgid) = self.parking.take() else {
+            return self.reply(id, answer);
         };
-        let bytes = protocol::encode(&reply);
-        let Some(conn) = self.conns.get(&id) else {
+        match self.start_resolution(id, dgid) {
+            Ok(()) => {
+                debug!("context {id}: waiting for {} to resolve", dgid.to_ip());
+                if let Some(c) = self.conns.get_mut(&id) {
+                    c.parked = Some(request);
+                }
+            }
+            Err(e) => self.reply(
+                id,
+                error(libc::EAGAIN, format!("cannot start resolving a path: {e}")),
+            ),
+        }
+    }
+
+    /// Sends a reply and its descriptors.
+    fn reply(&mut self, id: u64, (reply, out_fds): Answer) {
+        let mut bytes = protocol::encode(&reply);
+        if bytes.len() > protocol::MAX_MESSAGE {
+            // The application could not receive it: say so instead.
+            warn!("context {id}: a reply of {} bytes is too long", bytes.len());
+            bytes = protocol::encode(&Reply::Error {
+                errno: libc::E2BIG,
+                message: "the reply would exceed a control message".into(),
+            });
+        }
+        let Some(conn) = self.conns.get_mut(&id) else {
             return;
         };
+        if let Reply::Error { errno, message } = &reply
+            && *errno == libc::ENOMEM
+            && !conn.warned
+        {
+            // Once per application: one that loops on a refusal must not flood the log.
+            conn.warned = true;
+            warn!("application pid {} refused: {message}", conn.pid);
+        }
         let borrowed: Vec<BorrowedFd<'_>> = out_fds.iter().map(|f| f.as_fd()).collect();
         if let Err(e) = sys::send_message(conn.sock.as_fd(), &bytes, &borrowed) {
             debug!("context {id}: reply failed: {e}; closing");
@@ -409,26 +612,15 @@ impl Control {
             Request::QueryDevice => ok(Reply::Device(self.device_attr())),
             Request::QueryPort => ok(Reply::Port(self.port_attr())),
             Request::AllocPd => {
+                let max = self.limits.max_pds;
+                if self.conn(id).pds.len() >= max {
+                    return over_limit(max, ("protection domain", "protection domains"), "max-pds");
+                }
                 let pd = self.alloc_handle();
                 self.conn(id).pds.insert(pd);
                 ok(Reply::Pd { pd })
             }
-            Request::DeallocPd { pd } => {
-                let c = self.conn(id);
-                let used = c.qps.is_empty()
-                    && c.srqs.values().all(|p| p.0 != pd)
-                    && c.ahs.values().all(|p| p.0 != pd);
-                if !c.pds.contains(&pd) {
-                    return error(libc::EINVAL, "no such protection domain");
-                }
-                if !used
-                    && (c.srqs.values().any(|p| p.0 == pd) || c.ahs.values().any(|p| p.0 == pd))
-                {
-                    return error(libc::EBUSY, "the protection domain still has objects");
-                }
-                c.pds.remove(&pd);
-                ok(Reply::Done)
-            }
+            Request::DeallocPd { pd } => self.dealloc_pd(id, pd),
             Request::RegMr {
                 pd,
                 iova,
@@ -592,16 +784,98 @@ impl Control {
                 counters: self.stats(),
             }),
             Request::QpStats => {
-                let mut qps: Vec<QpStat> = self
-                    .pollers
-                    .iter()
-                    .filter_map(|p| p.call(Command::QpStats))
-                    .flatten()
-                    .collect();
-                qps.sort_by_key(|q| q.qpn);
-                ok(Reply::QpStats { qps })
+                let qps = self.qp_stats(0, usize::MAX);
+                let n = qps.len();
+                let reply = Reply::QpStats { qps };
+                if protocol::encode(&reply).len() > protocol::MAX_MESSAGE {
+                    return error(
+                        libc::E2BIG,
+                        format!(
+                            "the {n} queue pairs do not fit one reply: this client is older than the daemon (it does not ask page by page); update it"
+                        ),
+                    );
+                }
+                ok(reply)
+            }
+            Request::QpStatsPage { from_qpn } => {
+                let rest = self.qp_stats(from_qpn, PAGE_MOST);
+                let n = protocol::page_len(&rest, protocol::PAGE_BYTES);
+                // More may follow when this page stopped short of what the pollers gave,
+                // or they gave as many as asked.
+                let more = n < rest.len() || rest.len() == PAGE_MOST;
+                let next = more.then(|| rest[n - 1].qpn + 1);
+                let reply = Reply::QpStatsPage {
+                    qps: rest[..n].to_vec(),
+                    next,
+                };
+                if protocol::encode(&reply).len() > protocol::MAX_MESSAGE {
+                    return error(libc::E2BIG, "one queue pair's counters exceed a message");
+                }
+                ok(reply)
             }
         }
+    }
+
+    /// The state and counters of the first `most` QPs numbered `from` or more, from
+    /// every poller, by QP number.
+    fn qp_stats(&self, from: u32, most: usize) -> Vec<QpStat> {
+        let mut qps: Vec<QpStat> = self
+            .pollers
+            .iter()
+            .filter_map(|p| p.call(|reply| Command::QpStats { from, most, reply }))
+            .flatten()
+            .collect();
+        qps.sort_by_key(|q| q.qpn);
+        qps.truncate(most);
+        qps
+    }
+
+    /// `ibv_dealloc_pd`: refused with `EBUSY` while any QP, MR, SRQ or AH of the
+    /// application uses the PD (the kernel's uverbs refuses so too, `ib_destroy_usecnt`);
+    /// nothing changes then.
+    fn dealloc_pd(&mut self, id: u64, pd: u32) -> Answer {
+        let c = self.conn(id);
+        if !c.pds.contains(&pd) {
+            return error(libc::EINVAL, "no such protection domain");
+        }
+        let users = [
+            (
+                c.qps.values().filter(|q| q.pd == pd).count(),
+                "queue pair",
+                "queue pairs",
+            ),
+            (
+                c.mrs.values().filter(|m| m.pd == pd).count(),
+                "memory region",
+                "memory regions",
+            ),
+            (
+                c.srqs.values().filter(|p| p.0 == pd).count(),
+                "shared receive queue",
+                "shared receive queues",
+            ),
+            (
+                c.ahs.values().filter(|p| p.0 == pd).count(),
+                "address handle",
+                "address handles",
+            ),
+        ];
+        let busy: Vec<String> = users
+            .iter()
+            .filter(|(n, ..)| *n > 0)
+            .map(|&(n, one, many)| format!("{n} {}", if n == 1 { one } else { many }))
+            .collect();
+        if !busy.is_empty() {
+            return error(
+                libc::EBUSY,
+                format!(
+                    "the protection domain is still used by {}: destroy them first",
+                    busy.join(", ")
+                ),
+            );
+        }
+        c.pds.remove(&pd);
+        ok(Reply::Done)
     }
 
     fn conn(&mut self, id: u64) -> &mut Conn {
@@ -676,24 +950,26 @@ impl Control {
             vendor_id: 0xff_ffff,
             vendor_part_id: 0,
             hw_ver: 0,
-            max_qp: self.limits.max_qps as u32,
+            max_qp: reported(self.limits.max_qps),
             max_qp_wr: MAX_QUEUE,
             // IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_N_NOTIFY_CQ (bit 15 is no ibv flag).
             device_cap_flags: (1 << 12) | (1 << 14),
             max_sge: contract::MAX_SGE as u32,
-            max_cq: self.limits.max_cqs as u32,
+            max_cq: reported(self.limits.max_cqs),
             max_cqe: MAX_QUEUE,
-            max_mr: 1 << 20,
-            max_pd: 1 << 20,
+            max_mr: reported(self.limits.max_mrs),
+            max_pd: reported(self.limits.max_pds),
             max_qp_rd_atom: u32::from(MAX_RD_ATOMIC),
-            max_res_rd_atom: u32::from(MAX_RD_ATOMIC) * self.limits.max_qps as u32,
+            max_res_rd_atom: reported(
+                usize::from(MAX_RD_ATOMIC).saturating_mul(self.limits.max_qps),
+            ),
             max_qp_init_rd_atom: u32::from(MAX_RD_ATOMIC),
             // IBV_ATOMIC_HCA: atomic with respect to this device.
             atomic_cap: 1,
-            max_srq: 1 << 16,
+            max_srq: reported(self.limits.max_srqs),
             max_srq_wr: MAX_QUEUE,
             max_srq_sge: contract::MAX_SGE as u32,
-            max_ah: 1 << 20,
+            max_ah: reported(self.limits.max_ahs),
             max_pkeys: 1,
             max_inline_data: contract::MAX_INLINE as u32,
         }
@@ -738,12 +1014,16 @@ impl Control {
         fds: Vec<OwnedFd>,
     ) -> Answer {
         let max_bytes = self.limits.max_mr_bytes;
+        let max_mrs = self.limits.max_mrs;
         let c = self.conn(id);
         let old = match existing {
             Some(mr) => match c.mrs.get(&mr) {
                 Some(&info) => Some((mr, info)),
                 None => return error(libc::EINVAL, "no such memory region"),
             },
+            None if c.mrs.len() >= max_mrs => {
+                return over_limit(max_mrs, ("memory region", "memory regions"), "max-mrs");
+            }
             None => None,
         };
         if !c.pds.contains(&pd) {
@@ -758,7 +1038,8 @@ impl Control {
             return error(
                 libc::ENOMEM,
                 format!(
-                    "{bytes} bytes of registered memory would exceed this application's limit of {max_bytes}"
+                    "{bytes} bytes of registered memory would exceed this application's limit of {max_bytes} ({} MiB; raise it with xroced --max-mr-mib, or `max_mr_mib = ...` in xroced's configuration file)",
+                    max_bytes >> 20
                 ),
             );
         }
@@ -805,6 +1086,7 @@ impl Control {
                 lkey,
                 rkey,
                 len: length,
+                pd,
             },
         );
         c.mr_bytes = bytes;
@@ -922,10 +1204,7 @@ impl Control {
     fn create_cq(&mut self, id: u64, entries: u32, channel: bool, mut fds: Vec<OwnedFd>) -> Answer {
         let max = self.limits.max_cqs;
         if self.conn(id).cqs.len() >= max {
-            return error(
-                libc::ENOMEM,
-                format!("this application already has {max} completion queues"),
-            );
+            return over_limit(max, ("completion queue", "completion queues"), "max-cqs");
         }
         if entries == 0 || entries > MAX_QUEUE {
             return error(
@@ -989,6 +1268,14 @@ impl Control {
     }
 
     fn create_srq(&mut self, id: u64, pd: u32, max_wr: u32, max_sge: u32, limit: u32) -> Answer {
+        let max = self.limits.max_srqs;
+        if self.conn(id).srqs.len() >= max {
+            return over_limit(
+                max,
+                ("shared receive queue", "shared receive queues"),
+                "max-srqs",
+            );
+        }
         if !self.conn(id).pds.contains(&pd) {
             return error(libc::EINVAL, "no such protection domain");
         }
@@ -1067,10 +1354,7 @@ impl Control {
         let max_qps = self.limits.max_qps;
         let c = self.conn(id);
         if c.qps.len() >= max_qps {
-            return error(
-                libc::ENOMEM,
-                format!("this application already has {max_qps} queue pairs"),
-            );
+            return over_limit(max_qps, ("queue pair", "queue pairs"), "max-qps");
         }
         if !c.pds.contains(&pd) {
             return error(libc::EINVAL, "no such protection domain");
@@ -1206,9 +1490,14 @@ impl Control {
             }
             None => return error(libc::EIO, "the poller stopped"),
         }
-        self.conn(id)
-            .qps
-            .insert(handle, QpInfo { qpn, caps: granted });
+        self.conn(id).qps.insert(
+            handle,
+            QpInfo {
+                qpn,
+                caps: granted,
+                pd,
+            },
+        );
         let reply = Reply::Qp {
             qp: handle,
             qpn: qpn.value(),
@@ -1223,13 +1512,28 @@ impl Control {
         (reply, vec![fd])
     }
 
-    fn path(&mut self, ah: &AhAttr) -> Result<Path, (i32, String)> {
+    /// The path to `ah`'s destination. When its next hop is not known yet, the request
+    /// waits for it without holding up other applications: `parking` is set and the
+    /// request is handled again once the resolution ended (its outcome then waits in the
+    /// connection's `resolved`).
+    fn path(&mut self, id: u64, ah: &AhAttr) -> Result<Path, (i32, String)> {
         let dgid = Gid(ah.dgid);
         let port = self.host.port();
         if usize::from(ah.sgid_index) >= port.gids.len() {
             return Err((libc::EINVAL, format!("no GID at index {}", ah.sgid_index)));
         }
-        let dmac = self.host.resolve(dgid).map_err(|e| {
+        let known = match self.conn(id).resolved.take() {
+            Some((gid, outcome)) if gid == dgid => outcome,
+            _ => match self.host.lookup(dgid) {
+                Neighbour::Mac(mac) => Ok(mac),
+                Neighbour::Unreachable(e) => Err(e),
+                Neighbour::Pending => {
+                    self.parking = Some(dgid);
+                    return Err((libc::EINPROGRESS, "resolving".into()));
+                }
+            },
+        };
+        let dmac = known.map_err(|e| {
             (
                 libc::EHOSTUNREACH,
                 format!("cannot reach {}: {e}", dgid.to_ip()),
@@ -1261,7 +1565,7 @@ impl Control {
             Err(e) => return error(libc::EINVAL, e),
         };
         if mask.contains(AttrMask::AV) {
-            match self.path(&attr.ah_attr) {
+            match self.path(id, &attr.ah_attr) {
                 Ok(p) => t.path = p,
                 Err((errno, message)) => return error(errno, message),
             }
@@ -1275,10 +1579,14 @@ impl Control {
     }
 
     fn create_ah(&mut self, id: u64, pd: u32, attr: &AhAttr) -> Answer {
+        let max = self.limits.max_ahs;
+        if self.conn(id).ahs.len() >= max {
+            return over_limit(max, ("address handle", "address handles"), "max-ahs");
+        }
         if !self.conn(id).pds.contains(&pd) {
             return error(libc::EINVAL, "no such protection domain");
         }
-        let path = match self.path(attr) {
+        let path = match self.path(id, attr) {
             Ok(p) => p,
             Err((errno, message)) => return error(errno, message),
         };

@@ -16,7 +16,7 @@ use verbs_shm::sys::{self, Mapping};
 use xroce_transport::{Endpoint, EndpointConfig, Limits};
 use xroce_wire::IbMtu;
 
-use crate::control::{AppLimits, Control, Host, PollerLink};
+use crate::control::{AppLimits, Control, Host, Neighbour, PollerLink, Resolver};
 use crate::handoff;
 use crate::poller::{Command, Poller, PollerConfig};
 use crate::umem::HugepagePolicy;
@@ -208,7 +208,8 @@ pub fn run(cfg: DaemonConfig, mut host: Box<dyn Host>) -> Result<()> {
     }
 
     let links = pollers.iter().map(|p| p.link.clone()).collect();
-    let mut control = Control::new(&cfg.device, listener, links, wake_fd, host, cfg.limits);
+    let mut control = Control::new(&cfg.device, listener, links, wake_fd, host, cfg.limits)
+        .context("creating the control plane's resolution doorbell")?;
     info!(
         "ready: applications reach {} at @{}{}",
         cfg.device,
@@ -285,6 +286,10 @@ pub struct NetlinkHost {
 }
 
 impl NetlinkHost {
+    /// How long a path waits for its next hop to resolve by default (the kernel's RoCE
+    /// address resolution also gives up after a few seconds).
+    pub const RESOLVE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
+
     /// The host view of interface `name` (in the calling thread's namespace).
     pub fn new(name: &str) -> Result<NetlinkHost> {
         let iface = crate::host::Interface::query(name)?;
@@ -292,8 +297,14 @@ impl NetlinkHost {
             ifindex: iface.ifindex,
             neighbours: crate::host::Neighbours::new()?,
             last: None,
-            timeout: std::time::Duration::from_secs(3),
+            timeout: NetlinkHost::RESOLVE_TIMEOUT,
         })
+    }
+
+    /// Paths wait up to `timeout` for their next hop to resolve.
+    pub fn with_resolve_timeout(mut self, timeout: std::time::Duration) -> NetlinkHost {
+        self.timeout = timeout;
+        self
     }
 }
 
@@ -329,14 +340,30 @@ impl Host for NetlinkHost {
         }
     }
 
-    fn resolve(&mut self, dgid: xroce_wire::Gid) -> std::result::Result<[u8; 6], String> {
-        match self
-            .neighbours
-            .resolve(self.ifindex, dgid.to_ip(), self.timeout)
-        {
-            Ok(crate::host::NextHop::Mac(mac)) => Ok(mac),
-            Ok(crate::host::NextHop::Local) => Ok(self.port().mac),
-            Err(e) => Err(e.to_string()),
+    fn lookup(&mut self, dgid: xroce_wire::Gid) -> Neighbour {
+        use crate::host::Lookup;
+        let destination = dgid.to_ip();
+        let mut found = self.neighbours.lookup(self.ifindex, destination);
+        if let Ok(Lookup::Failed { .. }) = found {
+            // An attempt of an earlier request failed; this request gets one of its own.
+            found = self.neighbours.lookup(self.ifindex, destination);
         }
+        match found {
+            Ok(Lookup::Resolved(mac)) => Neighbour::Mac(mac),
+            Ok(Lookup::Local) => Neighbour::Mac(self.port().mac),
+            Ok(Lookup::Pending { .. } | Lookup::Failed { .. }) => Neighbour::Pending,
+            Err(e) => Neighbour::Unreachable(e.to_string()),
+        }
+    }
+
+    fn resolver(&self) -> Resolver {
+        let (ifindex, timeout) = (self.ifindex, self.timeout);
+        Arc::new(move |dgid: xroce_wire::Gid| {
+            match crate::host::resolve(ifindex, dgid.to_ip(), timeout) {
+                Ok(crate::host::NextHop::Mac(mac)) => Ok(Some(mac)),
+                Ok(crate::host::NextHop::Local) => Ok(None),
+                Err(e) => Err(e.to_string()),
+            }
+        })
     }
 }

@@ -127,8 +127,16 @@ pub enum Command {
     DestroyAh(u32, Sender<()>),
     /// Reads the counters.
     Stats(Sender<PollerStats>),
-    /// Every QP's state and counters.
-    QpStats(Sender<Vec<QpStat>>),
+    /// The state and counters of the QPs numbered `from` or more: the first `most` of
+    /// them by QP number.
+    QpStats {
+        /// The smallest QP number wanted.
+        from: u32,
+        /// How many at most.
+        most: usize,
+        /// Where the answer goes.
+        reply: Sender<Vec<QpStat>>,
+    },
     /// Replaces the GID table.
     SetGids(Vec<xroce_wire::Gid>),
     /// Stops the poller.
@@ -708,10 +716,18 @@ impl Poller {
                 self.ahs.remove(&handle);
                 let _ = reply.send(());
             }
-            Command::QpStats(reply) => {
-                let qps = self
+            Command::QpStats { from, most, reply } => {
+                // Only the QPs asked for are described (a page of a few dozen, out of
+                // thousands).
+                let mut wanted: Vec<_> = self
                     .endpoint
                     .qp_stats()
+                    .filter(|(qpn, ..)| qpn.value() >= from)
+                    .collect();
+                wanted.sort_unstable_by_key(|(qpn, ..)| qpn.value());
+                wanted.truncate(most);
+                let qps = wanted
+                    .into_iter()
                     .filter_map(|(qpn, state, counters)| {
                         let qp = self.endpoint.qp(qpn)?;
                         Some(QpStat {

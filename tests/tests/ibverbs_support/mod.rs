@@ -137,8 +137,13 @@ pub struct Bench {
 impl Bench {
     /// A fresh lab (its namespaces are removed and its daemons stopped on drop).
     pub fn start() -> Bench {
+        Bench::start_with(&[])
+    }
+
+    /// A fresh lab whose daemons run with `extra` arguments (`--max-pds 1`, …).
+    pub fn start_with(extra: &[&str]) -> Bench {
         let library = Library::build();
-        let hosts = TwoHosts::start(&LabConfig::default(), &[]).expect("lab with two daemons");
+        let hosts = TwoHosts::start(&LabConfig::default(), extra).expect("lab with two daemons");
         Bench { library, hosts }
     }
 

@@ -250,6 +250,14 @@ impl Context {
         EventRecord::read_from_bytes(b.get(..n)?).ok()
     }
 
+    /// Sends one raw control request and returns the daemon's reply (an error reply as
+    /// [`Error::Daemon`]; descriptors that come with the reply are closed). For tests of
+    /// the daemon's protocol handling and for tools; applications use the typed calls.
+    #[doc(hidden)]
+    pub fn request(&self, request: &Request) -> Result<Reply> {
+        Ok(self.inner.call(request, &[])?.0)
+    }
+
     /// The daemon's counters.
     pub fn stats(&self) -> Result<Vec<(String, u64)>> {
         match self.inner.call(&Request::Stats, &[])?.0 {
@@ -258,11 +266,43 @@ impl Context {
         }
     }
 
-    /// Every queue pair's state and counters, by QP number.
+    /// Every queue pair's state and counters, by QP number, however many there are: the
+    /// daemon answers page by page (QPs created or destroyed meanwhile may or may not be
+    /// listed; none is listed twice).
     pub fn qp_stats(&self) -> Result<Vec<crate::protocol::QpStat>> {
-        match self.inner.call(&Request::QpStats, &[])?.0 {
-            Reply::QpStats { qps } => Ok(qps),
-            other => Err(Error::Protocol(format!("unexpected reply {other:?}"))),
+        let mut all = Vec::new();
+        let mut from_qpn = 0;
+        loop {
+            let page = self.inner.call(&Request::QpStatsPage { from_qpn }, &[]);
+            match page {
+                Ok((Reply::QpStatsPage { qps, next }, _)) => {
+                    all.extend(qps);
+                    match next {
+                        None => return Ok(all),
+                        Some(n) if n > from_qpn => from_qpn = n,
+                        Some(n) => {
+                            return Err(Error::Protocol(format!(
+                                "the page after QP {from_qpn:#x} starts at {n:#x}"
+                            )));
+                        }
+                    }
+                }
+                // A daemon older than paging: everything in one reply.
+                Err(Error::Daemon { errno, message })
+                    if from_qpn == 0
+                        && errno == libc::EINVAL
+                        && message.starts_with("undecodable request") =>
+                {
+                    return match self.inner.call(&Request::QpStats, &[])?.0 {
+                        Reply::QpStats { qps } => Ok(qps),
+                        other => Err(Error::Protocol(format!("unexpected reply {other:?}"))),
+                    };
+                }
+                Ok((other, _)) => {
+                    return Err(Error::Protocol(format!("unexpected reply {other:?}")));
+                }
+                Err(e) => return Err(e),
+            }
         }
     }
 }

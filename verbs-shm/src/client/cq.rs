@@ -59,13 +59,28 @@ impl CompChannel {
     }
 }
 
-/// A completion queue.
+/// A completion queue. The queue pairs using it keep it alive in the daemon: it is
+/// destroyed (`ibv_destroy_cq`) once this handle and every one of them are gone, in
+/// whatever order they are dropped.
 #[derive(Debug)]
 pub struct Cq {
-    pub(crate) ctx: Arc<Inner>,
     handle: u32,
     entries: u32,
     ring: Mutex<Consumer<Cqe>>,
+    life: Arc<CqLife>,
+}
+
+/// What keeps a CQ in the daemon: dropping the last one destroys it there.
+#[derive(Debug)]
+pub(crate) struct CqLife {
+    ctx: Arc<Inner>,
+    handle: u32,
+}
+
+impl Drop for CqLife {
+    fn drop(&mut self) {
+        let _ = self.ctx.call(&Request::DestroyCq { cq: self.handle }, &[]);
+    }
 }
 
 impl Cq {
@@ -94,11 +109,16 @@ impl Cq {
         let map = Arc::new(Mapping::map(fd.as_fd(), ring_len as usize, 0, true)?);
         let ring = Ring::new(map, 0, entries).map_err(|e| Error::Protocol(e.to_string()))?;
         Ok(Cq {
-            ctx,
+            life: Arc::new(CqLife { ctx, handle: cq }),
             handle: cq,
             entries,
             ring: Mutex::new(Consumer::new(ring)),
         })
+    }
+
+    /// What keeps the CQ in the daemon (a QP using it holds one).
+    pub(crate) fn life(&self) -> Arc<CqLife> {
+        self.life.clone()
     }
 
     /// The daemon's handle (what completion events name).
@@ -167,11 +187,5 @@ impl Cq {
     pub fn events_raised(&self) -> u32 {
         let ring = self.ring.lock().unwrap_or_else(|e| e.into_inner());
         ring.ring().events().load(Ordering::Acquire)
-    }
-}
-
-impl Drop for Cq {
-    fn drop(&mut self) {
-        let _ = self.ctx.call(&Request::DestroyCq { cq: self.handle }, &[]);
     }
 }

@@ -4,7 +4,8 @@
 //! doorbell write when the daemon's poller sleeps).
 //!
 //! Every object is a handle that releases its daemon-side resources when dropped, and
-//! keeps the objects it depends on alive (a [`Qp`] holds its [`Cq`]s and [`Pd`]).
+//! keeps the objects it depends on alive (a [`Qp`] holds its [`Cq`]s, [`Srq`] and [`Pd`]; an
+//! [`Mr`], [`Srq`] or [`Ah`] its [`Pd`]), so handles may be dropped in any order.
 //!
 //! ```no_run
 //! use verbs_shm::client::{Context, Access, QpType, QpInit};

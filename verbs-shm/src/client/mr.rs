@@ -57,10 +57,13 @@ impl core::ops::BitOr for Access {
 const PAGE: usize = 4096;
 const HUGE_PAGE: usize = 2 << 20;
 
-/// A registered memory region.
+/// A registered memory region. It keeps its protection domain alive (the domain is
+/// deallocated after the region is deregistered, whichever handle is dropped first).
 #[derive(Debug)]
 pub struct Mr {
     pub(crate) ctx: Arc<Inner>,
+    /// Its protection domain (dropped after the region is deregistered).
+    pd: super::Pd,
     handle: u32,
     lkey: u32,
     rkey: u32,
@@ -101,6 +104,11 @@ impl Mr {
         self.handle
     }
 
+    /// Its protection domain.
+    pub fn pd(&self) -> &super::Pd {
+        &self.pd
+    }
+
     /// Copies `dst.len()` bytes at `offset` out of a region from `alloc_mr`. Returns
     /// `false` if the range is outside it (or the region was registered from existing
     /// memory, which the application reads directly).
@@ -126,7 +134,8 @@ impl Mr {
             .map(|w| w.load(std::sync::atomic::Ordering::Acquire))
     }
 
-    pub(crate) fn alloc(ctx: Arc<Inner>, pd: u32, len: usize, access: Access) -> Result<Mr> {
+    pub(crate) fn alloc(pd: &super::Pd, len: usize, access: Access) -> Result<Mr> {
+        let ctx = pd.ctx().clone();
         if len == 0 {
             return Err(Error::Invalid("a memory region needs at least one byte"));
         }
@@ -141,9 +150,10 @@ impl Mr {
         };
         let map = Mapping::map(fd.as_fd(), map_len, 0, true)?;
         let addr = map.as_ptr() as u64;
-        let (handle, lkey, rkey) = register(&ctx, pd, &fd, 0, addr, len, access)?;
+        let (handle, lkey, rkey) = register(&ctx, pd.handle(), &fd, 0, addr, len, access)?;
         Ok(Mr {
             ctx,
+            pd: pd.clone(),
             handle,
             lkey,
             rkey,
@@ -159,8 +169,7 @@ impl Mr {
     /// else remaps concurrently, and whose pages may be replaced in place (see the module
     /// documentation).
     pub(crate) unsafe fn register_existing(
-        ctx: Arc<Inner>,
-        pd: u32,
+        pd: &super::Pd,
         addr: *mut u8,
         len: usize,
         iova: u64,
@@ -171,8 +180,9 @@ impl Mr {
         }
         // Safety: forwarded from the caller.
         let (pieces, start) = unsafe { share_range(addr as usize, len)? };
+        let ctx = pd.ctx().clone();
         let req = Request::RegMrPieces {
-            pd,
+            pd: pd.handle(),
             iova,
             length: len as u64,
             access: access.0,
@@ -186,6 +196,7 @@ impl Mr {
         };
         Ok(Mr {
             ctx,
+            pd: pd.clone(),
             handle,
             lkey,
             rkey,
@@ -239,6 +250,7 @@ impl Mr {
         }
         self.addr = iova;
         self.len = len;
+        self.pd = pd.clone();
         Ok(())
     }
 }

@@ -1,10 +1,11 @@
 //! Protection domains, queue pairs, shared receive queues and address handles.
 
 use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::context::{Bell, Inner};
-use super::cq::Cq;
+use super::cq::{Cq, CqLife};
 use super::mr::{Access, Mr};
 use super::{Error, Result};
 use crate::contract::{MAX_INLINE, MAX_SGE, RecvWqe, SendWqe, Sge, send_flags, wr_opcode};
@@ -14,6 +15,11 @@ use crate::sys::Mapping;
 use zerocopy::{FromBytes, Immutable, IntoBytes};
 
 /// A protection domain.
+///
+/// Every object made in it (memory region, queue pair, shared receive queue, address
+/// handle) holds a clone of this handle, so the domain is deallocated (`ibv_dealloc_pd`)
+/// only when the last of them and of the application's clones is dropped, whatever the
+/// order of the drops. [`Pd::dealloc`] deallocates it on the spot, and says why not.
 #[derive(Debug, Clone)]
 pub struct Pd {
     inner: Arc<PdInner>,
@@ -23,18 +29,26 @@ pub struct Pd {
 struct PdInner {
     ctx: Arc<Inner>,
     handle: u32,
+    /// Deallocated already ([`Pd::dealloc`]).
+    released: AtomicBool,
 }
 
 impl Drop for PdInner {
     fn drop(&mut self) {
-        let _ = self.ctx.call(&Request::DeallocPd { pd: self.handle }, &[]);
+        if !self.released.load(Ordering::Acquire) {
+            let _ = self.ctx.call(&Request::DeallocPd { pd: self.handle }, &[]);
+        }
     }
 }
 
 impl Pd {
     pub(crate) fn new(ctx: Arc<Inner>, handle: u32) -> Pd {
         Pd {
-            inner: Arc::new(PdInner { ctx, handle }),
+            inner: Arc::new(PdInner {
+                ctx,
+                handle,
+                released: AtomicBool::new(false),
+            }),
         }
     }
 
@@ -43,9 +57,34 @@ impl Pd {
         self.inner.handle
     }
 
+    /// The context's connection.
+    pub(crate) fn ctx(&self) -> &Arc<Inner> {
+        &self.inner.ctx
+    }
+
+    /// Deallocates the protection domain now (`ibv_dealloc_pd`) instead of when its last
+    /// handle is dropped. While queue pairs, memory regions, shared receive queues or
+    /// address handles of the application use it, the daemon refuses with `EBUSY`
+    /// ([`Error::Daemon`], naming what still uses it) and nothing changes: the domain
+    /// stays allocated, and goes when its last handle does. After a success, other clones
+    /// of this handle name a domain that is gone: what they try to create is refused
+    /// (`EINVAL`).
+    pub fn dealloc(self) -> Result<()> {
+        let request = Request::DeallocPd {
+            pd: self.inner.handle,
+        };
+        match self.inner.ctx.call(&request, &[])?.0 {
+            Reply::Done => {
+                self.inner.released.store(true, Ordering::Release);
+                Ok(())
+            }
+            other => Err(Error::Protocol(format!("unexpected reply {other:?}"))),
+        }
+    }
+
     /// Allocates and registers `len` bytes of shared memory (huge pages when available).
     pub fn alloc_mr(&self, len: usize, access: Access) -> Result<Mr> {
-        Mr::alloc(self.inner.ctx.clone(), self.inner.handle, len, access)
+        Mr::alloc(self, len, access)
     }
 
     /// Registers memory the application already owns (`ibv_reg_mr` on an existing
@@ -76,16 +115,7 @@ impl Pd {
         access: Access,
     ) -> Result<Mr> {
         // Safety: forwarded from the caller.
-        unsafe {
-            Mr::register_existing(
-                self.inner.ctx.clone(),
-                self.inner.handle,
-                addr,
-                len,
-                iova,
-                access,
-            )
-        }
+        unsafe { Mr::register_existing(self, addr, len, iova, access) }
     }
 
     /// Creates a queue pair (`ibv_create_qp`), in RESET.
@@ -408,7 +438,8 @@ pub struct Qp {
     poller: Bell,
     sq: Mutex<Producer<SendWqe>>,
     rq: Option<Mutex<Producer<RecvWqe>>>,
-    _keep: (Pd, Option<Srq>),
+    /// What the QP uses, destroyed after it (when no other handle holds them).
+    _keep: (Pd, Option<Srq>, [Arc<CqLife>; 2]),
 }
 
 impl Qp {
@@ -463,7 +494,11 @@ impl Qp {
             },
             sq: Mutex::new(sq),
             rq,
-            _keep: (pd.clone(), init.srq.cloned()),
+            _keep: (
+                pd.clone(),
+                init.srq.cloned(),
+                [init.send_cq.life(), init.recv_cq.life()],
+            ),
         })
     }
 

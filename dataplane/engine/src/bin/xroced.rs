@@ -64,15 +64,27 @@ struct Args {
     /// of two; default 2048).
     #[arg(long)]
     frames: Option<u32>,
-    /// Queue pairs per application.
+    /// Queue pairs per application (default 4096).
     #[arg(long)]
     max_qps: Option<usize>,
-    /// Completion queues per application.
+    /// Completion queues per application (default 4096).
     #[arg(long)]
     max_cqs: Option<usize>,
-    /// Registered memory per application, in MiB.
+    /// Registered memory per application, in MiB (default 16384).
     #[arg(long)]
     max_mr_mib: Option<u64>,
+    /// Memory regions per application (default 8192).
+    #[arg(long)]
+    max_mrs: Option<usize>,
+    /// Shared receive queues per application (default 4096).
+    #[arg(long)]
+    max_srqs: Option<usize>,
+    /// Address handles per application (default 16384).
+    #[arg(long)]
+    max_ahs: Option<usize>,
+    /// Protection domains per application (default 4096).
+    #[arg(long)]
+    max_pds: Option<usize>,
     /// Microseconds an idle poller spins before yielding its core (default 0: a spinning
     /// poller keeps the core from an application sharing it).
     #[arg(long)]
@@ -84,6 +96,10 @@ struct Args {
     /// before sleeping). For tests that post bits are all it takes.
     #[arg(long, default_value_t = 10, hide = true)]
     full_scan_ms: u64,
+    /// Milliseconds a path waits for its next hop's MAC address (ARP or neighbour
+    /// discovery) before the verb fails with `EHOSTUNREACH`.
+    #[arg(long, hide = true)]
+    resolve_timeout_ms: Option<u64>,
     /// More logging (`-vv` debug, `-vvv` trace; `RUST_LOG` overrides).
     #[arg(short, long, action = clap::ArgAction::Count)]
     verbose: u8,
@@ -138,6 +154,10 @@ struct FileConfig {
     max_qps: Option<usize>,
     max_cqs: Option<usize>,
     max_mr_mib: Option<u64>,
+    max_mrs: Option<usize>,
+    max_srqs: Option<usize>,
+    max_ahs: Option<usize>,
+    max_pds: Option<usize>,
     spin_us: Option<u64>,
     yield_us: Option<u64>,
 }
@@ -197,6 +217,19 @@ fn main_with(args: Args) -> Result<()> {
     let yield_us = args.yield_us.or(file.yield_us).unwrap_or(1000).max(spin_us);
     check_privileges()?;
     let frames = args.frames.or(file.frames).unwrap_or(2048);
+    let mr_mib = args
+        .max_mr_mib
+        .or(file.max_mr_mib)
+        .unwrap_or(AppLimits::MR_MIB);
+    let limits = AppLimits {
+        max_qps: args.max_qps.or(file.max_qps).unwrap_or(AppLimits::QPS),
+        max_cqs: args.max_cqs.or(file.max_cqs).unwrap_or(AppLimits::CQS),
+        max_mr_bytes: mr_mib.saturating_mul(1 << 20),
+        max_mrs: args.max_mrs.or(file.max_mrs).unwrap_or(AppLimits::MRS),
+        max_srqs: args.max_srqs.or(file.max_srqs).unwrap_or(AppLimits::SRQS),
+        max_ahs: args.max_ahs.or(file.max_ahs).unwrap_or(AppLimits::AHS),
+        max_pds: args.max_pds.or(file.max_pds).unwrap_or(AppLimits::PDS),
+    };
     if !frames.is_power_of_two() || !(64..=1 << 20).contains(&frames) {
         bail!("--frames must be a power of two from 64 to 1048576 (got {frames})");
     }
@@ -226,13 +259,12 @@ fn main_with(args: Args) -> Result<()> {
             yield_until: Duration::from_micros(yield_us),
             full_scan: Duration::from_millis(args.full_scan_ms),
         },
-        limits: AppLimits {
-            max_qps: args.max_qps.or(file.max_qps).unwrap_or(4096),
-            max_cqs: args.max_cqs.or(file.max_cqs).unwrap_or(4096),
-            max_mr_bytes: args.max_mr_mib.or(file.max_mr_mib).unwrap_or(16384) << 20,
-        },
+        limits,
     };
-    let host = NetlinkHost::new(&netdev)?;
+    let mut host = NetlinkHost::new(&netdev)?;
+    if let Some(ms) = args.resolve_timeout_ms {
+        host = host.with_resolve_timeout(Duration::from_millis(ms));
+    }
     run(cfg, Box::new(host))
 }
 
@@ -325,6 +357,21 @@ mod tests {
         assert_eq!(
             (c.max_qps, c.spin_us, c.yield_us),
             (Some(4096), Some(0), Some(1000))
+        );
+        // The example shows every per-application limit at its default.
+        let d = AppLimits::default();
+        assert_eq!(
+            (c.max_qps, c.max_cqs, c.max_mr_mib.map(|m| m << 20)),
+            (Some(d.max_qps), Some(d.max_cqs), Some(d.max_mr_bytes))
+        );
+        assert_eq!(
+            (c.max_mrs, c.max_srqs, c.max_ahs, c.max_pds),
+            (
+                Some(d.max_mrs),
+                Some(d.max_srqs),
+                Some(d.max_ahs),
+                Some(d.max_pds)
+            )
         );
         assert!(
             parse_config("queus = 2").is_err(),

@@ -34,12 +34,15 @@ pub(crate) fn alloc_pd(context: *mut ibv_context) -> Verb<*mut ibv_pd> {
     Ok(public(&pd))
 }
 
-/// `ibv_dealloc_pd`: `EBUSY` while regions, QPs, SRQs or AHs use it.
+/// `ibv_dealloc_pd`: `EBUSY` while regions, QPs, SRQs or AHs use it (known here, and
+/// the daemon refuses so too), the daemon's errno if it refuses otherwise; the PD stays
+/// usable after a refusal.
 pub(crate) fn dealloc_pd(pd: *mut ibv_pd) -> Verb<()> {
     let found = find::<Pd>(pd)?;
     if found.users.busy() {
         return Err(Errno(libc::EBUSY));
     }
+    found.client.clone().dealloc().map_err(|e| errno(&e))?;
     retire::<Pd>(pd).map(drop)
 }
 
