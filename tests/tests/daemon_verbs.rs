@@ -4,8 +4,10 @@
 use std::time::Duration;
 
 use verbs_shm::client::{Access, QpInit, QpType, RecvWr, SendOp, SendWr, Sge, UdTarget};
+use verbs_shm::contract::RecvWqe;
 use xroce_lab::{LabConfig, Side, require_root};
-use xroce_tests::daemon::{POST_BITS_ONLY, TwoHosts, connect, ud_ready, wait_completions};
+use xroce_tests::daemon::{POST_BITS_ONLY, TwoHosts, connect, counter, ud_ready, wait_completions};
+use zerocopy::FromZeros;
 
 fn hosts(test: &str) -> Option<TwoHosts> {
     if !require_root(test) {
@@ -331,4 +333,78 @@ fn loopback_between_two_qps_of_one_daemon() {
         0,
         "nothing went to the wire"
     );
+}
+
+/// A malformed work request in an SRQ's ring (only a hand-written ring makes one) has no
+/// CQ to complete on: the SRQ goes into error, its owner gets `IBV_EVENT_SRQ_ERR`, the
+/// daemon counts it, and the receives posted before it are still there for the QPs.
+#[test]
+fn a_malformed_srq_work_request_is_an_srq_error() {
+    let Some(h) = hosts("a_malformed_srq_work_request_is_an_srq_error") else {
+        return;
+    };
+    let (ca, cb) = (h.open(Side::A).unwrap(), h.open(Side::B).unwrap());
+    let (pa, pb) = (ca.alloc_pd().unwrap(), cb.alloc_pd().unwrap());
+    let (ma, mb) = (
+        pa.alloc_mr(65536, Access::ALL).unwrap(),
+        pb.alloc_mr(65536, Access::ALL).unwrap(),
+    );
+    let (cqa, cqb) = (
+        ca.create_cq(64, None).unwrap(),
+        cb.create_cq(64, None).unwrap(),
+    );
+    let srq = pb.create_srq(16, 1, 0).unwrap();
+    let mut init = QpInit::new(QpType::Rc, &cqb, &cqb);
+    init.srq = Some(&srq);
+    let b = pb.create_qp(&init).unwrap();
+    let a = pa.create_qp(&QpInit::new(QpType::Rc, &cqa, &cqa)).unwrap();
+    connect(&a, h.av(Side::A), b.qpn(), 100, 200).unwrap();
+    connect(&b, h.av(Side::B), a.qpn(), 200, 100).unwrap();
+    let before = counter(&cb.stats().unwrap(), "bad_work_requests");
+
+    let sge = [Sge {
+        addr: mb.addr(),
+        length: 1024,
+        lkey: mb.lkey(),
+    }];
+    srq.post_recv(&[RecvWr {
+        wr_id: 7,
+        sges: &sge,
+    }])
+    .unwrap();
+    let mut bad = RecvWqe::new_zeroed();
+    bad.wr_id = 8;
+    bad.num_sge = 200;
+    srq.post_recv_unchecked(&bad).unwrap();
+
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let ev = loop {
+        if let Some(e) = cb.poll_async_event() {
+            break e;
+        }
+        assert!(std::time::Instant::now() < deadline, "no SRQ error event");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    assert_eq!(
+        (ev.event_type, ev.element),
+        (14, srq.handle()),
+        "IBV_EVENT_SRQ_ERR"
+    );
+    assert_eq!(
+        counter(&cb.stats().unwrap(), "bad_work_requests"),
+        before + 1
+    );
+    // The receive posted before the bad one still meets a SEND.
+    assert!(ma.write(0, b"kept"));
+    let s = [Sge {
+        addr: ma.addr(),
+        length: 4,
+        lkey: ma.lkey(),
+    }];
+    a.post_send(&[SendWr::new(1, SendOp::Send, &s)]).unwrap();
+    let c = wait_completions(&cqb, 1);
+    assert_eq!((c[0].wr_id, c[0].status, c[0].byte_len), (7, 0, 4));
+    let mut got = [0u8; 4];
+    assert!(mb.read(0, &mut got));
+    assert_eq!(&got, b"kept");
 }

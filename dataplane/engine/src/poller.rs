@@ -1074,10 +1074,7 @@ impl Poller {
         let room = (attr.max_wr as usize).saturating_sub(srq.len());
         let Ok(avail) = s.ring.ready() else {
             counters.broken_rings += 1;
-            s.broken = true;
-            s.ring.ring.broken().store(1, Ordering::Release);
-            s.events.raise(event_type::SRQ_ERR, s.handle);
-            s.ring.skip_all();
+            Self::break_srq(s);
             return 0;
         };
         let take = (avail as usize).min(room) as u32;
@@ -1088,13 +1085,29 @@ impl Poller {
                 .map(|w| endpoint.post_srq_recv(SrqId(id), w).is_ok())
                 .unwrap_or(false);
             if !ok {
+                // A malformed work request (only a hand-written ring makes one): an SRQ
+                // has no CQ to complete it on, so the SRQ is in error, as with a damaged
+                // ring, and its owner is told.
+                debug!("SRQ {id}: bad receive work request {:#x}", raw.wr_id);
                 counters.bad_wqe += 1;
+                s.ring.take(i);
+                Self::break_srq(s);
+                return i as usize + 1;
             }
         }
         s.ring.take(take);
         s.ring
             .retire(endpoint.srq(SrqId(id)).map_or(0, |s| s.len() as u32));
         take as usize
+    }
+
+    /// An SRQ whose ring is damaged or holds a malformed work request: it is never read
+    /// again, its owner gets `IBV_EVENT_SRQ_ERR`, the QPs that use it find no receives.
+    fn break_srq(s: &mut SrqEntry) {
+        s.broken = true;
+        s.ring.ring.broken().store(1, Ordering::Release);
+        s.events.raise(event_type::SRQ_ERR, s.handle);
+        s.ring.skip_all();
     }
 
     /// A work request the daemon refuses: it completes with a local QP operation error and

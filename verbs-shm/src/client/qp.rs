@@ -812,6 +812,15 @@ impl Srq {
         })
     }
 
+    /// Posts a receive work request in its shared-memory form without checking it: what a
+    /// buggy or hostile application can write into its ring. For tests of the daemon's
+    /// defences only.
+    #[doc(hidden)]
+    pub fn post_recv_unchecked(&self, wqe: &RecvWqe) -> Result<()> {
+        let inner = &*self.inner;
+        post_each(&inner.ring, &inner.ctx, inner.poller, &[*wqe], |w| Ok(*w)).map_err(|(_, e)| e)
+    }
+
     /// Arms the limit event (`ibv_modify_srq` with `IBV_SRQ_LIMIT`).
     pub fn set_limit(&self, limit: u32) -> Result<()> {
         match self
