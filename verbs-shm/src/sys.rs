@@ -11,7 +11,7 @@ use std::io::{self, IoSlice, IoSliceMut};
 use std::num::NonZeroUsize;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use nix::fcntl::{FcntlArg, SealFlag, fcntl};
 use nix::sys::memfd::{MFdFlags, memfd_create};
@@ -36,6 +36,18 @@ fn to_io(e: nix::Error) -> io::Error {
 pub struct Mapping {
     ptr: NonNull<u8>,
     len: usize,
+    /// The memory areas (kernel VMAs) it holds: one, or one per piece.
+    areas: usize,
+}
+
+/// Memory areas held by the live [`Mapping`]s of this process.
+static LIVE_AREAS: AtomicUsize = AtomicUsize::new(0);
+
+/// The memory areas (kernel VMAs, of which a process has at most `vm.max_map_count`) that
+/// the live [`Mapping`]s of this process hold: what a daemon mapping every application's
+/// memory keeps under a budget.
+pub fn live_mapping_areas() -> usize {
+    LIVE_AREAS.load(Ordering::Relaxed)
 }
 
 // Safety: a Mapping is a range of shared memory. It is only read and written through
@@ -60,9 +72,11 @@ impl Mapping {
         // existing Rust object is aliased.
         let ptr =
             unsafe { mmap(None, length, prot, MapFlags::MAP_SHARED, fd, offset) }.map_err(to_io)?;
+        LIVE_AREAS.fetch_add(1, Ordering::Relaxed);
         Ok(Mapping {
             ptr: ptr.cast(),
             len,
+            areas: 1,
         })
     }
 
@@ -96,9 +110,11 @@ impl Mapping {
         }
         .map_err(to_io)?;
         // From here on, dropping `mapping` unmaps the whole range, pieces included.
+        LIVE_AREAS.fetch_add(pieces.len(), Ordering::Relaxed);
         let mapping = Mapping {
             ptr: base.cast(),
             len: total,
+            areas: pieces.len(),
         };
         let mut prot = ProtFlags::PROT_READ;
         if writable {
@@ -234,6 +250,7 @@ impl Drop for Mapping {
         // Safety: the mapping was created by mmap with this address and length, and no
         // reference into it outlives `self` (accessors borrow `self`).
         let _ = unsafe { munmap(self.ptr.cast(), self.len) };
+        LIVE_AREAS.fetch_sub(self.areas, Ordering::Relaxed);
     }
 }
 

@@ -165,6 +165,17 @@ fn over_limit(limit: usize, (one, many): (&str, &str), option: &str) -> Answer {
     )
 }
 
+/// The memory areas the daemon maps for applications may hold in all: the kernel's
+/// `vm.max_map_count` (65530 unless raised) less an eighth of it, at least 4096, for the
+/// daemon's own (libraries, thread stacks, allocator arenas, AF_XDP rings).
+fn map_budget() -> usize {
+    let max = std::fs::read_to_string("/proc/sys/vm/max_map_count")
+        .ok()
+        .and_then(|s| s.trim().parse::<usize>().ok())
+        .unwrap_or(65530);
+    max.saturating_sub((max / 8).max(4096))
+}
+
 /// A limit as `ibv_device_attr` reports it (an `int` there).
 fn reported(limit: usize) -> u32 {
     u32::try_from(limit)
@@ -307,6 +318,8 @@ pub struct Control {
     resolved_bell: Arc<OwnedFd>,
     /// Set by a request that must wait for this GID to resolve.
     parking: Option<Gid>,
+    /// Memory areas the daemon's mappings may hold in all (see `map_refusal`).
+    map_budget: usize,
 }
 
 impl std::fmt::Debug for Control {
@@ -364,7 +377,34 @@ impl Control {
             resolved: crossbeam_channel::unbounded(),
             resolved_bell,
             parking: None,
+            map_budget: map_budget(),
         })
+    }
+
+    /// Replaces the budget of memory areas the daemon maps (by default `vm.max_map_count`
+    /// less room for the daemon's own; see [`Control::new`]).
+    pub fn with_map_budget(mut self, areas: usize) -> Control {
+        self.map_budget = areas;
+        self
+    }
+
+    /// The refusal, if `areas` more memory areas would pass the daemon's budget: every region, ring and
+    /// page the daemon maps for an application is one (a region on several files, one per
+    /// file), and a process has at most `vm.max_map_count` of them. Past it, `mmap` fails
+    /// for the daemon's own allocations too, so the budget keeps room for those and the
+    /// request is refused with `ENOMEM` instead.
+    fn map_refusal(&self, areas: usize) -> Option<(i32, String)> {
+        let live = sys::live_mapping_areas();
+        if live.saturating_add(areas) <= self.map_budget {
+            return None;
+        }
+        Some((
+            libc::ENOMEM,
+            format!(
+                "the daemon has {live} memory mappings and {areas} more would pass its budget of {} (vm.max_map_count less room for its own): free regions or queues, or raise vm.max_map_count",
+                self.map_budget
+            ),
+        ))
     }
 
     /// The listening socket (for the daemon's poll set).
@@ -907,7 +947,7 @@ impl Control {
             Err(e) => return error(e as i32, "cannot create the event socket"),
         };
         let bits_len = contract::post_bits_bytes(self.pollers.len());
-        let (bits_fd, bits_map) = match Self::ring_memory("xroce-post-bits", bits_len) {
+        let (bits_fd, bits_map) = match self.ring_memory("xroce-post-bits", bits_len) {
             Ok(x) => x,
             Err((errno, message)) => return error(errno, message),
         };
@@ -1042,6 +1082,13 @@ impl Control {
                     max_bytes >> 20
                 ),
             );
+        }
+        let areas = match &memory {
+            Memory::File { .. } => 1,
+            Memory::Pieces { pieces, .. } => pieces.len(),
+        };
+        if let Some((errno, message)) = self.map_refusal(areas) {
+            return error(errno, message);
         }
         let (map, start) = match Self::map_region(fds, memory, length) {
             Ok(m) => m,
@@ -1193,7 +1240,14 @@ impl Control {
         }
     }
 
-    fn ring_memory(name: &str, len: usize) -> Result<(OwnedFd, Arc<Mapping>), (i32, String)> {
+    fn ring_memory(
+        &self,
+        name: &str,
+        len: usize,
+    ) -> Result<(OwnedFd, Arc<Mapping>), (i32, String)> {
+        if let Some(refusal) = self.map_refusal(1) {
+            return Err(refusal);
+        }
         let fd = sys::memfd(name, len, false)
             .map_err(|e| (libc::ENOMEM, format!("cannot create ring memory: {e}")))?;
         let map = Mapping::map(fd.as_fd(), len, 0, true)
@@ -1231,7 +1285,7 @@ impl Control {
         };
         let entries = entries.next_power_of_two();
         let len = ring_bytes(entries, size_of::<Cqe>());
-        let (fd, map) = match Self::ring_memory("xroce-cq", len) {
+        let (fd, map) = match self.ring_memory("xroce-cq", len) {
             Ok(x) => x,
             Err((errno, message)) => return error(errno, message),
         };
@@ -1290,7 +1344,7 @@ impl Control {
         }
         let entries = max_wr.next_power_of_two();
         let len = ring_bytes(entries, size_of::<RecvWqe>());
-        let (fd, map) = match Self::ring_memory("xroce-srq", len) {
+        let (fd, map) = match self.ring_memory("xroce-srq", len) {
             Ok(x) => x,
             Err((errno, message)) => return error(errno, message),
         };
@@ -1416,7 +1470,7 @@ impl Control {
             } else {
                 0
             };
-        let (fd, map) = match Self::ring_memory("xroce-qp", len) {
+        let (fd, map) = match self.ring_memory("xroce-qp", len) {
             Ok(x) => x,
             Err((errno, message)) => return error(errno, message),
         };

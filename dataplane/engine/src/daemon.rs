@@ -46,6 +46,9 @@ pub struct DaemonConfig {
     pub limits: AppLimits,
     /// How idle pollers wait.
     pub idle: crate::poller::IdlePolicy,
+    /// The memory areas the daemon may map for applications in all (`None`: from
+    /// `vm.max_map_count`).
+    pub map_budget: Option<usize>,
 }
 
 /// The largest path MTU the daemon supports: a 4096-byte AF_XDP frame holds a 2048-byte
@@ -210,6 +213,9 @@ pub fn run(cfg: DaemonConfig, mut host: Box<dyn Host>) -> Result<()> {
     let links = pollers.iter().map(|p| p.link.clone()).collect();
     let mut control = Control::new(&cfg.device, listener, links, wake_fd, host, cfg.limits)
         .context("creating the control plane's resolution doorbell")?;
+    if let Some(areas) = cfg.map_budget {
+        control = control.with_map_budget(areas);
+    }
     info!(
         "ready: applications reach {} at @{}{}",
         cfg.device,

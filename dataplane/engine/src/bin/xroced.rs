@@ -100,6 +100,10 @@ struct Args {
     /// discovery) before the verb fails with `EHOSTUNREACH`.
     #[arg(long, hide = true)]
     resolve_timeout_ms: Option<u64>,
+    /// Memory areas the daemon may map for applications in all (default: from
+    /// vm.max_map_count). For tests of the refusal.
+    #[arg(long, hide = true)]
+    map_budget: Option<usize>,
     /// More logging (`-vv` debug, `-vvv` trace; `RUST_LOG` overrides).
     #[arg(short, long, action = clap::ArgAction::Count)]
     verbose: u8,
@@ -260,6 +264,7 @@ fn main_with(args: Args) -> Result<()> {
             full_scan: Duration::from_millis(args.full_scan_ms),
         },
         limits,
+        map_budget: args.map_budget,
     };
     let mut host = NetlinkHost::new(&netdev)?;
     if let Some(ms) = args.resolve_timeout_ms {
