@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use verbs_shm::client::{Access, QpInit, QpType, RecvWr, SendOp, SendWr, Sge, UdTarget};
+use verbs_shm::client::{
+    Access, Context, Cq, Mr, Qp, QpInit, QpType, RecvWr, SendOp, SendWr, Sge, Srq, UdTarget,
+};
 use verbs_shm::contract::RecvWqe;
 use xroce_lab::{LabConfig, Side, require_root};
 use xroce_tests::daemon::{POST_BITS_ONLY, TwoHosts, connect, counter, ud_ready, wait_completions};
@@ -153,11 +155,20 @@ fn uc_write_with_immediate_and_send() {
     assert_eq!(got, data);
 }
 
-#[test]
-fn shared_receive_queue_feeds_two_qps_and_raises_its_limit_event() {
-    let Some(h) = hosts("shared_receive_queue_feeds_two_qps_and_raises_its_limit_event") else {
-        return;
-    };
+/// `n` RC QPs on A connected to `n` on B that share one SRQ (16 WRs, 1 SGE), with a
+/// 64 KiB region and a CQ on each side.
+struct SrqPairs {
+    cb: Context,
+    ma: Mr,
+    mb: Mr,
+    cqb: Cq,
+    srq: Srq,
+    a: Vec<Qp>,
+    b: Vec<Qp>,
+    _cqa: Cq,
+}
+
+fn srq_pairs(h: &TwoHosts, n: usize) -> SrqPairs {
     let (ca, cb) = (h.open(Side::A).unwrap(), h.open(Side::B).unwrap());
     let (pa, pb) = (ca.alloc_pd().unwrap(), cb.alloc_pd().unwrap());
     let (ma, mb) = (
@@ -171,13 +182,42 @@ fn shared_receive_queue_feeds_two_qps_and_raises_its_limit_event() {
     let srq = pb.create_srq(16, 1, 0).unwrap();
     let mut init = QpInit::new(QpType::Rc, &cqb, &cqb);
     init.srq = Some(&srq);
-    let (b1, b2) = (pb.create_qp(&init).unwrap(), pb.create_qp(&init).unwrap());
-    let a1 = pa.create_qp(&QpInit::new(QpType::Rc, &cqa, &cqa)).unwrap();
-    let a2 = pa.create_qp(&QpInit::new(QpType::Rc, &cqa, &cqa)).unwrap();
-    for (a, b) in [(&a1, &b1), (&a2, &b2)] {
-        connect(a, h.av(Side::A), b.qpn(), 100, 200).unwrap();
-        connect(b, h.av(Side::B), a.qpn(), 200, 100).unwrap();
+    let b: Vec<Qp> = (0..n).map(|_| pb.create_qp(&init).unwrap()).collect();
+    let a: Vec<Qp> = (0..n)
+        .map(|_| pa.create_qp(&QpInit::new(QpType::Rc, &cqa, &cqa)).unwrap())
+        .collect();
+    for (qa, qb) in a.iter().zip(&b) {
+        connect(qa, h.av(Side::A), qb.qpn(), 100, 200).unwrap();
+        connect(qb, h.av(Side::B), qa.qpn(), 200, 100).unwrap();
     }
+    SrqPairs {
+        cb,
+        ma,
+        mb,
+        cqb,
+        srq,
+        a,
+        b,
+        _cqa: cqa,
+    }
+}
+
+#[test]
+fn shared_receive_queue_feeds_two_qps_and_raises_its_limit_event() {
+    let Some(h) = hosts("shared_receive_queue_feeds_two_qps_and_raises_its_limit_event") else {
+        return;
+    };
+    let SrqPairs {
+        cb,
+        ma,
+        mb,
+        cqb,
+        srq,
+        a,
+        b,
+        ..
+    } = srq_pairs(&h, 2);
+    let (a1, a2, b1, b2) = (&a[0], &a[1], &b[0], &b[1]);
     for i in 0..4u64 {
         let sge = [Sge {
             addr: mb.addr() + i * 1024,
@@ -343,23 +383,17 @@ fn a_malformed_srq_work_request_is_an_srq_error() {
     let Some(h) = hosts("a_malformed_srq_work_request_is_an_srq_error") else {
         return;
     };
-    let (ca, cb) = (h.open(Side::A).unwrap(), h.open(Side::B).unwrap());
-    let (pa, pb) = (ca.alloc_pd().unwrap(), cb.alloc_pd().unwrap());
-    let (ma, mb) = (
-        pa.alloc_mr(65536, Access::ALL).unwrap(),
-        pb.alloc_mr(65536, Access::ALL).unwrap(),
-    );
-    let (cqa, cqb) = (
-        ca.create_cq(64, None).unwrap(),
-        cb.create_cq(64, None).unwrap(),
-    );
-    let srq = pb.create_srq(16, 1, 0).unwrap();
-    let mut init = QpInit::new(QpType::Rc, &cqb, &cqb);
-    init.srq = Some(&srq);
-    let b = pb.create_qp(&init).unwrap();
-    let a = pa.create_qp(&QpInit::new(QpType::Rc, &cqa, &cqa)).unwrap();
-    connect(&a, h.av(Side::A), b.qpn(), 100, 200).unwrap();
-    connect(&b, h.av(Side::B), a.qpn(), 200, 100).unwrap();
+    let SrqPairs {
+        cb,
+        ma,
+        mb,
+        cqb,
+        srq,
+        a,
+        b: _b,
+        ..
+    } = srq_pairs(&h, 1);
+    let a = &a[0];
     let before = counter(&cb.stats().unwrap(), "bad_work_requests");
 
     let sge = [Sge {
