@@ -168,6 +168,20 @@ struct SrqPairs {
     _cqa: Cq,
 }
 
+/// Waits (5 s at most) for the next asynchronous event of `ctx`: `event_type` (`name`) on
+/// `element`.
+fn expect_event(ctx: &Context, event_type: u32, element: u32, name: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let ev = loop {
+        if let Some(e) = ctx.poll_async_event() {
+            break e;
+        }
+        assert!(std::time::Instant::now() < deadline, "no {name}");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    assert_eq!((ev.event_type, ev.element), (event_type, element), "{name}");
+}
+
 fn srq_pairs(h: &TwoHosts, n: usize) -> SrqPairs {
     let (ca, cb) = (h.open(Side::A).unwrap(), h.open(Side::B).unwrap());
     let (pa, pb) = (ca.alloc_pd().unwrap(), cb.alloc_pd().unwrap());
@@ -254,19 +268,7 @@ fn shared_receive_queue_feeds_two_qps_and_raises_its_limit_event() {
     assert_eq!(got_qps, want_qps, "one receive on each QP");
     assert_eq!(srq.query().unwrap().0, 16);
     // Two of four taken: below the limit of 3, the event fires once.
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    let ev = loop {
-        if let Some(e) = cb.poll_async_event() {
-            break e;
-        }
-        assert!(std::time::Instant::now() < deadline, "no SRQ limit event");
-        std::thread::sleep(Duration::from_millis(5));
-    };
-    assert_eq!(
-        (ev.event_type, ev.element),
-        (15, srq.handle()),
-        "IBV_EVENT_SRQ_LIMIT_REACHED"
-    );
+    expect_event(&cb, 15, srq.handle(), "IBV_EVENT_SRQ_LIMIT_REACHED");
 }
 
 #[test]
@@ -411,19 +413,7 @@ fn a_malformed_srq_work_request_is_an_srq_error() {
     bad.num_sge = 200;
     srq.post_recv_unchecked(&bad).unwrap();
 
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    let ev = loop {
-        if let Some(e) = cb.poll_async_event() {
-            break e;
-        }
-        assert!(std::time::Instant::now() < deadline, "no SRQ error event");
-        std::thread::sleep(Duration::from_millis(5));
-    };
-    assert_eq!(
-        (ev.event_type, ev.element),
-        (14, srq.handle()),
-        "IBV_EVENT_SRQ_ERR"
-    );
+    expect_event(&cb, 14, srq.handle(), "IBV_EVENT_SRQ_ERR");
     assert_eq!(
         counter(&cb.stats().unwrap(), "bad_work_requests"),
         before + 1
