@@ -217,6 +217,8 @@ struct MrInfo {
     lkey: u32,
     rkey: u32,
     len: u64,
+    /// The memory areas its mapping holds (one per memory file).
+    areas: usize,
     /// Its protection domain.
     pd: u32,
 }
@@ -271,6 +273,15 @@ struct Conn {
 }
 
 impl Conn {
+    /// The memory areas the daemon maps for this application: its post-bits page, a ring
+    /// per QP, CQ and SRQ, a mapping per region (one area per memory file).
+    fn areas(&self) -> usize {
+        1 + self.qps.len()
+            + self.cqs.len()
+            + self.srqs.len()
+            + self.mrs.values().map(|m| m.areas).sum::<usize>()
+    }
+
     /// A post bit for the QP or SRQ `handle` (none when the page or the region is full:
     /// that one's rings are then read on every pass).
     fn take_bit(&mut self, handle: u32) -> Option<PostBit> {
@@ -388,12 +399,24 @@ impl Control {
         self
     }
 
-    /// The refusal, if `areas` more memory areas would pass the daemon's budget: every region, ring and
-    /// page the daemon maps for an application is one (a region on several files, one per
-    /// file), and a process has at most `vm.max_map_count` of them. Past it, `mmap` fails
-    /// for the daemon's own allocations too, so the budget keeps room for those and the
-    /// request is refused with `ENOMEM` instead.
-    fn map_refusal(&self, areas: usize) -> Option<(i32, String)> {
+    /// The refusal, if `areas` more memory areas for the application of connection `id`
+    /// would pass the daemon's budget or that application's share of it: every region,
+    /// ring and page the daemon maps for an application is one (a region on several files,
+    /// one per file), and a process has at most `vm.max_map_count` of them. Past it, `mmap`
+    /// fails for the daemon's own allocations too, so the budget keeps room for those and
+    /// the request is refused with `ENOMEM` instead. No application may hold more than a
+    /// quarter of the budget, so that one alone cannot leave the others nothing.
+    fn map_refusal(&self, id: u64, areas: usize) -> Option<(i32, String)> {
+        let mine = self.conns.get(&id).map_or(0, Conn::areas);
+        let share = (self.map_budget / 4).max(1);
+        if mine.saturating_add(areas) > share {
+            return Some((
+                libc::ENOMEM,
+                format!(
+                    "this application has {mine} memory mappings in the daemon and {areas} more would pass its share of {share} (a quarter of the daemon's budget, vm.max_map_count less room for its own): free regions or queues, or raise vm.max_map_count"
+                ),
+            ));
+        }
         let live = sys::live_mapping_areas();
         if live.saturating_add(areas) <= self.map_budget {
             return None;
@@ -947,7 +970,7 @@ impl Control {
             Err(e) => return error(e as i32, "cannot create the event socket"),
         };
         let bits_len = contract::post_bits_bytes(self.pollers.len());
-        let (bits_fd, bits_map) = match self.ring_memory("xroce-post-bits", bits_len) {
+        let (bits_fd, bits_map) = match self.ring_memory(id, "xroce-post-bits", bits_len) {
             Ok(x) => x,
             Err((errno, message)) => return error(errno, message),
         };
@@ -1087,7 +1110,7 @@ impl Control {
             Memory::File { .. } => 1,
             Memory::Pieces { pieces, .. } => pieces.len(),
         };
-        if let Some((errno, message)) = self.map_refusal(areas) {
+        if let Some((errno, message)) = self.map_refusal(id, areas) {
             return error(errno, message);
         }
         let (map, start) = match Self::map_region(fds, memory, length) {
@@ -1133,6 +1156,7 @@ impl Control {
                 lkey,
                 rkey,
                 len: length,
+                areas,
                 pd,
             },
         );
@@ -1242,10 +1266,11 @@ impl Control {
 
     fn ring_memory(
         &self,
+        id: u64,
         name: &str,
         len: usize,
     ) -> Result<(OwnedFd, Arc<Mapping>), (i32, String)> {
-        if let Some(refusal) = self.map_refusal(1) {
+        if let Some(refusal) = self.map_refusal(id, 1) {
             return Err(refusal);
         }
         let fd = sys::memfd(name, len, false)
@@ -1285,7 +1310,7 @@ impl Control {
         };
         let entries = entries.next_power_of_two();
         let len = ring_bytes(entries, size_of::<Cqe>());
-        let (fd, map) = match self.ring_memory("xroce-cq", len) {
+        let (fd, map) = match self.ring_memory(id, "xroce-cq", len) {
             Ok(x) => x,
             Err((errno, message)) => return error(errno, message),
         };
@@ -1344,7 +1369,7 @@ impl Control {
         }
         let entries = max_wr.next_power_of_two();
         let len = ring_bytes(entries, size_of::<RecvWqe>());
-        let (fd, map) = match self.ring_memory("xroce-srq", len) {
+        let (fd, map) = match self.ring_memory(id, "xroce-srq", len) {
             Ok(x) => x,
             Err((errno, message)) => return error(errno, message),
         };
@@ -1470,7 +1495,7 @@ impl Control {
             } else {
                 0
             };
-        let (fd, map) = match self.ring_memory("xroce-qp", len) {
+        let (fd, map) = match self.ring_memory(id, "xroce-qp", len) {
             Ok(x) => x,
             Err((errno, message)) => return error(errno, message),
         };
