@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use verbs_shm::client::{Access, Error, QpCaps, QpInit, QpType, SendOp, SendWr, Sge};
 use verbs_shm::protocol::{Reply, Request};
 use xroce_lab::{LabConfig, Side, require_root};
-use xroce_tests::daemon::{DEVICE, TwoHosts, connect, wait_completions, xroced};
+use xroce_tests::daemon::{DEVICE, TwoHosts, connect, counter, wait_completions, xroced};
 
 /// `result` is a refusal with `errno` whose message contains each of `words`.
 fn refused<T: std::fmt::Debug>(result: Result<T, Error>, errno: i32, words: &[&str]) -> String {
@@ -528,5 +528,10 @@ fn the_daemons_mappings_stay_within_a_budget() {
         .alloc_mr(4096, Access::ALL)
         .expect("a region too");
     assert!(mr.write(0, b"fits"));
-    assert!(ctx.stats().is_ok(), "the daemon answers");
+    // `xroced stat` shows the budget and what of it is in use.
+    let stats = ctx.stats().expect("the daemon answers");
+    assert_eq!(counter(&stats, "mapped_area_budget"), 64);
+    let used = counter(&stats, "mapped_areas");
+    assert!((60..=64).contains(&used), "{used} areas in use");
+    assert_eq!(counter(&stats, "applications"), apps.len() as u64 + 1);
 }

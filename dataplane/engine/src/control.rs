@@ -1697,6 +1697,11 @@ impl Control {
             }
         }
         daemon.extend(transport.iter().map(|(n, v)| (n.to_owned(), v)));
+        // Gauges of the control plane: who is connected, and how much of the budget of
+        // mapped memory areas (see `map_refusal`) is in use.
+        daemon.push(("applications".to_owned(), self.conns.len() as u64));
+        daemon.push(("mapped_areas".to_owned(), sys::live_mapping_areas() as u64));
+        daemon.push(("mapped_area_budget".to_owned(), self.map_budget as u64));
         daemon
     }
 
