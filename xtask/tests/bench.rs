@@ -3,27 +3,10 @@
 //! documented field with sane values, so the bench cannot silently rot. Figures are never
 //! judged here: performance is measured by the bench, not asserted by tests.
 
-use std::path::PathBuf;
-use std::process::Command;
-
 use serde_json::Value;
 
-/// A temporary file removed on drop.
-struct TempFile(PathBuf);
-
-impl TempFile {
-    fn new(ext: &str) -> TempFile {
-        TempFile(
-            std::env::temp_dir().join(format!("xroce-xtask-bench-{}.{ext}", std::process::id())),
-        )
-    }
-}
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
+mod support;
+use support::{TempFile, positive, run_bench};
 
 fn keys(v: &Value, what: &str, keys: &[&str]) {
     let obj = v
@@ -32,14 +15,6 @@ fn keys(v: &Value, what: &str, keys: &[&str]) {
     for k in keys {
         assert!(obj.contains_key(*k), "{what} has no field {k:?}: {v}");
     }
-}
-
-fn positive(v: &Value, what: &str, key: &str) -> f64 {
-    let x = v[key]
-        .as_f64()
-        .unwrap_or_else(|| panic!("{what}.{key} is not a number: {v}"));
-    assert!(x.is_finite() && x > 0.0, "{what}.{key} = {x}: {v}");
-    x
 }
 
 const BW_KEYS: &[&str] = &[
@@ -102,11 +77,10 @@ fn bench_runs_every_test_and_writes_complete_json() {
     if !xroce_lab::require_root("bench_runs_every_test_and_writes_complete_json") {
         return;
     }
-    let json = TempFile::new("json");
-    let svg = TempFile::new("svg");
-    let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
-        .args([
-            "bench",
+    let json = TempFile::new("xroce-xtask-bench", "json");
+    let svg = TempFile::new("xroce-xtask-bench", "svg");
+    let (stdout, report) = run_bench(
+        &[
             "--debug-build",
             "--sizes",
             "2,4K",
@@ -132,24 +106,12 @@ fn bench_runs_every_test_and_writes_complete_json() {
             "0.2",
             "--pingpong-count",
             "100",
-            "--json",
-        ])
-        .arg(&json.0)
-        .arg("--svg")
-        .arg(&svg.0)
-        .output()
-        .expect("running cargo xtask bench");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "cargo xtask bench failed ({}):\n{stdout}\n{stderr}",
-        out.status
+        ],
+        &json,
+        &svg,
     );
     assert!(stdout.contains("xroce against the baselines"), "{stdout}");
 
-    let report: Value =
-        serde_json::from_str(&std::fs::read_to_string(&json.0).expect("the JSON file")).unwrap();
     keys(
         &report,
         "report",

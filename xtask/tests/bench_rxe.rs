@@ -4,36 +4,10 @@
 //! first run), so it runs only with `XROCE_INTEROP=1`. It checks that the command succeeds
 //! and that its JSON has every point with figures; the figures themselves are never judged.
 
-use std::path::PathBuf;
-use std::process::Command;
-
 use serde_json::Value;
 
-/// A temporary file removed on drop.
-struct TempFile(PathBuf);
-
-impl TempFile {
-    fn new(ext: &str) -> TempFile {
-        TempFile(std::env::temp_dir().join(format!(
-            "xroce-xtask-bench-rxe-{}.{ext}",
-            std::process::id()
-        )))
-    }
-}
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
-fn positive(p: &Value, key: &str) -> f64 {
-    let x = p[key]
-        .as_f64()
-        .unwrap_or_else(|| panic!("{key} is not a number: {p}"));
-    assert!(x.is_finite() && x > 0.0, "{key} = {x}: {p}");
-    x
-}
+mod support;
+use support::{TempFile, positive, run_bench};
 
 #[test]
 fn bench_against_linux_rxe_writes_perftest_points() {
@@ -47,11 +21,10 @@ fn bench_against_linux_rxe_writes_perftest_points() {
     if !xroce_lab::require_root("bench_against_linux_rxe_writes_perftest_points") {
         return;
     }
-    let json = TempFile::new("json");
-    let svg = TempFile::new("svg");
-    let out = Command::new(env!("CARGO_BIN_EXE_xtask"))
-        .args([
-            "bench",
+    let json = TempFile::new("xroce-xtask-bench-rxe", "json");
+    let svg = TempFile::new("xroce-xtask-bench-rxe", "svg");
+    let (stdout, report) = run_bench(
+        &[
             "--peer",
             "rxe",
             "--debug-build",
@@ -63,19 +36,9 @@ fn bench_against_linux_rxe_writes_perftest_points() {
             "20",
             "--lat-iters",
             "20",
-            "--json",
-        ])
-        .arg(&json.0)
-        .arg("--svg")
-        .arg(&svg.0)
-        .output()
-        .expect("running cargo xtask bench --peer rxe");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "cargo xtask bench --peer rxe failed ({}):\n{stdout}\n{stderr}",
-        out.status
+        ],
+        &json,
+        &svg,
     );
     assert!(stdout.contains("measured by perftest"), "{stdout}");
     assert!(
@@ -83,8 +46,6 @@ fn bench_against_linux_rxe_writes_perftest_points() {
         "no baselines against rxe: {stdout}"
     );
 
-    let report: Value =
-        serde_json::from_str(&std::fs::read_to_string(&json.0).expect("the JSON file")).unwrap();
     assert_eq!(report["schema"], 1);
     assert_eq!(report["config"]["peer"], "rxe");
     assert_eq!(report["config"]["measured_by"], "perftest");
@@ -115,7 +76,7 @@ fn bench_against_linux_rxe_writes_perftest_points() {
             "wire_bytes_per_sec",
             "packets_per_sec",
         ] {
-            positive(p, k);
+            positive(p, "point", k);
         }
         assert!(p["depth"].as_u64().unwrap() > 0, "perftest's tx depth: {p}");
     }
@@ -126,10 +87,13 @@ fn bench_against_linux_rxe_writes_perftest_points() {
         assert_eq!(p["reported"], "rtt/2", "{p}");
         let f: Vec<f64> = ["min_us", "median_us", "p99_us", "p999_us", "max_us"]
             .iter()
-            .map(|k| positive(p, k))
+            .map(|k| positive(p, "point", k))
             .collect();
         assert!(f.windows(2).all(|w| w[0] <= w[1]), "{p}");
-        assert_eq!(positive(p, "rtt_median_us"), 2.0 * positive(p, "median_us"));
+        assert_eq!(
+            positive(p, "point", "rtt_median_us"),
+            2.0 * positive(p, "point", "median_us")
+        );
     }
     assert!(
         !report["daemon_counters"]["a"]
