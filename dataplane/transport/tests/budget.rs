@@ -6,7 +6,8 @@
 
 use xroce_transport::testing::{Connection, Host, connect};
 use xroce_transport::{
-    Access, Counter, Gather, Instant, QpType, SendFlags, SendOp, SendWqe, SgeList, WcStatus,
+    Access, Completion, Counter, Gather, Instant, QpType, SendFlags, SendOp, SendWqe, SgeList,
+    WcStatus,
 };
 use xroce_wire::{Frame, Qpn};
 
@@ -63,16 +64,41 @@ fn post_writes(a: &mut Host) {
 
 /// Every frame `host` wants to send now, with whether it asks for an acknowledgement.
 fn take(host: &mut Host) -> Vec<(Vec<u8>, bool)> {
+    take_at(host, NOW)
+        .into_iter()
+        .map(|frame| {
+            let ack_req = Frame::parse_unverified(&frame)
+                .map(|f| f.ib.bth.ack_request)
+                .unwrap_or(false);
+            (frame, ack_req)
+        })
+        .collect()
+}
+
+/// Every frame `host` wants to send at `now`.
+fn take_at(host: &mut Host, now: Instant) -> Vec<Vec<u8>> {
     let mut buf = vec![0u8; xroce_transport::frame::MAX_FRAME];
     let mut out = Vec::new();
-    while let Some(t) = host.endpoint.poll_transmit(NOW, &mut buf, &mut host.mem) {
-        let frame = buf[..t.len].to_vec();
-        let ack_req = Frame::parse_unverified(&frame)
-            .map(|f| f.ib.bth.ack_request)
-            .unwrap_or(false);
-        out.push((frame, ack_req));
+    while let Some(t) = host.endpoint.poll_transmit(now, &mut buf, &mut host.mem) {
+        out.push(buf[..t.len].to_vec());
     }
     out
+}
+
+/// Delivers `frames` to `b` at `now` and `b`'s answers to `a`; returns `a`'s completions.
+fn exchange<'f>(
+    a: &mut Host,
+    b: &mut Host,
+    frames: impl IntoIterator<Item = &'f [u8]>,
+    now: Instant,
+) -> Vec<Completion> {
+    for frame in frames {
+        b.endpoint.handle_frame(now, frame, &mut b.mem);
+    }
+    for frame in take_at(b, now) {
+        a.endpoint.handle_frame(now, &frame, &mut a.mem);
+    }
+    std::iter::from_fn(|| a.endpoint.poll_completion()).collect()
 }
 
 #[test]
@@ -105,13 +131,7 @@ fn many_qps_never_exceed_the_budget_and_all_complete() {
             last_of_qp.values().all(|&ack_req| ack_req),
             "a QP stopped after a packet that asks for no acknowledgement"
         );
-        for (frame, _) in &burst {
-            b.endpoint.handle_frame(NOW, frame, &mut b.mem);
-        }
-        for (frame, _) in take(&mut b) {
-            a.endpoint.handle_frame(NOW, &frame, &mut a.mem);
-        }
-        while let Some(c) = a.endpoint.poll_completion() {
+        for c in exchange(&mut a, &mut b, burst.iter().map(|(f, _)| &f[..]), NOW) {
             assert_eq!(c.status, WcStatus::Success, "{c:?}");
             completed += 1;
         }
@@ -179,29 +199,13 @@ fn a_read_waits_for_room_for_all_its_responses() {
     while completed < 2 {
         rounds += 1;
         assert!(rounds < 100, "no progress: {completed} of 2 completed");
-        for (frame, _) in &burst {
-            b.endpoint.handle_frame(NOW, frame, &mut b.mem);
-        }
-        for (frame, _) in take(&mut b) {
-            a.endpoint.handle_frame(NOW, &frame, &mut a.mem);
-        }
-        while let Some(c) = a.endpoint.poll_completion() {
+        for c in exchange(&mut a, &mut b, burst.iter().map(|(f, _)| &f[..]), NOW) {
             assert_eq!(c.status, WcStatus::Success, "{c:?}");
             completed += 1;
         }
         burst = take(&mut a);
     }
     assert_eq!(a.endpoint.inflight(), 0);
-}
-
-/// Every frame `host` wants to send at `now`.
-fn take_at(host: &mut Host, now: Instant) -> Vec<Vec<u8>> {
-    let mut buf = vec![0u8; xroce_transport::frame::MAX_FRAME];
-    let mut out = Vec::new();
-    while let Some(t) = host.endpoint.poll_transmit(now, &mut buf, &mut host.mem) {
-        out.push(buf[..t.len].to_vec());
-    }
-    out
 }
 
 fn dest_qp(frame: &[u8]) -> u32 {
@@ -277,17 +281,9 @@ fn a_qp_without_a_retransmit_timer_does_not_hold_the_budget_of_the_others() {
     let burst = take_at(&mut a, later);
     assert_eq!(burst.len(), 4);
     assert!(burst.iter().all(|f| dest_qp(f) == p1.value()));
-    for f in &burst {
-        b.endpoint.handle_frame(later, f, &mut b.mem);
-    }
-    for f in take_at(&mut b, later) {
-        a.endpoint.handle_frame(later, &f, &mut a.mem);
-    }
-    let c = a
-        .endpoint
-        .poll_completion()
-        .expect("QP 1's WRITE completes");
-    assert_eq!((c.wr_id, c.status), (2, WcStatus::Success));
+    let c = exchange(&mut a, &mut b, burst.iter().map(|f| &f[..]), later);
+    assert_eq!(c.len(), 1, "QP 1's WRITE completes: {c:?}");
+    assert_eq!((c[0].wr_id, c[0].status), (2, WcStatus::Success));
     assert!(
         take_at(&mut a, later).is_empty(),
         "a stalled QP sends nothing"
@@ -299,13 +295,8 @@ fn a_qp_without_a_retransmit_timer_does_not_hold_the_budget_of_the_others() {
     loop {
         rounds += 1;
         assert!(rounds < 100, "QP 0 made no progress");
-        for f in &frames {
-            b.endpoint.handle_frame(later, f, &mut b.mem);
-        }
-        for f in take_at(&mut b, later) {
-            a.endpoint.handle_frame(later, &f, &mut a.mem);
-        }
-        if let Some(c) = a.endpoint.poll_completion() {
+        let done = exchange(&mut a, &mut b, frames.iter().map(|f| &f[..]), later);
+        if let Some(c) = done.first() {
             assert_eq!((c.wr_id, c.status), (1, WcStatus::Success));
             break;
         }
