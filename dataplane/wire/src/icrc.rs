@@ -23,14 +23,6 @@ use crate::udp;
 /// The 8 bytes that stand for the (absent) LRH.
 const PSEUDO_LRH: [u8; 8] = [0xff; 8];
 
-/// Bytes at the start of an IP header that hold every masked field (IPv4 up to the checksum
-/// at 10..12, IPv6 up to the hop limit at 7).
-const IP_MASKED_PREFIX: usize = 12;
-
-/// Bytes at the start of the UDP datagram that hold every masked field (UDP checksum and
-/// BTH byte 4).
-const DATAGRAM_MASKED_PREFIX: usize = udp::HEADER_LEN + bth::HEADER_LEN;
-
 /// The CRC-32 of the pseudo-LRH: every ICRC starts from it.
 const PSEUDO_LRH_CRC: u32 = crc32(&PSEUDO_LRH);
 
@@ -54,45 +46,57 @@ const fn crc32(bytes: &[u8]) -> u32 {
     !crc
 }
 
-/// IP header and datagram up to this many bytes in all are hashed in one piece, from a copy
-/// with the masks applied: a piece is folded sixteen bytes at a time with carry-less
-/// multiplies, while the short pieces between masked fields would each go byte by byte.
-const ONE_PIECE: usize = 128;
+type Mask = [u8; xroce_crc::MASK_LEN];
 
-/// Sets the masked fields among the first bytes of an IP header (as many as `ip` holds).
-fn mask_ip(ip: &mut [u8]) {
-    let n = ip.len().min(IP_MASKED_PREFIX);
-    let ip = &mut ip[..n];
-    let version6 = ip.first().is_some_and(|b| b >> 4 == 6);
-    let mut set = |i: usize, bits: u8| {
-        if let Some(b) = ip.get_mut(i) {
-            *b |= bits;
-        }
-    };
-    if version6 {
-        // Traffic class (low nibble of byte 0, high nibble of byte 1) and flow label.
-        set(0, 0x0f);
-        set(1, 0xff);
-        set(2, 0xff);
-        set(3, 0xff);
-        set(7, 0xff); // hop limit
+/// The masked fields of a packet whose UDP datagram starts `ip_len` bytes in (`None`: of an
+/// IP header alone), set to ones; an IPv6 header's when `ipv6`, an IPv4 header's otherwise.
+/// Everything is masked in the first bytes of each part, well inside the mask.
+const fn mask(ipv6: bool, ip_len: Option<usize>) -> Mask {
+    let mut m = [0u8; xroce_crc::MASK_LEN];
+    if ipv6 {
+        // Traffic class (low nibble of byte 0, high nibble of byte 1), flow label, hop
+        // limit.
+        m[0] = 0x0f;
+        m[1] = 0xff;
+        m[2] = 0xff;
+        m[3] = 0xff;
+        m[7] = 0xff;
     } else {
-        set(1, 0xff); // TOS: DSCP and ECN
-        set(8, 0xff); // TTL
-        set(10, 0xff); // header checksum
-        set(11, 0xff);
+        // TOS (DSCP and ECN), TTL, header checksum.
+        m[1] = 0xff;
+        m[8] = 0xff;
+        m[10] = 0xff;
+        m[11] = 0xff;
     }
+    if let Some(at) = ip_len {
+        datagram_fields(&mut m, at);
+    }
+    m
 }
 
-/// Sets the masked fields among the first bytes of a datagram (as many as it holds).
-fn mask_datagram(head: &mut [u8]) {
-    for i in [6, 7, udp::HEADER_LEN + bth::RESV8A_OFFSET] {
-        // UDP checksum; FECN, BECN, resv6.
-        if let Some(b) = head.get_mut(i) {
-            *b = 0xff;
-        }
-    }
+/// Sets the masked fields of a UDP datagram that starts `at` bytes into `m`: the UDP
+/// checksum and BTH byte 4 (FECN, BECN, resv6).
+const fn datagram_fields(m: &mut Mask, at: usize) {
+    m[at + 6] = 0xff;
+    m[at + 7] = 0xff;
+    m[at + udp::HEADER_LEN + bth::RESV8A_OFFSET] = 0xff;
 }
+
+/// A datagram's masks alone.
+const fn datagram_mask() -> Mask {
+    let mut m = [0u8; xroce_crc::MASK_LEN];
+    datagram_fields(&mut m, 0);
+    m
+}
+
+/// The packets every sender here builds: IPv4 without options, IPv6 without extension
+/// headers, in one piece.
+static IPV4_PACKET: Mask = mask(false, Some(20));
+static IPV6_PACKET: Mask = mask(true, Some(40));
+/// The parts of any other packet.
+static IPV4_HEADER: Mask = mask(false, None);
+static IPV6_HEADER: Mask = mask(true, None);
+static DATAGRAM: Mask = datagram_mask();
 
 /// Computes the ICRC.
 ///
@@ -100,80 +104,22 @@ fn mask_datagram(head: &mut [u8]) {
 /// `datagram` is the UDP datagram from the UDP header up to, not including, the ICRC. Short
 /// inputs are hashed as they are (masks apply to the bytes present), so this never panics.
 pub fn compute(ip_header: &[u8], datagram: &[u8]) -> u32 {
-    let mut crc = PSEUDO_LRH_CRC;
-    let mut buf = [0u8; ONE_PIECE];
-    // The masked fields lie in the first bytes of each part: copy those (or everything, when
-    // it fits) and hash the rest in place.
-    let (head, rest) = if ip_header.len() + datagram.len() <= ONE_PIECE {
-        (datagram, &[][..])
-    } else {
-        datagram.split_at(datagram.len().min(DATAGRAM_MASKED_PREFIX))
+    let ip_mask = match ip_header.first() {
+        Some(b) if b >> 4 == 6 => &IPV6_HEADER,
+        _ => &IPV4_HEADER,
     };
-    let ip_n = ip_header.len();
-    if ip_n + head.len() <= ONE_PIECE {
-        buf[..ip_n].copy_from_slice(ip_header);
-        buf[ip_n..ip_n + head.len()].copy_from_slice(head);
-        let (ip, dg) = buf.split_at_mut(ip_n);
-        mask_ip(ip);
-        mask_datagram(&mut dg[..head.len()]);
-        crc = xroce_crc::update(crc, &buf[..ip_n + head.len()]);
-    } else {
-        // An IP header longer than any real one: its masked prefix, then the rest.
-        let n = ip_n.min(IP_MASKED_PREFIX);
-        buf[..n].copy_from_slice(&ip_header[..n]);
-        mask_ip(&mut buf[..n]);
-        crc = xroce_crc::update(crc, &buf[..n]);
-        crc = xroce_crc::update(crc, &ip_header[n..]);
-        buf[..head.len()].copy_from_slice(head);
-        mask_datagram(&mut buf[..head.len()]);
-        crc = xroce_crc::update(crc, &buf[..head.len()]);
-    }
-    if !rest.is_empty() {
-        crc = xroce_crc::update(crc, rest);
-    }
-    crc
+    let crc = xroce_crc::update_masked(PSEUDO_LRH_CRC, ip_header, ip_mask);
+    xroce_crc::update_masked(crc, datagram, &DATAGRAM)
 }
-
-/// The masks of an IP packet whose header has no options: every masked field set, from the
-/// IP header's first byte.
-const fn packet_mask(ipv6: bool) -> [u8; xroce_crc::MASK_LEN] {
-    let mut m = [0u8; xroce_crc::MASK_LEN];
-    let ip_len = if ipv6 {
-        // Traffic class, flow label, hop limit.
-        m[0] = 0x0f;
-        m[1] = 0xff;
-        m[2] = 0xff;
-        m[3] = 0xff;
-        m[7] = 0xff;
-        40
-    } else {
-        // TOS, TTL, header checksum.
-        m[1] = 0xff;
-        m[8] = 0xff;
-        m[10] = 0xff;
-        m[11] = 0xff;
-        20
-    };
-    // UDP checksum; BTH byte 4 (FECN, BECN, resv6).
-    m[ip_len + 6] = 0xff;
-    m[ip_len + 7] = 0xff;
-    m[ip_len + udp::HEADER_LEN + bth::RESV8A_OFFSET] = 0xff;
-    m
-}
-
-static IPV4_MASK: [u8; xroce_crc::MASK_LEN] = packet_mask(false);
-static IPV6_MASK: [u8; xroce_crc::MASK_LEN] = packet_mask(true);
 
 /// Computes the ICRC of an IP packet held in one piece: `packet` is the IP header
 /// (`ip_header_len` bytes) followed by the UDP datagram up to, not including, the ICRC. The
-/// same as [`compute`] on the two parts, without copying the masked fields: an IPv4 header
-/// of 20 bytes or an IPv6 header of 40 (every RoCEv2 packet a sender here builds) is hashed
-/// in place with the masks applied as it is read.
+/// same as [`compute`] on the two parts; an IPv4 header of 20 bytes or an IPv6 header of 40
+/// (every RoCEv2 packet a sender here builds) is folded in one piece, masks and all.
 pub fn compute_packet(packet: &[u8], ip_header_len: usize) -> u32 {
-    let version = packet.first().map(|b| b >> 4);
-    let mask = match (version, ip_header_len) {
-        (Some(4), 20) => &IPV4_MASK,
-        (Some(6), 40) => &IPV6_MASK,
+    let mask = match (packet.first().map(|b| b >> 4), ip_header_len) {
+        (Some(4), 20) => &IPV4_PACKET,
+        (Some(6), 40) => &IPV6_PACKET,
         _ => {
             let (ip, datagram) = packet.split_at(ip_header_len.min(packet.len()));
             return compute(ip, datagram);
@@ -251,13 +197,20 @@ pub(crate) mod tests {
     }
 
     /// Flips every bit of IP header and datagram, one at a time: the ICRC changes exactly
-    /// when the bit is not in a masked field.
+    /// when the bit is not in a masked field, computed in one piece (as frames are built
+    /// and checked) and in two parts.
     fn check_every_bit(
         ip: &[u8],
         datagram: &[u8],
         ip_masked: &[(usize, u8)],
         dg_masked: &[(usize, u8)],
     ) {
+        let compute = |ip: &[u8], datagram: &[u8]| {
+            let two_parts = super::compute(ip, datagram);
+            let one_piece = compute_packet(&[ip, datagram].concat(), ip.len());
+            assert_eq!(one_piece, two_parts);
+            one_piece
+        };
         let base = compute(ip, datagram);
         let masked = |list: &[(usize, u8)], i: usize, bit: u8| {
             list.iter()
@@ -297,6 +250,19 @@ pub(crate) mod tests {
         let ip_masked = [(1, 0xff), (8, 0xff), (10, 0xff), (11, 0xff)];
         let dg_masked = [(6, 0xff), (7, 0xff), (12, 0xff)];
         check_every_bit(ip, datagram, &ip_masked, &dg_masked);
+    }
+
+    /// An IPv4 header with options (IHL 6): the masks stay where the fields are, and the
+    /// datagram's move with it.
+    #[test]
+    fn ipv4_with_options_every_covered_bit_matters_and_masked_fields_do_not() {
+        let mut ip = ACK_FRAME[14..34].to_vec();
+        ip[0] = 0x46;
+        ip.extend_from_slice(&[1, 1, 1, 0]); // NOP, NOP, NOP, end of options
+        let datagram = &ACK_FRAME[34..58];
+        let ip_masked = [(1, 0xff), (8, 0xff), (10, 0xff), (11, 0xff)];
+        let dg_masked = [(6, 0xff), (7, 0xff), (12, 0xff)];
+        check_every_bit(&ip, datagram, &ip_masked, &dg_masked);
     }
 
     fn ipv6_frame() -> Vec<u8> {
