@@ -1,58 +1,70 @@
-//! `cargo xtask`: the project's automation. Every command a user or CI needs is here.
+//! `cargo xtask`: the project's command runner.
 //!
-//! - `cargo xtask test`: install what the tests need, then run the whole suite.
-//! - `cargo xtask demo`: the first command a newcomer runs.
-//! - `cargo xtask pcap FILE...`: decode the RoCEv2 packets of captures and check their ICRCs.
-//! - `cargo xtask build`: the drop-in `libibverbs.so.1`, installed in `target/xroce/lib`.
-//! - `cargo xtask lab up|down`: a two-namespace lab with fixed names to experiment in
-//!   (`cargo xtask lab` alone holds one until Ctrl-C).
-//! - `cargo xtask interop`: xroce against Linux rxe (this host's, or in a VM), both
-//!   directions.
-//! - `cargo xtask bench`: xroce's figures against raw AF_XDP and kernel UDP/TCP.
-//! - `cargo xtask rdma-core-tests`: rdma-core's own test suite (python3-pyverbs) on xroce.
+//! It compiles with the Rust toolchain alone (no C library, no clang, no `-sys` crate), so
+//! it is the first thing that works on a new machine. Each command installs the Debian
+//! packages it needs ([`deps`], with a line saying what and why), then runs the tool that
+//! does the work as a binary of its own crate under `tools/` (`cargo run -p …`):
+//!
+//! | command | tool | what it does |
+//! |---|---|---|
+//! | `demo` | `xroce-demo` | the main job: a two-namespace lab, two daemons, every RDMA operation, a table |
+//! | `test` | `cargo test` | the whole suite with every tier ([`test`]) |
+//! | `deps` | | install every package any command needs, and nothing else |
+//! | `bench` | `xroce-bench` | xroce's figures against raw AF_XDP, kernel UDP/TCP, Linux rxe |
+//! | `interop` | `xroce-interop` | xroce against Linux rxe, both directions |
+//! | `rdma-core-tests` | `xroce-rdma-core-tests` | rdma-core's own test suite on xroce |
+//! | `lab` | `xroce-lab` | two-namespace labs to experiment in |
+//! | `pcap` | `xroce-pcap` | one line per RoCEv2 packet of a capture, every ICRC checked |
+//! | `build` | | the drop-in `libibverbs.so.1` into `target/xroce/lib` |
+//!
+//! Arguments after the command go to the tool unchanged (`cargo xtask bench --help`).
 
-mod bench;
-mod build;
-mod demo;
 mod deps;
-mod interop;
-mod lab;
-mod pcap;
-mod rdma_core_tests;
 mod test;
+mod tool;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
+use deps::Need;
+
 #[derive(Debug, Parser)]
-#[command(name = "cargo xtask", about = "xroce project automation")]
+#[command(name = "cargo xtask", about = "xroce's commands", version)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
 }
 
+/// Arguments passed to a tool unchanged.
+#[derive(Debug, clap::Args)]
+#[command(disable_help_flag = true)]
+struct Forward {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    args: Vec<String>,
+}
+
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Install the Debian packages the tests need, then run the whole test suite.
+    /// The first command to run: two namespaces, two daemons, RDMA between them, a table.
+    Demo(Forward),
+    /// Install what the tests need, then run the whole test suite (every tier).
     Test(test::Args),
-    /// The first command to run: shows what xroce does today.
-    Demo(demo::Args),
-    /// Install the Debian packages the build and the tests need, and nothing else.
+    /// Install every Debian package the build, the tests and the tools need, and nothing
+    /// else.
     Deps,
-    /// Print one line per RoCEv2 packet of pcap/pcapng files and check every ICRC.
-    Pcap(pcap::Args),
-    /// Build the drop-in libibverbs.so.1 (release) into target/xroce/lib.
-    Build(build::Args),
-    /// Two-namespace veth labs: `up` and `down` a fixed one, or hold one until Ctrl-C.
-    Lab(lab::Args),
+    /// Measure xroce against raw AF_XDP, kernel UDP/TCP (or Linux rxe with --peer rxe).
+    Bench(Forward),
     /// Check xroce against Linux rxe (this host's own, or Debian's kernel in a VM), both
     /// directions.
-    Interop(interop::Args),
-    /// Measure xroce (bandwidth, latency, message rate, QP scaling) against raw AF_XDP and
-    /// kernel UDP/TCP in a two-namespace lab.
-    Bench(Box<bench::Args>),
+    Interop(Forward),
     /// Run rdma-core's own test suite (Debian's python3-pyverbs) on xroce's device.
-    RdmaCoreTests(rdma_core_tests::Args),
+    RdmaCoreTests(Forward),
+    /// Two-namespace veth labs: `up` and `down` a fixed one, or hold one until Ctrl-C.
+    Lab(Forward),
+    /// Print one line per RoCEv2 packet of pcap/pcapng files and check every ICRC.
+    Pcap(Forward),
+    /// Build the drop-in libibverbs.so.1 (release) into target/xroce/lib.
+    Build,
 }
 
 fn main() {
@@ -63,15 +75,47 @@ fn main() {
 }
 
 fn run(cli: Cli) -> Result<()> {
+    use tool::Profile::{Debug, Release};
     match cli.command {
+        Command::Demo(f) => tool::run("xroce-demo", Release, &[Need::Build, Need::Lab], &f.args),
         Command::Test(args) => test::run(&args),
-        Command::Demo(args) => demo::run(&args),
-        Command::Deps => deps::ensure(deps::ALL),
-        Command::Pcap(args) => pcap::run(&args),
-        Command::Build(args) => build::run(&args),
-        Command::Lab(args) => lab::run(&args),
-        Command::Interop(args) => interop::run(&args),
-        Command::Bench(args) => bench::run(&args),
-        Command::RdmaCoreTests(args) => rdma_core_tests::run(&args),
+        Command::Deps => deps::ensure(Need::ALL),
+        Command::Bench(f) => {
+            // The bench's own threads are the applications it measures: release.
+            let mut needs = vec![Need::Build, Need::Lab, Need::VerbsTools];
+            if f.args.windows(2).any(|w| w[0] == "--peer" && w[1] == "rxe")
+                || f.args.iter().any(|a| a == "--peer=rxe")
+            {
+                needs.push(Need::Interop);
+            }
+            tool::run("xroce-bench", Release, &needs, &f.args)
+        }
+        Command::Interop(f) => tool::run("xroce-interop", Debug, Need::ALL, &f.args),
+        Command::RdmaCoreTests(f) => tool::run(
+            "xroce-rdma-core-tests",
+            Debug,
+            &[Need::Build, Need::Lab, Need::VerbsTools],
+            &f.args,
+        ),
+        Command::Lab(f) => tool::run("xroce-lab", Debug, &[Need::Lab], &f.args),
+        Command::Pcap(f) => tool::run("xroce-pcap", Debug, &[], &f.args),
+        Command::Build => build(),
     }
+}
+
+/// `cargo xtask build`: the drop-in library, and how to use it.
+fn build() -> Result<()> {
+    deps::ensure(&[Need::Build])?;
+    let (lib, installed) = xroce_artifacts::install_drop_in()?;
+    println!("built {}", installed.display());
+    println!(
+        "  (and {} -> {})",
+        lib.join("libibverbs.so").display(),
+        xroce_artifacts::IBVERBS_SONAME
+    );
+    println!();
+    println!("Run unmodified verbs programs on it:");
+    println!("  LD_LIBRARY_PATH={} ibv_devices", lib.display());
+    println!("  LD_PRELOAD={} ib_write_bw …", installed.display());
+    Ok(())
 }

@@ -1,38 +1,62 @@
-//! `cargo xtask test`: the whole test suite, with everything it needs installed first.
+//! `cargo xtask test`: the whole test suite, every tier, with everything it needs installed
+//! first.
+//!
+//! The tiers, marked one way (`#[ignore = "why"]`, so that `cargo test` alone lists every
+//! test it does not run as `ignored`, with the reason, in its summary):
+//!
+//! - **unit**: not ignored. Needs nothing but the Rust toolchain: `cargo test -p
+//!   xroce-transport` is the whole sans-IO suite, the loss simulation included.
+//! - **root**: ignored, "needs root: …". Network namespaces, XDP, AF_XDP, daemons and the
+//!   verbs programs on the drop-in library. Run as root.
+//! - **interop**: ignored, and named `…against_linux_rxe…`. Linux rxe, booted in a VM
+//!   (about a minute, plus building its image from Debian packages on a first run).
+//!
+//! `cargo xtask test` runs them all (`--include-ignored`); `--no-interop` skips the last.
+
+use std::process::Command;
 
 use anyhow::{Result, bail};
-use std::process::Command;
+
+use crate::deps::{self, Need};
+
+/// The word every interop-tier test has in its name.
+const INTEROP_TIER: &str = "against_linux_rxe";
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// Skip the interop checks against Linux rxe (`cargo xtask interop` and a small
-    /// `cargo xtask bench --peer rxe`: a VM booted under emulation; about a minute, more on
-    /// the first run, which builds its image from Debian packages).
+    /// Skip the interop tier: the tests against Linux rxe in a VM (names containing
+    /// `against_linux_rxe`).
     #[arg(long)]
     no_interop: bool,
-    /// Extra arguments passed to `cargo test` (after `--workspace`).
+    /// Extra arguments for `cargo test` (after `--workspace`); arguments after a `--` go to
+    /// the test binaries, after the tier selection.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
     cargo_args: Vec<String>,
 }
 
 pub(crate) fn run(args: &Args) -> Result<()> {
-    crate::deps::ensure(crate::deps::ALL)?;
+    deps::ensure(Need::ALL)?;
+    let (cargo_args, test_args) = match args.cargo_args.iter().position(|a| a == "--") {
+        Some(i) => (&args.cargo_args[..i], &args.cargo_args[i + 1..]),
+        None => (&args.cargo_args[..], &[][..]),
+    };
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(&cargo);
-    if !args.no_interop {
-        // tests/tests/interop_rxe.rs runs `cargo xtask interop` when asked to, and
-        // xtask/tests/bench_rxe.rs `cargo xtask bench --peer rxe`.
-        cmd.env("XROCE_INTEROP", "1");
+    cmd.args(["test", "--workspace"])
+        .args(cargo_args)
+        .args(["--", "--include-ignored"]);
+    if args.no_interop {
+        cmd.args(["--skip", INTEROP_TIER]);
     }
-    let status = cmd
-        .args(["test", "--workspace"])
-        .args(&args.cargo_args)
-        // Tests that need root and network namespaces fail instead of skipping when run
-        // through `cargo xtask test`: a skipped end-to-end test must never look like a pass.
-        .env("XROCE_REQUIRE_NETNS", "1")
-        .status()?;
+    let status = cmd.args(test_args).status()?;
+    let tiers = if args.no_interop {
+        "unit and root tiers; interop tier skipped (--no-interop)"
+    } else {
+        "unit, root and interop tiers"
+    };
     if !status.success() {
-        bail!("cargo test failed ({status})");
+        bail!("cargo test failed ({status}) in the {tiers}; the failures are listed above");
     }
+    eprintln!("cargo xtask test: passed ({tiers})");
     Ok(())
 }

@@ -29,7 +29,11 @@
 //! It never makes frames of its own, never changes anything in a frame but the MACs, the
 //! TTL/hop limit and the IPv4 header checksum, and touches nothing outside the router
 //! namespace.
+//!
+//! [`process::ImpairProcess`] runs the release binary next to a test instead (so that
+//! forwarding keeps up with two daemons even when the test itself is a debug build).
 
+pub mod process;
 pub mod route;
 
 use std::fmt;

@@ -113,15 +113,6 @@ pub(crate) fn abi_file(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("abi").join(name)
 }
 
-/// Tests that need installed Debian packages skip without them, except under
-/// `XROCE_REQUIRE_NETNS=1` (set by `cargo xtask test`, which installs them first), where a
-/// missing package is a failure.
-pub(crate) fn skip_or_fail(reason: &str) {
-    let required = std::env::var("XROCE_REQUIRE_NETNS").is_ok_and(|v| v == "1");
-    assert!(!required, "{reason} (run `cargo xtask deps`)");
-    eprintln!("skipping: {reason}");
-}
-
 /// The defined dynamic symbols of an ELF file, as readelf prints them (`name@@NODE`, or
 /// `name@NODE` for non-default versions, or `name` when unversioned).
 pub(crate) fn defined_dynamic_symbols(path: &Path) -> Vec<String> {

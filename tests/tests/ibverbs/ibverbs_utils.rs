@@ -1,0 +1,173 @@
+//! Debian's unmodified `ibverbs-utils` on xroce: `ibv_devices` and `ibv_devinfo` see the
+//! daemon's device, and the four pingpong examples (RC, UC, UD, SRQ) run between two
+//! network namespaces through two daemons with `-g 0`, loaded with `LD_LIBRARY_PATH`.
+
+use crate::ibverbs_support::{Bench, Finished, pingpong, require_tools, serial};
+use xroce_lab::Side;
+use xroce_lab::daemons::DEVICE;
+
+/// The node GUID xroce derives from a MAC (EUI-64), as `ibv_devices` prints it.
+fn guid_text(mac: [u8; 6]) -> String {
+    let g = [
+        mac[0] ^ 2,
+        mac[1],
+        mac[2],
+        0xff,
+        0xfe,
+        mac[3],
+        mac[4],
+        mac[5],
+    ];
+    g.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[test]
+#[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]
+fn ibv_devices_lists_the_daemons_device_with_its_guid() {
+    require_tools(&["ibv_devices"]);
+    let _one_at_a_time = serial();
+    let bench = Bench::start();
+    for side in [Side::A, Side::B] {
+        let out = bench.run(side, &["ibv_devices"]);
+        out.assert_success();
+        let rows: Vec<Vec<&str>> = out
+            .stdout
+            .lines()
+            .skip(2)
+            .map(|l| l.split_whitespace().collect())
+            .filter(|w: &Vec<&str>| !w.is_empty())
+            .collect();
+        let guid = guid_text(bench.hosts.lab.host(side).mac);
+        assert_eq!(rows, vec![vec![DEVICE, guid.as_str()]], "{out}");
+    }
+}
+
+#[test]
+#[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]
+fn ibv_devinfo_reports_an_active_roce_v2_port() {
+    require_tools(&["ibv_devinfo"]);
+    let _one_at_a_time = serial();
+    let bench = Bench::start();
+    let out = bench.run(Side::A, &["ibv_devinfo", "-v"]);
+    out.assert_success();
+    let field = |name: &str| -> String {
+        out.stdout
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(name))
+            .unwrap_or_else(|| panic!("no `{name}` in {out}"))
+            .trim()
+            .to_owned()
+    };
+    assert_eq!(field("hca_id:"), DEVICE);
+    assert_eq!(field("transport:"), "InfiniBand (0)");
+    assert_eq!(field("vendor_id:"), "0xffffff");
+    assert_eq!(field("phys_port_cnt:"), "1");
+    assert_eq!(field("state:"), "PORT_ACTIVE (4)");
+    assert_eq!(
+        field("active_mtu:"),
+        "1024 (3)",
+        "the path MTU of a 1500-byte link"
+    );
+    assert_eq!(field("link_layer:"), "Ethernet");
+    assert_eq!(field("port_lid:"), "0");
+    let ipv4 = bench.hosts.lab.host(Side::A).ipv4;
+    assert_eq!(
+        field("GID[  0]:"),
+        format!("::ffff:{ipv4}, RoCE v2"),
+        "GID 0 is the IPv4-mapped address"
+    );
+    assert!(
+        !out.stdout.contains("Unknown flags"),
+        "only real capability flags: {out}"
+    );
+}
+
+/// Runs `tool` with `args` on both sides (server on A, client on B) and checks both
+/// summaries: `iters` iterations of `size` bytes each way.
+fn pingpong_pair(tool: &str, port: u16, args: &[&str], iters: u64, size: u64) {
+    require_tools(&[tool]);
+    let _one_at_a_time = serial();
+    let bench = Bench::start();
+    let (server, client) = bench.pair(tool, port, args, args);
+    for out in [&server, &client] {
+        check_pingpong(out, iters, size);
+    }
+}
+
+fn check_pingpong(out: &Finished, iters: u64, size: u64) {
+    out.assert_success();
+    let p = pingpong(out);
+    assert_eq!(p.iters, iters, "{out}");
+    assert_eq!(
+        p.bytes,
+        2 * iters * size,
+        "each iteration is a ping and a pong: {out}"
+    );
+    assert!(p.mbit > 0.0 && p.usec_per_iter > 0.0, "{p:?}: {out}");
+    assert!(
+        out.stdout.contains("GID ::ffff:"),
+        "both addresses carry an IPv4-mapped GID: {out}"
+    );
+}
+
+#[test]
+#[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]
+fn ibv_rc_pingpong_runs_between_two_daemons() {
+    pingpong_pair(
+        "ibv_rc_pingpong",
+        18601,
+        &["-g", "0", "-n", "500"],
+        500,
+        4096,
+    );
+}
+
+#[test]
+#[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]
+fn ibv_rc_pingpong_with_completion_events_runs_between_two_daemons() {
+    pingpong_pair(
+        "ibv_rc_pingpong",
+        18602,
+        &["-g", "0", "-e", "-n", "300", "-s", "8192"],
+        300,
+        8192,
+    );
+}
+
+#[test]
+#[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]
+fn ibv_uc_pingpong_runs_between_two_daemons() {
+    pingpong_pair(
+        "ibv_uc_pingpong",
+        18603,
+        &["-g", "0", "-n", "500"],
+        500,
+        4096,
+    );
+}
+
+#[test]
+#[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]
+fn ibv_ud_pingpong_runs_between_two_daemons() {
+    // UD messages fit one MTU (1024 on the lab's 1500-byte link).
+    pingpong_pair(
+        "ibv_ud_pingpong",
+        18604,
+        &["-g", "0", "-n", "500", "-s", "1024"],
+        500,
+        1024,
+    );
+}
+
+#[test]
+#[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]
+fn ibv_srq_pingpong_runs_between_two_daemons() {
+    // 16 RC QPs sharing one SRQ on each side.
+    pingpong_pair(
+        "ibv_srq_pingpong",
+        18605,
+        &["-g", "0", "-n", "500"],
+        500,
+        4096,
+    );
+}

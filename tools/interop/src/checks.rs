@@ -1,0 +1,243 @@
+//! What the interop run checks, and how its results read: the checks (which programs,
+//! which side serves), the figures taken from the programs' output, the result table.
+
+/// How a check ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Outcome {
+    Pass,
+    Fail,
+    Skip,
+}
+
+/// One line of the result table.
+#[derive(Debug, Clone)]
+pub(super) struct Row {
+    pub(super) check: String,
+    pub(super) server: &'static str,
+    pub(super) client: &'static str,
+    pub(super) outcome: Outcome,
+    pub(super) secs: f64,
+    pub(super) detail: String,
+}
+
+/// Which side runs what.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// The VM, with rxe and the Debian programs.
+    Rxe,
+    /// The xroce namespace.
+    Xroce,
+}
+
+impl Side {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Side::Rxe => "rxe",
+            Side::Xroce => "xroce",
+        }
+    }
+}
+
+/// The programs a check runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Program {
+    /// `xroce-pingpong` (xroce side) against `ibv_<service>_pingpong` (rxe side).
+    Pingpong {
+        service: &'static str,
+        size: u32,
+        iters: u32,
+    },
+    /// An unmodified Debian program on both sides, the xroce side on the drop-in library.
+    DropIn {
+        program: &'static str,
+        size: u32,
+        iters: u32,
+    },
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Check {
+    pub(super) program: Program,
+    pub(super) server: Side,
+}
+
+impl Check {
+    pub(super) fn client(&self) -> Side {
+        match self.server {
+            Side::Rxe => Side::Xroce,
+            Side::Xroce => Side::Rxe,
+        }
+    }
+
+    pub(super) fn name(&self) -> String {
+        let size = |s: u32| {
+            if s >= 1 << 20 && s.is_multiple_of(1 << 20) {
+                format!("{} MiB", s >> 20)
+            } else {
+                format!("{s} B")
+            }
+        };
+        match self.program {
+            Program::Pingpong {
+                service,
+                size: s,
+                iters,
+            } => format!("{service}_pingpong {} x{iters}", size(s)),
+            Program::DropIn {
+                program,
+                size: s,
+                iters,
+            } => format!("drop-in {program} {} x{iters}", size(s)),
+        }
+    }
+}
+
+pub(super) fn checks() -> Vec<Check> {
+    let mut all = Vec::new();
+    let pingpongs = [
+        ("rc", 64, 1000),
+        ("rc", 4096, 1000),
+        ("rc", 1 << 20, 5),
+        ("uc", 4096, 20),
+        ("ud", 512, 50),
+    ];
+    for (service, size, iters) in pingpongs {
+        for server in [Side::Rxe, Side::Xroce] {
+            all.push(Check {
+                program: Program::Pingpong {
+                    service,
+                    size,
+                    iters,
+                },
+                server,
+            });
+        }
+    }
+    let drop_in = [
+        ("ibv_rc_pingpong", 4096, 50),
+        ("ib_send_bw", 65536, 20),
+        ("ib_write_bw", 65536, 20),
+        ("ib_read_bw", 65536, 20),
+        ("ib_atomic_bw", 8, 20),
+        ("ib_send_lat", 64, 100),
+        ("ib_write_lat", 64, 100),
+        ("ib_read_lat", 64, 100),
+    ];
+    for (program, size, iters) in drop_in {
+        for server in [Side::Rxe, Side::Xroce] {
+            all.push(Check {
+                program: Program::DropIn {
+                    program,
+                    size,
+                    iters,
+                },
+                server,
+            });
+        }
+    }
+    all
+}
+
+/// The figures of an output, for the table: the pingpong lines or perftest's result row.
+pub(super) fn figures(output: &str) -> String {
+    let mbit = output
+        .lines()
+        .find(|l| l.contains(" Mbit/sec"))
+        .and_then(|l| l.split(" = ").nth(1));
+    let usec = output
+        .lines()
+        .find(|l| l.contains(" usec/iter"))
+        .and_then(|l| l.split(" = ").nth(1));
+    if let (Some(m), Some(u)) = (mbit, usec) {
+        return format!("{m}, {u}");
+    }
+    // perftest's result row: bandwidth tests print
+    //   #bytes #iterations BW_peak[MB/sec] BW_average[MB/sec] MsgRate[Mpps]
+    // and latency tests
+    //   #bytes #iterations t_min t_max t_typical t_avg t_stdev 99% 99.9%   [usec]
+    if let Some(l) = output.lines().rev().find(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        f.len() >= 4 && f.iter().all(|x| x.parse::<f64>().is_ok())
+    }) {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        return if f.len() >= 9 {
+            format!(
+                "{} usec typical, {} avg ({} B x {})",
+                f[4], f[5], f[0], f[1]
+            )
+        } else {
+            format!("{} MB/s avg ({} B x {})", f[3], f[0], f[1])
+        };
+    }
+    String::new()
+}
+
+pub(super) fn last_line(s: &str) -> String {
+    s.lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim()
+        .to_owned()
+}
+
+/// Whether a counter counts something going wrong: one of its words (`_`-separated)
+/// starts with one of these (so `completer_retry_err` and `out_of_seq_request` are, and
+/// `ack_deferred` is not).
+pub(super) fn is_anomaly(name: &str) -> bool {
+    name.split('_').any(|word| {
+        [
+            "err", "drop", "dup", "retr", "retry", "nak", "seq", "timeout", "bad", "invalid",
+            "rnr", "discard", "fail",
+        ]
+        .iter()
+        .any(|w| word.starts_with(w))
+    })
+}
+
+pub(super) fn print_table(rows: &[Row]) {
+    let w = rows.iter().map(|r| r.check.len()).max().unwrap_or(5).max(5);
+    println!(
+        "{:<w$}  {:<6} {:<6} {:<6} {:>6}  detail",
+        "check", "server", "client", "result", "secs"
+    );
+    for r in rows {
+        let outcome = match r.outcome {
+            Outcome::Pass => "PASS",
+            Outcome::Fail => "FAIL",
+            Outcome::Skip => "skip",
+        };
+        println!(
+            "{:<w$}  {:<6} {:<6} {:<6} {:>6.1}  {}",
+            r.check, r.server, r.client, outcome, r.secs, r.detail
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn anomalies_are_whole_words() {
+        for bad in [
+            "completer_retry_err",
+            "duplicate_request",
+            "out_of_seq_request",
+            "rcvd_rnr_err",
+            "local_ack_timeout_err",
+            "rx_dropped",
+        ] {
+            assert!(is_anomaly(bad), "{bad}");
+        }
+        for fine in [
+            "ack_deferred",
+            "sent_pkts",
+            "rcvd_pkts",
+            "idle_sleeps",
+            "rdma_sends",
+        ] {
+            assert!(!is_anomaly(fine), "{fine}");
+        }
+    }
+}
