@@ -118,16 +118,20 @@ pub(crate) fn ensure(needs: &[Need]) -> Result<()> {
              then run `cargo xtask deps` again"
         );
     }
-    let status = Command::new("apt-get")
+    // dpkg's lines of every file it unpacks are kept for a failure.
+    let install = Command::new("apt-get")
         .args(["install", "-y", "-qq", "--no-install-recommends"])
         .args(&missing)
         .env("DEBIAN_FRONTEND", "noninteractive")
-        .status()
+        .output()
         .context("running apt-get install")?;
-    if !status.success() {
+    if !install.status.success() {
+        eprintln!("{}", String::from_utf8_lossy(&install.stdout));
+        eprintln!("{}", String::from_utf8_lossy(&install.stderr));
         bail!(
-            "apt-get install {list} failed ({status}); apt-get's message is above. Once it is \
-             fixed, run `cargo xtask deps` again"
+            "apt-get install {list} failed ({}); apt-get's message is above. Once it is \
+             fixed, run `cargo xtask deps` again",
+            install.status
         );
     }
     eprintln!("xtask: installed {list}");
