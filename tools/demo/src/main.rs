@@ -93,6 +93,9 @@ fn main() {
 }
 
 fn run(args: &Args) -> Result<()> {
+    if !xroce_lab::is_root() {
+        bail!("the demo needs root (network namespaces, XDP, AF_XDP): run `sudo cargo xtask demo`");
+    }
     xroce_lab::require_packages(&["iproute2"])?;
     xroce_lab::signals::install().context("installing the Ctrl-C handler")?;
     println!("xroce demo: two network namespaces, one xroced each, RDMA between them\n");

@@ -52,6 +52,9 @@ fn main() {
 }
 
 fn run(args: &Args) -> Result<()> {
+    if !xroce_lab::is_root() {
+        anyhow::bail!("labs need root (network namespaces): run `sudo cargo xtask lab …`");
+    }
     let config = LabConfig {
         mtu: args.mtu,
         router: args.router,
