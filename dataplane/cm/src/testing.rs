@@ -164,6 +164,9 @@ pub struct Pair {
     pub wire: Vec<Sent>,
     /// MADs addressed to neither host.
     pub misrouted: u64,
+    /// Positions in [`Pair::wire`] of MADs the network loses whatever the impairments
+    /// say: `vec![0]` loses the first MAD sent.
+    pub lose: Vec<usize>,
     rng: SeededRandom,
     flights: Vec<Flight>,
 }
@@ -191,6 +194,7 @@ impl Pair {
             impair,
             wire: Vec::new(),
             misrouted: 0,
+            lose: Vec::new(),
             rng: SeededRandom::new(seed),
             flights: Vec::new(),
         }
@@ -218,7 +222,8 @@ impl Pair {
                     self.misrouted += 1;
                     continue;
                 };
-                let lost = self.rng.chance(self.impair.loss);
+                let lost =
+                    self.rng.chance(self.impair.loss) || self.lose.contains(&self.wire.len());
                 self.wire.push(Sent {
                     at: self.now,
                     from,
@@ -336,6 +341,20 @@ impl Pair {
     /// Lets `d` of virtual time pass.
     pub fn run_for(&mut self, d: Duration) {
         let _ = self.run_until(d, |_| false);
+    }
+
+    /// Delivers `mad` to `to` now, as if `to`'s peer had sent it (a copy the network made,
+    /// or a MAD of a peer that is not simulated).
+    pub fn inject(&mut self, to: Side, mad: &[u8]) {
+        let (local, remote) = match to {
+            Side::A => (self.a.addr, self.b.addr),
+            Side::B => (self.b.addr, self.a.addr),
+        };
+        let now = self.now;
+        self.host(to)
+            .cm
+            .handle_mad(now, MadAddress::new(local, remote), mad);
+        self.settle();
     }
 
     /// The MADs `from` sent whose message `pick` selects.

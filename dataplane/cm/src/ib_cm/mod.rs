@@ -428,3 +428,5 @@ impl IbCm {
     }
 }
 
+#[cfg(test)]
+mod tests;

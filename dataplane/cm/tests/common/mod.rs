@@ -99,3 +99,23 @@ pub fn establish(p: &mut Pair, port: u16) -> (IdHandle, IdHandle, IdHandle) {
     wait(p, PATIENCE, true, EventKind::Established);
     (a, listener, req.id)
 }
+
+/// The CM MADs (UD payloads to QP1) of a capture of Linux rxe in the wire crate's
+/// fixtures, in order.
+pub fn captured_mads(name: &str) -> Vec<Vec<u8>> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../wire/tests/fixtures")
+        .join(name);
+    let file = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut reader = pcap_file::pcap::PcapReader::new(file).unwrap();
+    let mut out = Vec::new();
+    while let Some(packet) = reader.next_packet() {
+        let packet = packet.unwrap();
+        if let Ok(frame) = xroce_wire::Frame::parse(&packet.data)
+            && frame.ib.bth.dest_qp == xroce_wire::mad::GSI_QPN
+        {
+            out.push(frame.payload.to_vec());
+        }
+    }
+    out
+}
