@@ -29,6 +29,47 @@
 //! - [`testing`]: two hosts exchanging MADs through a lossy, duplicating, reordering
 //!   network in virtual time, for the tests and for the engine's own.
 //!
+//! # A connection, end to end
+//!
+//! ```
+//! use std::net::SocketAddr;
+//! use std::time::Duration;
+//! use xroce_cm::testing::Pair;
+//! use xroce_cm::{ConnParam, EventKind, Owner, Route};
+//! use xroce_transport::{QpState, QpType};
+//! use xroce_wire::{IbMtu, PortSpace, Qpn};
+//!
+//! let mut p = Pair::new(1); // hosts A (10.0.0.1) and B (10.0.0.2), virtual time
+//! let listener = p.b.cm.create_id(Owner(2), PortSpace::Tcp, QpType::Rc)?;
+//! p.b.cm.bind(listener, SocketAddr::new(p.b.addr, 7174))?;
+//! p.b.cm.listen(listener)?;
+//!
+//! let id = p.a.cm.create_id(Owner(1), PortSpace::Tcp, QpType::Rc)?;
+//! let route = Route {
+//!     local: p.a.addr,
+//!     remote: SocketAddr::new(p.b.addr, 7174),
+//!     path_mtu: IbMtu::Mtu1024,
+//!     hop_limit: 64,
+//! };
+//! p.a.cm.resolve_route(id, route)?;
+//! let param = ConnParam { qp_num: Qpn::new(0x11), retry_count: 7, rnr_retry_count: 7, ..Default::default() };
+//! p.a.cm.connect(p.now, id, &param)?; // REQ
+//!
+//! p.run_until(Duration::from_secs(1), |p| p.b.any(EventKind::ConnectRequest).is_some());
+//! let request = p.b.any(EventKind::ConnectRequest).unwrap().id; // a new id on B
+//! let accept = ConnParam { qp_num: Qpn::new(0x22), ..param };
+//! p.b.cm.accept(p.now, request, &accept)?; // REP
+//!
+//! p.run_until(Duration::from_secs(1), |p| p.a.any(EventKind::ConnectResponse).is_some());
+//! let (rtr, mask) = p.a.cm.init_qp_attr(id, QpState::Rtr)?; // for the engine's modify-QP
+//! assert_eq!(rtr.dest_qpn, Qpn::new(0x22));
+//! p.a.cm.establish(p.now, id)?; // RTU
+//!
+//! p.run_until(Duration::from_secs(1), |p| p.b.any(EventKind::Established).is_some());
+//! # let _ = mask;
+//! # Ok::<(), xroce_cm::Error>(())
+//! ```
+//!
 //! # Where Linux decides
 //!
 //! The specification leaves many choices open; where a Linux peer's behaviour decides

@@ -88,7 +88,7 @@ fn a_lost_rtu_is_sent_again_when_the_rep_comes_again() {
     // REQ, REP, then the RTU is lost.
     p.lose = vec![2];
     let t0 = p.now;
-    let (a, _, _) = establish(&mut p, PORT);
+    establish(&mut p, PORT);
     let rtus = p.sent_by(Side::A, |m| matches!(m, CmMessage::Rtu(_)));
     assert_eq!(rtus.len(), 2);
     assert!(rtus[0].lost);
@@ -102,7 +102,6 @@ fn a_lost_rtu_is_sent_again_when_the_rep_comes_again() {
         1,
         "one response for the app"
     );
-    let _ = a;
 }
 
 #[test]

@@ -9,7 +9,6 @@ mod common;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use common::*;
-use xroce_cm::testing::Host;
 use xroce_cm::{
     Config, ConnParam, EventKind, IdHandle, MadAddress, Owner, RdmaCm, Route, ScriptedRandom,
     Transmit,
@@ -294,5 +293,4 @@ fn write_bw_first_connection_both_sides_and_the_servers_own_dreq() {
     );
     server.handle_mad(NOW, from_client(), drep_client);
     assert_eq!(events(&mut server)[0].kind, EventKind::Disconnected);
-    let _ = Host::new;
 }

@@ -121,7 +121,7 @@ impl IbCm {
     /// A REQ (`cm_req_handler`, `cm_match_req`).
     pub(super) fn handle_req(
         &mut self,
-        _now: Instant,
+        now: Instant,
         from: MadAddress,
         tid: u64,
         req: &ReqRepr<'_>,
@@ -136,7 +136,7 @@ impl IbCm {
             // The peer reuses a QP that is still connected here: it lost the connection
             // without telling us. Linux refuses with REJ 10 and disconnects the old one.
             self.issue_rej(from, tid, raw, RejectReason::STALE_CONN, MsgResponse::REQ);
-            self.send_dreq_if_established(_now, old);
+            self.send_dreq_if_established(now, old);
             return Counter::req_stale;
         }
         if !self.listeners.contains_key(&req.service_id) {

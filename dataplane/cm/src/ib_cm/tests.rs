@@ -4,7 +4,6 @@
 use std::net::{IpAddr, Ipv4Addr};
 
 use xroce_transport::Instant;
-use xroce_wire::cm::CmPath;
 use xroce_wire::{
     CmMad, CmMessage, CommId, Gid, Guid, IbMtu, MsgResponse, Pkey, Psn, Qpn, RejectReason,
     ServiceId, SidrStatus, TransportServiceType,
@@ -241,7 +240,7 @@ fn destroying_a_connection_tells_the_peer_what_linux_tells_it() {
     assert_eq!(a.state(ia), Some(CmState::Idle));
     assert!(b.is_empty());
 
-    let (mut a, mut b, ia, ib) = connected_up_to(CmState::RepSent);
+    let (mut a, mut b, _, ib) = connected_up_to(CmState::RepSent);
     sent(&mut b);
     b.destroy(NOW, ib);
     let out = sent(&mut b);
@@ -257,7 +256,6 @@ fn destroying_a_connection_tells_the_peer_what_linux_tells_it() {
     // A's REQ_SENT connection does not know B's comm ID yet: a REJ naming "other" with
     // B's comm ID does not match it (Linux matches it the same way).
     assert_eq!(a.counters().rcvd_unmatched, 1);
-    let _ = ia;
 
     let (mut a, mut b, ia, ib) = connected_up_to(CmState::Established);
     b.destroy(NOW, ib);
@@ -302,5 +300,4 @@ fn sidr_without_listener_and_destroyed_before_answer() {
         panic!("no SIDR_REP")
     };
     assert_eq!((r.status, r.request_id), (SidrStatus::REJECT, id2));
-    let _ = CmPath::default();
 }

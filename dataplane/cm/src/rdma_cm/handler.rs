@@ -10,7 +10,7 @@ use xroce_wire::{CommId, IbMtu, PortSpace, ServiceId, SidrStatus, TransportServi
 
 use super::error::{EINVAL, ETIMEDOUT};
 use super::events::{ConnEventParam, Event, EventKind, EventParam, UdEventParam, ah_for};
-use super::id::{IdHandle, IdState, RdmaId, RouteInfo};
+use super::id::{IdHandle, IdState, Owner, RdmaId, RouteInfo};
 use super::{MRA_SERVICE_TIMEOUT, RdmaCm};
 use crate::counters::Counter;
 use crate::ib_cm::MRA_FLAG_DELAY;
@@ -200,7 +200,11 @@ impl RdmaCm {
             .collect();
         // A listener on the address itself goes before a wildcard one, then the oldest.
         found.sort_by_key(|h| {
-            let wildcard = self.ids[h].bound.is_some_and(|b| b.ip().is_unspecified());
+            let wildcard = self
+                .ids
+                .get(h)
+                .and_then(|i| i.bound)
+                .is_some_and(|b| b.ip().is_unspecified());
             (wildcard, *h)
         });
         found.first().copied()
@@ -217,7 +221,7 @@ impl RdmaCm {
         let handle = IdHandle(self.next_handle);
         self.next_handle += 1;
         let seq_num = xroce_wire::Psn::new(self.random.next_u32());
-        let owner = self.ids[&listener].owner;
+        let owner = self.ids.get(&listener).map_or(Owner(0), |l| l.owner);
         let mut id = RdmaId::new(owner, r.ps, r.qp_type, seq_num);
         id.state = IdState::Connect;
         id.src = Some(SocketAddr::new(r.header.dst_addr, r.port));

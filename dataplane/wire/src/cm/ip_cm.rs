@@ -268,6 +268,32 @@ mod tests {
     }
 
     #[test]
+    fn random_bytes_never_panic_and_what_parses_round_trips() {
+        let mut rng = crate::cm::fixtures::XorShift(0x0bad_cafe_f00d_1234);
+        for i in 0..5000usize {
+            let mut b = [0u8; 40];
+            rng.fill(&mut b);
+            if i % 2 == 0 {
+                b[0] = 0;
+                b[1] = if i % 4 == 0 { 0x40 } else { 0x60 };
+            }
+            let Ok(p) = IpCmPacket::new_checked(&b[..i % 41]) else {
+                continue;
+            };
+            let Ok(r) = IpCmRepr::parse(&p) else {
+                continue;
+            };
+            let mut out = [0xa5u8; 36];
+            r.emit(&mut IpCmPacket::new_unchecked(&mut out[..]))
+                .unwrap();
+            assert_eq!(
+                IpCmRepr::parse(&IpCmPacket::new_checked(&out[..]).unwrap()),
+                Ok(r)
+            );
+        }
+    }
+
+    #[test]
     fn malformed() {
         assert_eq!(
             IpCmPacket::new_checked(&[0u8; 35][..]).unwrap_err(),

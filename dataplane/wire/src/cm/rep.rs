@@ -332,7 +332,7 @@ mod tests {
         b
     }
 
-    /// rping's REP, as the decode in RESEARCH.md 3.2 lists it.
+    /// rping's REP, field by field as the capture's decode reads it.
     fn repr(private_data: &[u8]) -> RepRepr<'_> {
         RepRepr {
             local_comm_id: CommId(0x8872_6210),

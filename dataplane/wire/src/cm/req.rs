@@ -492,7 +492,8 @@ mod tests {
         }
     }
 
-    /// rping's REQ, as the decode in RESEARCH.md 3.2 lists it.
+    /// rping's REQ, field by field as the raw decode of the capture reads it (tshark agrees
+    /// except for the flow label, which it misreads as 0x000bc).
     fn repr(private_data: &[u8]) -> ReqRepr<'_> {
         ReqRepr {
             local_comm_id: CommId(0xaad7_e16b),
