@@ -31,10 +31,12 @@ impl Ports {
         } else {
             (range.1, range.0)
         };
+        // Port 0 means "any"; a range without a port above it still has one port.
+        let low = low.max(1);
         Ports {
             owners: HashMap::new(),
-            low: low.max(1),
-            high,
+            low,
+            high: high.max(low),
         }
     }
 
@@ -143,5 +145,43 @@ impl Ports {
     /// How many ids hold a port.
     pub(crate) fn holders(&self, ps: PortSpace, port: u16) -> usize {
         self.owners.get(&(ps, port)).map_or(0, Vec::len)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::random::SeededRandom;
+    use crate::rdma_cm::id::Owner;
+    use std::net::{IpAddr, Ipv4Addr};
+    use xroce_transport::QpType;
+    use xroce_wire::Psn;
+
+    #[test]
+    fn degenerate_ranges_still_give_a_port() {
+        let mut ids = HashMap::new();
+        let me = IdHandle(1);
+        ids.insert(
+            me,
+            RdmaId::new(Owner(1), PortSpace::Tcp, QpType::Rc, Psn::ZERO),
+        );
+        let addr = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0);
+        for range in [(0, 0), (5, 5), (9, 3)] {
+            let mut ports = Ports::new(range);
+            let bound = ports
+                .bind(
+                    &ids,
+                    me,
+                    PortSpace::Tcp,
+                    addr,
+                    false,
+                    &mut SeededRandom::new(1),
+                )
+                .unwrap();
+            assert!(bound.port() >= 1, "{range:?}: {bound}");
+            assert_eq!(ports.holders(PortSpace::Tcp, bound.port()), 1);
+            ports.release(me, PortSpace::Tcp, bound.port());
+            assert_eq!(ports.holders(PortSpace::Tcp, bound.port()), 0);
+        }
     }
 }
