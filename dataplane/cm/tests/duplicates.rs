@@ -150,9 +150,11 @@ fn communication_established_stands_in_for_a_lost_rtu() {
         p.b.any(EventKind::Established).is_none(),
         "the RTU was lost"
     );
-    // A's first SEND reaches B's QP: the engine tells the CM.
+    // A's first SEND reaches B's QP 0x22: the engine tells the CM.
     let now = p.now;
-    p.b.cm.notify_established(now, req.id).unwrap();
+    let id = p.b.cm.id_of_qp(xroce_wire::Qpn::new(0x22)).unwrap();
+    assert_eq!(id, req.id);
+    p.b.cm.notify_established(now, id).unwrap();
     p.settle();
     assert_eq!(p.b.count(EventKind::Established), 1);
     // The REP is not sent again, and a late copy of the RTU changes nothing.

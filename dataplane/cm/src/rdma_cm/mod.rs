@@ -18,7 +18,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use xroce_transport::{Instant, QpType};
-use xroce_wire::{CommId, Gid, Guid, PortSpace, Psn, ServiceId};
+use xroce_wire::{CommId, Gid, Guid, PortSpace, Psn, Qpn, ServiceId};
 
 use crate::address::{MadAddress, Transmit};
 use crate::counters::Counters;
@@ -168,6 +168,16 @@ impl RdmaCm {
     /// How many ids hold a port of a port space (0 when it is free).
     pub fn port_holders(&self, ps: PortSpace, port: u16) -> usize {
         self.ports.holders(ps, port)
+    }
+
+    /// The connecting id whose QP is `qpn` (set by connect or accept): how the engine finds
+    /// the id to tell that a QP saw its first packet ([`RdmaCm::notify_established`]).
+    pub fn id_of_qp(&self, qpn: Qpn) -> Option<IdHandle> {
+        self.ids
+            .iter()
+            .filter(|(_, i)| i.state == IdState::Connect && i.cm.is_some() && i.qp_num == qpn)
+            .map(|(h, _)| *h)
+            .min()
     }
 
     /// The ids of an owner.
