@@ -22,6 +22,12 @@ pub enum Layer {
     Bth,
     /// The extension headers the opcode names, plus the ICRC behind them.
     ExtHeaders,
+    /// A 256-byte management datagram (IBTA 13.4).
+    Mad,
+    /// The 232 bytes of CM message data behind the MAD header (IBTA 12.6).
+    Cm,
+    /// The 36-byte IP CM header at the start of rdma_cm private data.
+    IpCm,
 }
 
 impl fmt::Display for Layer {
@@ -34,6 +40,9 @@ impl fmt::Display for Layer {
             Layer::Udp => "UDP datagram",
             Layer::Bth => "BTH",
             Layer::ExtHeaders => "extension headers and ICRC",
+            Layer::Mad => "MAD",
+            Layer::Cm => "CM message",
+            Layer::IpCm => "IP CM header",
         })
     }
 }
@@ -148,6 +157,33 @@ pub enum ParseError {
         /// The ICRC computed over the packet.
         computed: u32,
     },
+    /// The MAD base version is not 1 (IBTA 13.4.3; OPA's version 0x80 is not supported).
+    #[error("MAD base version is {0}; only version 1 is supported")]
+    MadBaseVersion(u8),
+    /// The MAD is not of the communication management class, version 2 (IBTA 12.6).
+    #[error(
+        "MAD of management class {class:#04x} version {version} is not a CM MAD (class 0x07 version 2)"
+    )]
+    NotCm {
+        /// The management class.
+        class: u8,
+        /// The class version.
+        version: u8,
+    },
+    /// The CM MAD's method is not Send (0x03), the only method CM messages travel with
+    /// (IBTA 12.6.1); Get/Set of ClassPortInfo are not served.
+    #[error("CM MAD method {0:#04x} is not Send (0x03)")]
+    CmMethod(u8),
+    /// The CM attribute is not one of the messages this crate knows (REQ … SIDR_REP). LAP
+    /// and APR are among these: the Linux CM refuses them on RoCE, and so do we.
+    #[error("CM attribute {0:#06x} is not a supported CM message")]
+    CmAttribute(u16),
+    /// The IP CM header's version is not 0 (`CMA_VERSION`).
+    #[error("IP CM header version is {0:#04x}; only version 0 is defined")]
+    IpCmVersion(u8),
+    /// The IP CM header's IP version nibble is neither 4 nor 6.
+    #[error("IP CM header IP version is {0}; only 4 and 6 are defined")]
+    IpCmIpVersion(u8),
 }
 
 /// Why an emit could not write what was asked.
@@ -205,4 +241,18 @@ pub enum EmitError {
     /// The packet is too long for the IP or UDP length fields.
     #[error("packet of {0} bytes is too long for the IP/UDP length fields")]
     TooLong(usize),
+    /// A variable-length field (CM private data, REJ additional rejection information,
+    /// SIDR_REP additional information) is longer than the message has room for.
+    #[error("{field} of {len} bytes does not fit: the message has room for {max}")]
+    FieldTooLong {
+        /// The field.
+        field: &'static str,
+        /// The length given.
+        len: usize,
+        /// The room in the message.
+        max: usize,
+    },
+    /// An IP CM header was asked for with source and destination of different IP versions.
+    #[error("IP CM header source and destination addresses are of different IP versions")]
+    IpCmMixedVersions,
 }

@@ -24,6 +24,11 @@
 //! The [`opcode`] table is the single place that knows which headers an opcode carries;
 //! the rest of the code (here and in the transport) asks it instead of matching on opcodes.
 //!
+//! Connection management travels inside that envelope as the payload of UD SENDs to QP1:
+//! [`mad`] is the 256-byte management datagram and its header, [`cm`] the communication
+//! manager's messages (REQ, MRA, REJ, REP, RTU, DREQ, DREP, SIDR_REQ, SIDR_REP) and the IP
+//! CM header rdma_cm puts in their private data ([`cm::ip_cm`]).
+//!
 //! # Receiving
 //!
 //! ```
@@ -78,8 +83,9 @@
 //!
 //! # Specifications
 //!
-//! InfiniBand Architecture Specification Volume 1 (IBTA), chapter 9 (transport layer) and
-//! Annex A17 (RoCEv2); RFC 791 (IPv4), RFC 8200 (IPv6), RFC 768 (UDP), IEEE 802.1Q.
+//! InfiniBand Architecture Specification Volume 1 (IBTA), chapter 9 (transport layer),
+//! chapter 12 (communication management), chapter 13 (management datagrams), Annex A3
+//! (IP addressing for CM) and Annex A17 (RoCEv2); RFC 791 (IPv4), RFC 8200 (IPv6), RFC 768 (UDP), IEEE 802.1Q.
 //! Where the specification leaves room, Linux Soft-RoCE (rxe) decides, and the code says so.
 #![no_std]
 #![forbid(unsafe_code)]
@@ -129,6 +135,7 @@ pub mod atomic_ack_eth;
 pub mod atomic_eth;
 pub mod bth;
 mod checksum;
+pub mod cm;
 pub mod cnp;
 pub mod deth;
 mod error;
@@ -142,6 +149,7 @@ pub mod ieth;
 pub mod immdt;
 pub mod ipv4;
 pub mod ipv6;
+pub mod mad;
 pub mod mtu;
 pub mod opcode;
 pub mod psn;
@@ -154,6 +162,10 @@ pub use aeth::{AethPacket, AethRepr, NakCode, RnrTimer, Syndrome};
 pub use atomic_ack_eth::{AtomicAckEth, AtomicAckEthRepr};
 pub use atomic_eth::{AtomicEth, AtomicEthRepr};
 pub use bth::{BthPacket, BthRepr};
+pub use cm::{
+    AttributeId, CmMad, CmMessage, CommId, Guid, MsgResponse, PortSpace, RejectReason, ServiceId,
+    SidrStatus, TransportServiceType,
+};
 pub use cnp::CnpRepr;
 pub use deth::{DethPacket, DethRepr};
 pub use error::{EmitError, Layer, ParseError};
@@ -166,6 +178,7 @@ pub use ieth::{Ieth, IethRepr};
 pub use immdt::{ImmDt, ImmDtRepr};
 pub use ipv4::{Ipv4Packet, Ipv4Repr};
 pub use ipv6::{Ipv6Packet, Ipv6Repr};
+pub use mad::{MadPacket, MadRepr, Method, MgmtClass};
 pub use mtu::{IbMtu, IpVersion};
 pub use opcode::{ExtHeader, Opcode, OpcodeFlags, OpcodeInfo, Operation, Position, Transport};
 pub use psn::Psn;

@@ -1,0 +1,178 @@
+//! Counters of the connection manager, one per way a MAD can fare, after the Linux CM's
+//! `cm_rx_msgs`/`cm_tx_msgs`/`cm_rx_duplicates` groups and the transport's counters.
+//!
+//! Rule: every MAD handed to [`crate::IbCm::handle_mad`] increments exactly one
+//! disposition counter ([`Counter::is_disposition`]): it was delivered to a connection,
+//! or it was dropped or answered for a reason that has a name. Tests assert which.
+
+macro_rules! counters {
+    ($( $(#[doc = $doc:literal])* $name:ident ),* $(,)?) => {
+        /// The connection manager's counters. Field names are the names users see.
+        #[derive(Clone, Debug, Default, PartialEq, Eq)]
+        pub struct Counters {
+            $( $(#[doc = $doc])* pub $name: u64, )*
+        }
+
+        /// One counter, by name.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[allow(non_camel_case_types)]
+        pub enum Counter {
+            $( $(#[doc = $doc])* $name, )*
+        }
+
+        impl Counter {
+            /// Every counter, in declaration order.
+            pub const ALL: &'static [Counter] = &[$(Counter::$name),*];
+
+            /// The counter's name.
+            pub fn name(self) -> &'static str {
+                match self { $(Counter::$name => stringify!($name),)* }
+            }
+
+            /// What the counter counts.
+            pub fn description(self) -> &'static str {
+                match self { $(Counter::$name => concat!($($doc),*).trim_ascii(),)* }
+            }
+        }
+
+        impl Counters {
+            /// The value of one counter.
+            pub fn value(&self, counter: Counter) -> u64 {
+                match counter { $(Counter::$name => self.$name,)* }
+            }
+
+            /// Increments one counter.
+            pub fn inc(&mut self, counter: Counter) {
+                match counter { $(Counter::$name => self.$name += 1,)* }
+            }
+
+            /// Adds every counter of `other` to `self`.
+            pub fn add(&mut self, other: &Counters) {
+                $( self.$name += other.$name; )*
+            }
+
+            /// `(name, value)` for every counter.
+            pub fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+                Counter::ALL.iter().map(move |c| (c.name(), self.value(*c)))
+            }
+        }
+    };
+}
+
+counters! {
+    /// MADs handed to the CM (whatever became of them).
+    rcvd_mads,
+    /// MADs that moved a connection on: a state change, an event, or an answer the
+    /// connection's state calls for.
+    rcvd_delivered,
+    /// Bytes that are not a MAD: shorter than 256 bytes, or a base version other than 1.
+    rcvd_malformed,
+    /// MADs of another management class or class version, or CM MADs with a method other
+    /// than Send.
+    rcvd_not_cm,
+    /// CM MADs whose attribute is not served: ClassPortInfo, LAP and APR (which Linux
+    /// refuses on RoCE too), and unknown attributes.
+    rcvd_unsupported_attribute,
+    /// Messages that name no connection of ours (unknown or mismatched comm IDs). A DREQ
+    /// among them is still answered with a DREP, as Linux does.
+    rcvd_unmatched,
+    /// Messages for a known connection in a state where they mean nothing.
+    rcvd_wrong_state,
+    /// Copies of messages already handled (REQ, REP, RTU, DREQ, MRA, SIDR_REQ): answered
+    /// with an MRA, RTU or DREP where the Linux CM answers, ignored otherwise.
+    rcvd_duplicate,
+    /// DREQs whose QPN is not the connection's (dropped).
+    rcvd_dreq_wrong_qpn,
+    /// REQs for a service ID nobody listens on (answered with REJ 8).
+    req_no_listener,
+    /// REQs from a (CA GUID, QPN) that still has a live connection here (answered with
+    /// REJ 10; the old connection is sent a DREQ).
+    req_stale,
+    /// REQs whose primary path names a GID that is not ours (answered with REJ 12).
+    req_invalid_gid,
+    /// REPs from a (CA GUID, QPN) that still has another live connection here (answered
+    /// with REJ 10; the old connection is sent a DREQ).
+    rep_stale,
+    /// SIDR_REQs for a service ID nobody listens on (answered with SIDR_REP status 1).
+    sidr_req_no_listener,
+    /// MADs queued for sending, retransmissions included.
+    sent_mads,
+    /// MADs sent again because their answer did not come in time.
+    retransmits,
+    /// REQs whose retries ran out (the connection becomes unreachable).
+    req_timeouts,
+    /// REPs whose retries ran out.
+    rep_timeouts,
+    /// DREQs whose retries ran out (the connection is taken as disconnected).
+    dreq_timeouts,
+    /// SIDR_REQs whose retries ran out.
+    sidr_req_timeouts,
+    /// REJs sent.
+    sent_rej,
+    /// REJs received for a connection of ours.
+    rcvd_rej,
+    /// Connection requests (REQ, SIDR_REQ) that reached a listened service ID but matched
+    /// no rdma_cm listener: bad IP CM header, an address that is not ours or not listened
+    /// on, or the wrong QP type. Answered with REJ 28 or SIDR_REP status 2, as Linux does.
+    /// (The MAD itself counts as delivered: the CM handed it to rdma_cm.)
+    req_refused,
+}
+
+impl Counter {
+    /// Whether this counter says what became of a received MAD: every MAD handed to the CM
+    /// increments exactly one of these.
+    pub fn is_disposition(self) -> bool {
+        matches!(
+            self,
+            Counter::rcvd_delivered
+                | Counter::rcvd_malformed
+                | Counter::rcvd_not_cm
+                | Counter::rcvd_unsupported_attribute
+                | Counter::rcvd_unmatched
+                | Counter::rcvd_wrong_state
+                | Counter::rcvd_duplicate
+                | Counter::rcvd_dreq_wrong_qpn
+                | Counter::req_no_listener
+                | Counter::req_stale
+                | Counter::req_invalid_gid
+                | Counter::rep_stale
+                | Counter::sidr_req_no_listener
+        )
+    }
+}
+
+impl Counters {
+    /// The sum of the disposition counters: equal to `rcvd_mads` at every moment.
+    pub fn dispositions(&self) -> u64 {
+        Counter::ALL
+            .iter()
+            .filter(|c| c.is_disposition())
+            .map(|c| self.value(*c))
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_values_and_descriptions_line_up() {
+        let mut c = Counters::default();
+        c.inc(Counter::rcvd_duplicate);
+        c.inc(Counter::rcvd_duplicate);
+        c.inc(Counter::sent_mads);
+        assert_eq!(c.rcvd_duplicate, 2);
+        assert_eq!(c.value(Counter::rcvd_duplicate), 2);
+        assert_eq!(c.dispositions(), 2, "sent_mads is not a disposition");
+        assert_eq!(Counter::rcvd_duplicate.name(), "rcvd_duplicate");
+        assert!(Counter::ALL.iter().all(|c| !c.description().is_empty()));
+        let mut sum = Counters::default();
+        sum.add(&c);
+        sum.add(&c);
+        assert_eq!(
+            sum.iter().find(|(n, _)| *n == "rcvd_duplicate"),
+            Some(("rcvd_duplicate", 4))
+        );
+    }
+}
