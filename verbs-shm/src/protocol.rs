@@ -204,6 +204,8 @@ pub enum Request {
         /// The smallest QP number wanted (0 for the first page).
         from_qpn: u32,
     },
+    /// rdma_cm ([`crate::cm`]). Answered with [`Reply::Cm`].
+    Cm(crate::cm::CmRequest),
 }
 
 /// A piece of the memory behind a region: `len` bytes at `offset` of a memory file, both
@@ -344,6 +346,8 @@ pub enum Reply {
         /// Where the next page starts (ask with this `from_qpn`); none after the last QP.
         next: Option<u32>,
     },
+    /// The answer to a [`Request::Cm`].
+    Cm(crate::cm::CmReply),
 }
 
 /// One queue pair's state and counters.

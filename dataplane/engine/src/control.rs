@@ -876,6 +876,7 @@ impl Control {
                 }
                 ok(reply)
             }
+            Request::Cm(_) => error(libc::EOPNOTSUPP, "rdma_cm is not served by this daemon"),
         }
     }
 

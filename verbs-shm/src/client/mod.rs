@@ -19,11 +19,13 @@
 //! # Ok::<(), verbs_shm::client::Error>(())
 //! ```
 
+mod cm;
 mod context;
 mod cq;
 mod mr;
 mod qp;
 
+pub use cm::EventChannel;
 pub use context::{Context, devices};
 pub use cq::{CompChannel, Cq, WorkCompletion};
 pub use mr::{Access, Mr};
