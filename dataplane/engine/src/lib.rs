@@ -9,10 +9,12 @@
 //! - [`xdp`]: load and attach the XDP program, fill its XSKMAP, read its counters.
 //! - [`umem`]: the packet buffer memory shared with the kernel (hugepages when available).
 //! - [`xsk`]: AF_XDP ports, one socket per served queue: batched receive and transmit.
+//! - [`gsi`]: QP1, where the connection manager's MADs come in and go out.
 
 pub mod bells;
 pub mod control;
 pub mod daemon;
+pub mod gsi;
 pub mod handoff;
 pub mod host;
 pub mod memory;
