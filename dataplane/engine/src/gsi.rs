@@ -17,8 +17,8 @@ use xroce_cm::MadAddress;
 use xroce_wire::mad::{GSI_QKEY, GSI_QPN, MAD_LEN};
 use xroce_wire::source_port::rxe_initial_udp_source_port;
 use xroce_wire::{
-    BthRepr, DethRepr, EthernetAddress, Frame, FrameRepr, IbRepr, IpRepr, Opcode, ParseError,
-    Pkey, Psn,
+    BthRepr, DethRepr, EthernetAddress, Frame, FrameRepr, IbRepr, IpRepr, Opcode, ParseError, Pkey,
+    Psn,
 };
 
 /// A MAD that came to QP1.
@@ -185,7 +185,12 @@ mod tests {
                 pkey_index: 0,
             };
             let rebuilt = sender
-                .frame(&to, got.src_mac, parsed.headers.ethernet.dst_addr.0, &got.mad)
+                .frame(
+                    &to,
+                    got.src_mac,
+                    parsed.headers.ethernet.dst_addr.0,
+                    &got.mad,
+                )
                 .unwrap();
             assert_eq!(rebuilt[..], f[..rebuilt.len()], "frame as rxe sent it");
         }

@@ -10,6 +10,7 @@
 //! - [`umem`]: the packet buffer memory shared with the kernel (hugepages when available).
 //! - [`xsk`]: AF_XDP ports, one socket per served queue: batched receive and transmit.
 //! - [`gsi`]: QP1, where the connection manager's MADs come in and go out.
+//! - [`rdma_cm`]: the port's connection manager serving every application: QP1, ids, event channels.
 
 pub mod bells;
 pub mod control;
@@ -19,6 +20,7 @@ pub mod handoff;
 pub mod host;
 pub mod memory;
 pub mod poller;
+pub mod rdma_cm;
 pub mod umem;
 pub mod xdp;
 pub mod xsk;

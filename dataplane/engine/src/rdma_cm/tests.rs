@@ -1,0 +1,430 @@
+//! The service between two ports exchanging QP1 frames, and in loopback.
+
+use std::os::fd::AsRawFd;
+
+use super::*;
+use verbs_shm::cm::{event, port_space};
+
+const PID: i32 = 4242;
+
+struct Host {
+    svc: CmService,
+    app: OwnedFd,
+    channel: u32,
+    ip: IpAddr,
+}
+
+/// A port at `ip` with MAC `mac` whose resolver answers `peer_mac` for everything,
+/// with one application connection (1) and its event channel.
+fn host(ip: [u8; 4], mac: u8, peer_mac: u8) -> Host {
+    let port = CmPort {
+        mac: [2, 0, 0, 0, 0, mac],
+        gids: vec![Gid::from_ip(IpAddr::from(ip))],
+        active_mtu: IbMtu::Mtu1024,
+    };
+    let resolve: Resolve = Arc::new(move |_| Ok(Some([2, 0, 0, 0, 0, peer_mac])));
+    let mut svc = CmService::new(0x0200_00ff_fe00_0000 | u64::from(mac), port, resolve).unwrap();
+    let (app, daemon) = nix::sys::socket::socketpair(
+        nix::sys::socket::AddressFamily::Unix,
+        nix::sys::socket::SockType::SeqPacket,
+        None,
+        nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+    )
+    .unwrap();
+    let channel = match svc
+        .handle(asker(1), CmRequest::Channel, vec![daemon])
+        .unwrap()
+    {
+        CmReply::Channel { channel } => channel,
+        other => panic!("{other:?}"),
+    };
+    Host {
+        svc,
+        app,
+        channel,
+        ip: IpAddr::from(ip),
+    }
+}
+
+fn owns(qpn: u32) -> Option<i32> {
+    (qpn < 0x100).then_some(PID)
+}
+
+fn asker(conn: u64) -> Asker<'static> {
+    Asker {
+        conn,
+        pid: PID,
+        qp_owner: &owns,
+    }
+}
+
+fn id(h: &mut Host, ps: u16, qp_type: u32) -> u64 {
+    let r = h.svc.handle(
+        asker(1),
+        CmRequest::CreateId {
+            channel: h.channel,
+            port_space: ps,
+            qp_type,
+        },
+        vec![],
+    );
+    match r.unwrap() {
+        CmReply::Id { id } => id,
+        other => panic!("{other:?}"),
+    }
+}
+
+fn call(svc: &mut CmService, r: CmRequest) -> Result<CmReply, Refusal> {
+    svc.handle(asker(1), r, vec![])
+}
+
+/// The events waiting on a host's channel.
+fn events(h: &Host) -> Vec<CmEventRecord> {
+    let mut v = Vec::new();
+    loop {
+        let mut r = CmEventRecord::default();
+        match nix::sys::socket::recv(
+            h.app.as_raw_fd(),
+            zerocopy::IntoBytes::as_mut_bytes(&mut r),
+            nix::sys::socket::MsgFlags::MSG_DONTWAIT,
+        ) {
+            Ok(n) => {
+                assert_eq!(n, size_of::<CmEventRecord>());
+                v.push(r);
+            }
+            Err(_) => return v,
+        }
+    }
+}
+
+/// Moves frames between two hosts until neither has one to send.
+fn exchange(a: &mut Host, b: &mut Host) {
+    loop {
+        let mut moved = false;
+        while let Some(f) = a.svc.poll_frame() {
+            b.svc.handle_frame(&f);
+            moved = true;
+        }
+        while let Some(f) = b.svc.poll_frame() {
+            a.svc.handle_frame(&f);
+            moved = true;
+        }
+        if !moved {
+            return;
+        }
+    }
+}
+
+/// Waits for a host's resolutions and applies them.
+fn resolutions(h: &mut Host) {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    let mut fds = [PollFd::new(h.svc.bell(), PollFlags::POLLIN)];
+    assert_eq!(
+        poll(&mut fds, PollTimeout::from(5000u16)),
+        Ok(1),
+        "no resolution"
+    );
+    h.svc.on_resolved();
+}
+
+fn sockaddr(ip: IpAddr, port: u16) -> CmSockAddr {
+    CmSockAddr::from(SocketAddr::new(ip, port))
+}
+
+fn param(qpn: u32) -> CmConnParam {
+    CmConnParam {
+        qp_num: qpn,
+        retry_count: 7,
+        rnr_retry_count: 7,
+        responder_resources: 1,
+        initiator_depth: 1,
+        private_data: b"hello".to_vec(),
+        ..CmConnParam::default()
+    }
+}
+
+/// rping's steps, between two daemons exchanging QP1 frames.
+#[test]
+fn a_connection_is_established_and_disconnected_between_two_ports() {
+    let mut a = host([10, 0, 0, 1], 1, 2);
+    let mut b = host([10, 0, 0, 2], 2, 1);
+    let listener = id(&mut b, port_space::TCP, 2);
+    call(
+        &mut b.svc,
+        CmRequest::Bind {
+            id: listener,
+            addr: sockaddr(b.ip, 7174),
+        },
+    )
+    .unwrap();
+    call(
+        &mut b.svc,
+        CmRequest::Listen {
+            id: listener,
+            backlog: 8,
+        },
+    )
+    .unwrap();
+
+    let ca = id(&mut a, port_space::TCP, 2);
+    call(
+        &mut a.svc,
+        CmRequest::ResolveAddr {
+            id: ca,
+            src: CmSockAddr::NONE,
+            dst: sockaddr(b.ip, 7174),
+            timeout_ms: 2000,
+        },
+    )
+    .unwrap();
+    resolutions(&mut a);
+    let e = events(&a);
+    assert_eq!(e.len(), 1);
+    assert_eq!((e[0].event, e[0].status), (event::ADDR_RESOLVED, 0));
+    assert_eq!(e[0].local.ip(), Some(a.ip), "bound to the port's address");
+    call(
+        &mut a.svc,
+        CmRequest::ResolveRoute {
+            id: ca,
+            timeout_ms: 2000,
+        },
+    )
+    .unwrap();
+    assert_eq!(events(&a)[0].event, event::ROUTE_RESOLVED);
+    let info = match call(&mut a.svc, CmRequest::Query { id: ca }).unwrap() {
+        CmReply::Info(i) => i,
+        other => panic!("{other:?}"),
+    };
+    assert!(info.route_resolved && info.path_mtu == 3, "{info:?}");
+    assert_ne!(info.local.port, 0, "an ephemeral port");
+
+    call(
+        &mut a.svc,
+        CmRequest::Connect {
+            id: ca,
+            param: param(0x11),
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        a.svc.counters().gsi_sent,
+        0,
+        "the REQ waits for the next hop"
+    );
+    resolutions(&mut a);
+    exchange(&mut a, &mut b);
+    let req = events(&b);
+    assert_eq!(req.len(), 1);
+    assert_eq!(req[0].event, event::CONNECT_REQUEST);
+    assert_eq!(req[0].listen_id, listener);
+    assert_eq!(req[0].qp_num, 0x11);
+    assert_eq!(&req[0].private_data[..5], b"hello");
+    assert_eq!(req[0].remote.ip(), Some(a.ip));
+    let cb = req[0].id;
+
+    call(
+        &mut b.svc,
+        CmRequest::Accept {
+            id: cb,
+            param: param(0x22),
+        },
+    )
+    .unwrap();
+    exchange(&mut a, &mut b);
+    let rep = events(&a);
+    assert_eq!(rep[0].event, event::CONNECT_RESPONSE);
+    assert_eq!(rep[0].qp_num, 0x22);
+    let rtr = a.svc.init_qp_attr(1, ca, 2).unwrap();
+    assert_eq!(rtr.0.dest_qpn, Qpn::new(0x22));
+    assert_eq!(rtr.0.path.sgid_index, 0);
+    call(&mut a.svc, CmRequest::Establish { id: ca }).unwrap();
+    exchange(&mut a, &mut b);
+    assert_eq!(events(&b)[0].event, event::ESTABLISHED);
+
+    call(&mut a.svc, CmRequest::Disconnect { id: ca }).unwrap();
+    exchange(&mut a, &mut b);
+    assert_eq!(events(&b)[0].event, event::DISCONNECTED);
+    call(&mut b.svc, CmRequest::Disconnect { id: cb }).unwrap();
+    exchange(&mut a, &mut b);
+    assert_eq!(events(&a)[0].event, event::DISCONNECTED);
+    assert!(a.svc.counters().gsi_sent >= 3 && b.svc.counters().gsi_rcvd >= 3);
+    assert_eq!(b.svc.counters().gsi_malformed, 0);
+}
+
+/// Both ends on one port: nothing goes on the wire.
+#[test]
+fn loopback_connections_never_leave_the_port() {
+    let mut h = host([10, 0, 0, 1], 1, 9);
+    let listener = id(&mut h, port_space::TCP, 2);
+    call(
+        &mut h.svc,
+        CmRequest::Bind {
+            id: listener,
+            addr: sockaddr(h.ip, 20079),
+        },
+    )
+    .unwrap();
+    call(
+        &mut h.svc,
+        CmRequest::Listen {
+            id: listener,
+            backlog: 1,
+        },
+    )
+    .unwrap();
+    let c = id(&mut h, port_space::TCP, 2);
+    call(
+        &mut h.svc,
+        CmRequest::ResolveAddr {
+            id: c,
+            src: CmSockAddr::NONE,
+            dst: sockaddr(h.ip, 20079),
+            timeout_ms: 2000,
+        },
+    )
+    .unwrap();
+    call(
+        &mut h.svc,
+        CmRequest::ResolveRoute {
+            id: c,
+            timeout_ms: 2000,
+        },
+    )
+    .unwrap();
+    call(
+        &mut h.svc,
+        CmRequest::Connect {
+            id: c,
+            param: param(0x11),
+        },
+    )
+    .unwrap();
+    let kinds: Vec<u32> = events(&h).iter().map(|e| e.event).collect();
+    assert_eq!(
+        kinds,
+        [
+            event::ADDR_RESOLVED,
+            event::ROUTE_RESOLVED,
+            event::CONNECT_REQUEST
+        ]
+    );
+    assert!(h.svc.poll_frame().is_none());
+    assert!(h.svc.counters().gsi_loopback >= 1);
+}
+
+/// A connection's owner goes away: the CM rejects for it.
+#[test]
+fn a_closed_connection_rejects_its_pending_requests() {
+    let mut a = host([10, 0, 0, 1], 1, 2);
+    let mut b = host([10, 0, 0, 2], 2, 1);
+    let listener = id(&mut b, port_space::TCP, 2);
+    call(
+        &mut b.svc,
+        CmRequest::Bind {
+            id: listener,
+            addr: sockaddr(b.ip, 1),
+        },
+    )
+    .unwrap();
+    call(
+        &mut b.svc,
+        CmRequest::Listen {
+            id: listener,
+            backlog: 1,
+        },
+    )
+    .unwrap();
+    let ca = id(&mut a, port_space::TCP, 2);
+    call(
+        &mut a.svc,
+        CmRequest::ResolveAddr {
+            id: ca,
+            src: CmSockAddr::NONE,
+            dst: sockaddr(b.ip, 1),
+            timeout_ms: 1,
+        },
+    )
+    .unwrap();
+    resolutions(&mut a);
+    call(
+        &mut a.svc,
+        CmRequest::ResolveRoute {
+            id: ca,
+            timeout_ms: 1,
+        },
+    )
+    .unwrap();
+    call(
+        &mut a.svc,
+        CmRequest::Connect {
+            id: ca,
+            param: param(0x11),
+        },
+    )
+    .unwrap();
+    resolutions(&mut a);
+    exchange(&mut a, &mut b);
+    assert_eq!(events(&b)[0].event, event::CONNECT_REQUEST);
+    b.svc.connection_closed(1);
+    exchange(&mut a, &mut b);
+    let e: Vec<(u32, i32)> = events(&a)
+        .iter()
+        .map(|e| (e.event, e.status))
+        .filter(|e| e.0 == event::REJECTED)
+        .collect();
+    assert_eq!(e.len(), 1, "REJECTED with the consumer's reason");
+}
+
+#[test]
+fn requests_are_refused_with_the_errno_of_librdmacm() {
+    let mut h = host([10, 0, 0, 1], 1, 2);
+    let err = |r: Result<CmReply, Refusal>| r.unwrap_err().errno;
+    assert_eq!(
+        err(call(&mut h.svc, CmRequest::Listen { id: 99, backlog: 1 })),
+        libc::EINVAL
+    );
+    assert_eq!(
+        err(call(
+            &mut h.svc,
+            CmRequest::CreateId {
+                channel: 77,
+                port_space: port_space::TCP,
+                qp_type: 2
+            }
+        )),
+        libc::EINVAL,
+        "an unknown channel"
+    );
+    let c = id(&mut h, port_space::TCP, 2);
+    // Another connection cannot touch it.
+    let other = h
+        .svc
+        .handle(asker(2), CmRequest::DestroyId { id: c }, vec![]);
+    assert_eq!(other.unwrap_err().errno, libc::EINVAL);
+    // A QP of another process.
+    call(
+        &mut h.svc,
+        CmRequest::Bind {
+            id: c,
+            addr: sockaddr(h.ip, 0),
+        },
+    )
+    .unwrap();
+    let foreign = call(
+        &mut h.svc,
+        CmRequest::Connect {
+            id: c,
+            param: param(0x5000),
+        },
+    );
+    assert_eq!(foreign.unwrap_err().errno, libc::EINVAL);
+    assert_eq!(
+        err(call(
+            &mut h.svc,
+            CmRequest::DestroyChannel { channel: h.channel }
+        )),
+        libc::EBUSY
+    );
+    call(&mut h.svc, CmRequest::DestroyId { id: c }).unwrap();
+    call(&mut h.svc, CmRequest::DestroyChannel { channel: h.channel }).unwrap();
+}
