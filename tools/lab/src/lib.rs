@@ -433,7 +433,7 @@ impl Lab {
     /// Frames going from the router to that host then suffer it. [`LabError::NoNetem`] when
     /// the kernel has no netem (some minimal VM kernels): there, `xroce_impair::Impairer`
     /// (crate `tools/impair`) impairs the lab's RoCEv2 traffic on the router with XDP and
-    /// AF_XDP instead (it cannot live here: it needs the engine, which needs this crate).
+    /// AF_XDP instead (it needs the engine, which the labs of the tools and tests do not).
     pub fn netem(&self, toward: Side, args: &[&str]) -> Result<(), LabError> {
         let r = self
             .router
