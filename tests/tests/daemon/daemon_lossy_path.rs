@@ -90,6 +90,7 @@ fn a_gibibyte_of_mixed_rc_traffic_crosses_a_lossy_path_intact() {
         reorder: 0.005,
         reorder_gap: 3,
         seed: 0x1055,
+        ..Impairment::default()
     };
     let impair = ImpairProcess::start(&hosts.lab, &impairment).expect("impairment router");
 

@@ -63,6 +63,7 @@ fn the_impairment_router_does_what_its_counters_say() {
         reorder: 0.05,
         reorder_gap: 2,
         seed: 99,
+        ..Impairment::default()
     };
     let impairer = Impairer::start(&lab, &impairment).expect("the forwarder starts");
 

@@ -34,6 +34,9 @@ struct Args {
     /// Percent of frames lost.
     #[arg(long, default_value_t = 0.0)]
     loss: f64,
+    /// Mean length of a run of lost frames (1: independent losses; above: bursts).
+    #[arg(long, default_value_t = 1.0)]
+    loss_burst: f64,
     /// Percent of frames sent twice.
     #[arg(long, default_value_t = 0.0)]
     duplicate: f64,
@@ -70,6 +73,7 @@ fn main() -> Result<()> {
     }
     let impairment = Impairment {
         loss: args.loss / 100.0,
+        loss_burst: args.loss_burst,
         duplicate: args.duplicate / 100.0,
         reorder: args.reorder / 100.0,
         reorder_gap: args.gap,

@@ -56,6 +56,7 @@ impl ImpairProcess {
             .args(["--toward-a", &router.toward_a])
             .args(["--toward-b", &router.toward_b])
             .args(["--loss", &(impairment.loss * 100.0).to_string()])
+            .args(["--loss-burst", &impairment.loss_burst.to_string()])
             .args(["--duplicate", &(impairment.duplicate * 100.0).to_string()])
             .args(["--reorder", &(impairment.reorder * 100.0).to_string()])
             .args(["--gap", &impairment.reorder_gap.to_string()])

@@ -91,12 +91,21 @@ fn ipv4_checksum(header: &[u8]) -> u16 {
     !(sum as u16)
 }
 
-/// How a lab's path misbehaves. Probabilities are fractions (0.01 is 1 %), drawn
-/// independently for every frame in this order: loss, then duplication, then reordering.
+/// How a lab's path misbehaves. Probabilities are fractions (0.01 is 1 %), drawn for every
+/// frame in this order: loss, then duplication, then reordering.
+///
+/// Losses are independent from frame to frame when [`loss_burst`](Self::loss_burst) is 1.
+/// Above 1 they come in bursts, as a congested queue or a flapping link loses them: a
+/// Gilbert model of two states, where every frame is lost in the bad state and none in the
+/// good one, with the chance of leaving the bad state after each frame 1/`loss_burst`
+/// (bursts of `loss_burst` frames on average, geometrically distributed) and the chance
+/// of entering it chosen so that the long-run fraction lost is still `loss`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Impairment {
-    /// A frame is dropped.
+    /// A frame is dropped (the long-run fraction).
     pub loss: f64,
+    /// The mean length of a run of lost frames (1: each loss on its own).
+    pub loss_burst: f64,
     /// A frame is sent twice, back to back.
     pub duplicate: f64,
     /// A frame is held back and sent after the next [`reorder_gap`](Self::reorder_gap)
@@ -114,6 +123,7 @@ impl Default for Impairment {
     fn default() -> Self {
         Impairment {
             loss: 0.0,
+            loss_burst: 1.0,
             duplicate: 0.0,
             reorder: 0.0,
             reorder_gap: 3,
@@ -131,6 +141,12 @@ impl Impairment {
         }
         if self.reorder_gap == 0 {
             return Err("reorder_gap must be at least 1");
+        }
+        if !(self.loss_burst >= 1.0 && self.loss_burst.is_finite()) {
+            return Err("loss_burst is a mean run length of at least 1");
+        }
+        if self.loss_burst > 1.0 && self.loss >= 1.0 {
+            return Err("bursty loss needs a loss fraction below 1");
         }
         Ok(())
     }
@@ -154,6 +170,8 @@ pub enum Fate {
 pub struct Dice {
     rng: StdRng,
     impairment: Impairment,
+    /// In the bad state of the burst model (every frame lost).
+    bad: bool,
 }
 
 impl Dice {
@@ -162,6 +180,7 @@ impl Dice {
         Dice {
             rng: StdRng::seed_from_u64(impairment.seed),
             impairment,
+            bad: false,
         }
     }
 
@@ -170,11 +189,25 @@ impl Dice {
         let i = self.impairment;
         // Three draws every time, whatever the outcome, so that one knob does not shift
         // the others' sequence.
-        let (lose, duplicate, reorder) = (
-            self.rng.random::<f64>() < i.loss,
+        let (loss_draw, duplicate, reorder) = (
+            self.rng.random::<f64>(),
             self.rng.random::<f64>() < i.duplicate,
             self.rng.random::<f64>() < i.reorder,
         );
+        let lose = if i.loss_burst > 1.0 {
+            // Gilbert: leave the bad state with r = 1/burst, enter it with p such that the
+            // stationary share of the bad state, p / (p + r), is the loss fraction.
+            let r = 1.0 / i.loss_burst;
+            let p = i.loss * r / (1.0 - i.loss);
+            self.bad = if self.bad {
+                loss_draw >= r
+            } else {
+                loss_draw < p
+            };
+            self.bad
+        } else {
+            loss_draw < i.loss
+        };
         if lose {
             Fate::Lose
         } else if duplicate {
@@ -190,6 +223,36 @@ impl Dice {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Bursty loss keeps the long-run fraction and makes runs of the asked mean length.
+    #[test]
+    fn bursts_of_loss_have_their_mean_length_and_rate() {
+        let impairment = Impairment {
+            loss: 0.02,
+            loss_burst: 8.0,
+            seed: 11,
+            ..Impairment::default()
+        };
+        assert_eq!(impairment.check(), Ok(()));
+        let mut dice = Dice::new(impairment);
+        let n = 2_000_000;
+        let (mut lost, mut runs, mut previous) = (0u64, 0u64, false);
+        for _ in 0..n {
+            let l = dice.roll() == Fate::Lose;
+            lost += u64::from(l);
+            runs += u64::from(l && !previous);
+            previous = l;
+        }
+        let rate = lost as f64 / n as f64;
+        let mean_run = lost as f64 / runs as f64;
+        assert!((rate - 0.02).abs() < 0.003, "loss rate {rate}");
+        assert!((mean_run - 8.0).abs() < 0.8, "mean burst {mean_run}");
+        let bad = Impairment {
+            loss_burst: 0.5,
+            ..Impairment::default()
+        };
+        assert!(bad.check().is_err());
+    }
     use xroce_wire::{
         BthRepr, EtherType, EthernetAddress, EthernetRepr, Frame, FrameRepr, IbRepr, IpRepr,
         Opcode, Psn, Qpn, VlanTag,
@@ -301,6 +364,7 @@ mod tests {
             reorder: 0.005,
             reorder_gap: 3,
             seed: 42,
+            ..Impairment::default()
         };
         let mut dice = Dice::new(impairment);
         let n = 1_000_000;
