@@ -17,6 +17,7 @@
 //! on errors, and Ctrl-C tears the lab down through the lab crate's signal handling.
 
 mod kernel;
+mod loss;
 mod plot;
 mod poll;
 mod progress;
@@ -50,6 +51,8 @@ const XROCE_TESTS: [&str; 8] = [
 ];
 /// The baselines.
 const BASELINE_TESTS: [&str; 3] = ["xsk", "udp", "tcp"];
+/// Tests that run only when named (a lab of their own, minutes each).
+const OTHER_TESTS: [&str; 1] = ["loss"];
 
 /// Who the xroce workloads run against.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -69,7 +72,8 @@ pub(crate) enum Peer {
 pub(crate) struct Args {
     /// Tests to run, comma-separated: write_bw, read_bw, send_bw, write_lat, send_lat,
     /// read_lat, msg_rate, qp_scaling (over xroce); xsk, udp, tcp (baselines); or the
-    /// groups all, xroce, baselines.
+    /// groups all, xroce, baselines. Only when named: loss (goodput through a router that
+    /// loses frames).
     #[arg(long, value_delimiter = ',', default_value = "all")]
     tests: Vec<String>,
     /// Message sizes of the bandwidth and latency tests: a comma-separated list (suffixes
@@ -159,6 +163,16 @@ pub(crate) struct Args {
     /// Do not draw the plot.
     #[arg(long)]
     no_svg: bool,
+    /// Loss rates of the loss test, in percent.
+    #[arg(long, value_delimiter = ',', default_value = "0,0.1,1,2,5")]
+    loss_rates: Vec<f64>,
+    /// Mean length of a burst of lost frames at the loss test's bursty point (at the
+    /// first non-zero rate); 0: no bursty point.
+    #[arg(long, default_value_t = 8.0)]
+    loss_burst: f64,
+    /// Seed of the loss test's impairment router.
+    #[arg(long, default_value_t = 1)]
+    loss_seed: u64,
     /// Use debug builds of the daemon and xsk-baseline (checks the command itself
     /// quickly; the figures mean nothing).
     #[arg(long, hide = true)]
@@ -179,6 +193,8 @@ struct Plan {
     daemon_cores: [Vec<usize>; 2],
     app_cores: [Option<usize>; 2],
     timing: Timing,
+    /// Points of the loss test (its lab's start is one more step).
+    loss_points: usize,
 }
 
 impl Plan {
@@ -282,13 +298,15 @@ fn plan(args: &Args) -> Result<Plan> {
             name => match XROCE_TESTS
                 .iter()
                 .chain(&BASELINE_TESTS)
+                .chain(&OTHER_TESTS)
                 .find(|k| **k == name)
             {
                 Some(k) => (vec![*k], true),
                 None => bail!(
-                    "unknown test {name:?}: expected {}, {}, or all, xroce, baselines",
+                    "unknown test {name:?}: expected {}, {}, {}, or all, xroce, baselines",
                     XROCE_TESTS.join(", "),
-                    BASELINE_TESTS.join(", ")
+                    BASELINE_TESTS.join(", "),
+                    OTHER_TESTS.join(", ")
                 ),
             },
         };
@@ -309,6 +327,7 @@ fn plan(args: &Args) -> Result<Plan> {
     let tests: Vec<&'static str> = XROCE_TESTS
         .iter()
         .chain(&BASELINE_TESTS)
+        .chain(&OTHER_TESTS)
         .copied()
         .filter(|t| tests.contains(t))
         .collect();
@@ -411,6 +430,7 @@ fn plan(args: &Args) -> Result<Plan> {
         qps: args.qps.clone(),
         daemon_cores,
         app_cores,
+        loss_points: args.loss_rates.len() + usize::from(args.loss_burst > 1.0),
         timing: Timing {
             duration: Duration::from_secs_f64(args.duration),
             iters,
@@ -485,6 +505,7 @@ fn steps(plan: &Plan, flood_frames: usize) -> usize {
             "msg_rate" => plan.msg_sizes.len(),
             "qp_scaling" => plan.qps.len() * (1 + plan.scaling_sizes.len()),
             "xsk" | "udp" => flood_frames + 1,
+            "loss" => plan.loss_points + 1,
             _ => 1,
         };
     }
@@ -728,6 +749,10 @@ fn run(args: &Args) -> Result<()> {
         let frame = frames.pingpong.max(xsk::MIN_FRAME);
         report.baselines.xsk_pingpong = Some(xsk::pingpong(bin, a, b, frame, args.pingpong_count)?);
     }
+    if plan.has("loss") {
+        run_loss(&xroced, &plan, args, &mut report, &progress)?;
+    }
+
     report.baselines.how = format!(
         "raw AF_XDP: xsk-baseline in a lab of its own built like this one; kernel UDP and TCP: \
          std sockets in this lab's namespaces with the daemons stopped; both ends on {} and {}; \
@@ -742,6 +767,53 @@ fn run(args: &Args) -> Result<()> {
     drop(progress);
 
     finish(&report, args)
+}
+
+/// The loss test, in a lab of its own with a router (see [`loss`]).
+fn run_loss(
+    xroced: &Path,
+    plan: &Plan,
+    args: &Args,
+    report: &mut Report,
+    progress: &Progress,
+) -> Result<()> {
+    let pages = 2 * 8 + 2 * (workload::MR_LEN as u64 >> 21) + 16;
+    let _hugepages = xroce_lab::hugepages::HugepageReservation::reserve(pages).ok();
+    progress.step(
+        "starting the loss test's lab (a router between the hosts)",
+        Expect::Unknown,
+    );
+    let cores = |side: usize| -> Vec<String> {
+        match plan.daemon_cores[side].first() {
+            Some(c) => vec!["--cores".into(), c.to_string()],
+            None => Vec::new(),
+        }
+    };
+    let (a, b) = (cores(0), cores(1));
+    let a: Vec<&str> = a.iter().map(String::as_str).collect();
+    let b: Vec<&str> = b.iter().map(String::as_str).collect();
+    let hosts = TwoHosts::start_sides(xroced, &loss::lab_config(args.mtu), &a, &b)
+        .context("starting the loss test's lab and daemons")?;
+    let loss_plan = loss::LossPlan {
+        rates: args.loss_rates.clone(),
+        burst: (args.loss_burst > 1.0).then_some(args.loss_burst),
+        depth: args.tx_depth,
+        timing: plan.timing,
+        seed: args.loss_seed,
+    };
+    let bw_then = match args.bw_sleep_us {
+        0 => poll::Then::Yield,
+        us => poll::Then::Sleep(Duration::from_micros(us)),
+    };
+    report.loss = loss::run(
+        &hosts,
+        &loss_plan,
+        Duration::from_micros(args.spin_us),
+        bw_then,
+        plan.app_cores,
+        progress,
+    )?;
+    Ok(())
 }
 
 /// A report with what every run records before measuring: the options, the build, the
@@ -1093,6 +1165,7 @@ fn workloads(
                 post_list: 1,
                 inline: false,
                 recv_len: max_size,
+                time_completions: false,
             };
             match x.bandwidth(&pairs, &spec, &timing, progress) {
                 Ok(p) => report.bandwidth.push(p),
@@ -1147,6 +1220,7 @@ fn workloads(
                 post_list: args.post_list,
                 inline: true,
                 recv_len: 0,
+                time_completions: false,
             };
             match x.bandwidth(&pairs, &spec, &timing, progress) {
                 Ok(p) => report.msg_rate.push(p),
@@ -1182,6 +1256,7 @@ fn workloads(
                     post_list: 1,
                     inline: false,
                     recv_len: 0,
+                    time_completions: false,
                 };
                 match x.bandwidth(&pairs, &spec, &timing, progress) {
                     Ok(p) => report.qp_scaling.push(p),

@@ -29,6 +29,9 @@ pub(crate) struct Report {
     pub(crate) daemon_counters: DaemonCounters,
     /// Anything the reader should know about this run (skipped parts, anomalies).
     pub(crate) notes: Vec<String>,
+    /// Goodput through a router that loses frames (`--tests loss`).
+    #[serde(default)]
+    pub(crate) loss: Vec<crate::loss::LossPoint>,
 }
 
 /// The options the run used.
@@ -414,6 +417,56 @@ impl Report {
                     }
                 }
                 let _ = writeln!(o);
+            }
+        }
+
+        if !self.loss.is_empty() {
+            let l = &self.loss[0];
+            let _ = writeln!(
+                o,
+                "\nLoss: WRITE {} on 1 QP (depth {}) through a router losing frames; goodput as a fraction of the loss-free point's",
+                size_text(l.size),
+                l.depth
+            );
+            let _ = writeln!(
+                o,
+                "{:>7} {:>6} {:>10} | {:>7} {:>6} | {:>8} {:>10} {:>8} {:>6} | {:>9} {:>9}",
+                "loss %",
+                "burst",
+                "mode",
+                "Gbit/s",
+                "ratio",
+                "dropped",
+                "resent",
+                "timeouts",
+                "NAKs",
+                "p50 µs",
+                "p99 µs"
+            );
+            for p in &self.loss {
+                if let Some(e) = &p.error {
+                    let _ = writeln!(
+                        o,
+                        "{:>7} {:>6} {:>10} | failed: {e}",
+                        p.loss_percent, p.loss_burst, p.mode
+                    );
+                    continue;
+                }
+                let _ = writeln!(
+                    o,
+                    "{:>7} {:>6} {:>10} | {:>7.3} {:>6.3} | {:>8} {:>10} {:>8} {:>6} | {:>9.0} {:>9.0}",
+                    p.loss_percent,
+                    p.loss_burst,
+                    p.mode,
+                    p.gbit_per_sec,
+                    p.ratio,
+                    p.frames_dropped,
+                    p.retransmitted_packets,
+                    p.retransmit_timeouts,
+                    p.seq_naks,
+                    p.completion_p50_us,
+                    p.completion_p99_us
+                );
             }
         }
 

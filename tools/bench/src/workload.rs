@@ -136,7 +136,7 @@ impl End {
     }
 
     /// Throws away completions left in both CQs.
-    fn drain_cqs(&self) -> Result<usize> {
+    pub(crate) fn drain_cqs(&self) -> Result<usize> {
         let mut buf = [WorkCompletion::default(); 64];
         let mut n = 0;
         for cq in [&self.scq, &self.rcq] {
@@ -195,6 +195,21 @@ pub(crate) struct BwSpec {
     pub(crate) inline: bool,
     /// SEND: the length of host b's receives (the test's largest message).
     pub(crate) recv_len: usize,
+    /// Time every message from its post to its completion (every work request is then
+    /// signaled, whatever `cq_mod` says).
+    pub(crate) time_completions: bool,
+}
+
+/// What a bandwidth point measured.
+#[derive(Clone, Debug)]
+pub(crate) struct Measured {
+    /// The figures.
+    pub(crate) point: BwPoint,
+    /// Messages posted in all (warm-up included).
+    pub(crate) posted: u64,
+    /// With [`BwSpec::time_completions`]: each message's time from its post to its
+    /// completion, in µs, for the messages of the measured window.
+    pub(crate) completion_us: Vec<f64>,
 }
 
 /// A latency point's parameters.
@@ -395,6 +410,18 @@ impl<'h> Xroce<'h> {
         timing: &Timing,
         progress: &Progress,
     ) -> Result<BwPoint> {
+        self.bandwidth_measured(pairs, spec, timing, progress)
+            .map(|m| m.point)
+    }
+
+    /// A bandwidth point with everything it measured.
+    pub(crate) fn bandwidth_measured(
+        &self,
+        pairs: &[Pair],
+        spec: &BwSpec,
+        timing: &Timing,
+        progress: &Progress,
+    ) -> Result<Measured> {
         // Only a failed point leaves completions behind (its QPs are gone since).
         self.a.drain_cqs()?;
         self.b.drain_cqs()?;
@@ -413,7 +440,7 @@ impl<'h> Xroce<'h> {
             let requester = s.spawn(|| {
                 let r = self.requester(pairs, spec, timing, progress, &stop);
                 match &r {
-                    Ok((_, posted)) => sent_total.store(*posted, Ordering::Relaxed),
+                    Ok(m) => sent_total.store(m.posted, Ordering::Relaxed),
                     Err(_) => stop.store(true, Ordering::Relaxed),
                 }
                 r
@@ -427,15 +454,16 @@ impl<'h> Xroce<'h> {
             });
             (result, received)
         });
-        let (point, posted) = result?;
+        let measured = result?;
         if let Some(received) = received {
             let received = received?;
             ensure!(
-                received == posted,
-                "host b received {received} SENDs of the {posted} host a sent"
+                received == measured.posted,
+                "host b received {received} SENDs of the {} host a sent",
+                measured.posted
             );
         }
-        Ok(point)
+        Ok(measured)
     }
 
     /// Host b's side of SEND bandwidth: reposts every consumed receive until it has seen
@@ -481,8 +509,7 @@ impl<'h> Xroce<'h> {
         }
     }
 
-    /// Host a's side of a bandwidth point. Returns the point and how many messages it
-    /// posted in all.
+    /// Host a's side of a bandwidth point.
     fn requester(
         &self,
         pairs: &[Pair],
@@ -490,11 +517,19 @@ impl<'h> Xroce<'h> {
         timing: &Timing,
         progress: &Progress,
         stop: &AtomicBool,
-    ) -> Result<(BwPoint, u64)> {
+    ) -> Result<Measured> {
         place(self.app_cores[0]);
         let nq = pairs.len();
         let depth = spec.depth.max(1) as u64;
-        let m = (spec.cq_mod as u64).clamp(1, depth);
+        let m = if spec.time_completions {
+            1
+        } else {
+            (spec.cq_mod as u64).clamp(1, depth)
+        };
+        // Post times of the messages in flight, per QP (they complete in order).
+        let mut posted_at: Vec<std::collections::VecDeque<Instant>> =
+            vec![std::collections::VecDeque::new(); if spec.time_completions { nq } else { 0 }];
+        let mut completion_us = Vec::new();
         let post_list = spec.post_list.max(1) as u64;
         let stride = spec.size.next_multiple_of(64);
         let slots = (SLOT_AREA / stride).clamp(1, 4096) as u64;
@@ -552,6 +587,10 @@ impl<'h> Xroce<'h> {
                         Err((i, VerbsError::QueueFull)) => i as u64,
                         Err((_, e)) => return Err(e).with_context(|| format!("{what}: posting")),
                     };
+                    if spec.time_completions {
+                        let now = Instant::now();
+                        posted_at[q].extend((0..got).map(|_| now));
+                    }
                     posted[q] += got;
                     work |= got > 0;
                     if got < k {
@@ -574,6 +613,13 @@ impl<'h> Xroce<'h> {
                     );
                     done[q] += m;
                     total_done += m;
+                    if spec.time_completions
+                        && let Some(at) = posted_at[q].pop_front()
+                        && window.is_some()
+                        && !stopping
+                    {
+                        completion_us.push((now - at).as_secs_f64() * 1e6);
+                    }
                 }
                 if !stopping {
                     match window {
@@ -628,7 +674,11 @@ impl<'h> Xroce<'h> {
             wire_bytes_per_sec: msgs_per_sec * wire as f64,
             packets_per_sec: msgs_per_sec * packets as f64,
         };
-        Ok((point, posted.iter().sum()))
+        Ok(Measured {
+            point,
+            posted: posted.iter().sum(),
+            completion_us,
+        })
     }
 
     /// Prepares a pair for the latency tests of `op` with messages up to `max_size`.

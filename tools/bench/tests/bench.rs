@@ -330,3 +330,60 @@ fn bench_runs_every_test_and_writes_complete_json() {
         "{svg:.200}"
     );
 }
+
+/// `--tests loss` with two tiny points: the lab with its router, the impairment router and
+/// every field of a loss point. The figures are not judged.
+#[test]
+#[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]
+fn bench_loss_test_writes_its_points() {
+    xroce_lab::require_root();
+    let json = TempFile::new("xroce-xtask-bench-loss", "json");
+    let svg = TempFile::new("xroce-xtask-bench-loss", "svg");
+    let (stdout, report) = run_bench(
+        &[
+            "--debug-build",
+            "--tests",
+            "loss",
+            "--loss-rates",
+            "0,2",
+            "--loss-burst",
+            "4",
+            "--iters",
+            "64",
+            "--tx-depth",
+            "8",
+        ],
+        &json,
+        &svg,
+    );
+    assert!(stdout.contains("Loss: WRITE 64 KiB"), "{stdout}");
+    let points = report["loss"].as_array().expect("a loss section");
+    assert_eq!(points.len(), 3, "0 %, 2 %, and 2 % in bursts: {points:?}");
+    for (p, (rate, burst)) in points.iter().zip([(0.0, 1.0), (2.0, 1.0), (2.0, 4.0)]) {
+        assert_eq!(p["loss_percent"].as_f64(), Some(rate), "{p}");
+        assert_eq!(p["loss_burst"].as_f64(), Some(burst), "{p}");
+        assert_eq!(p["mode"], "go-back-N", "{p}");
+        keys(
+            p,
+            "loss point",
+            &[
+                "gbit_per_sec",
+                "ratio",
+                "frames_dropped",
+                "retransmitted_packets",
+                "retransmitted_bytes",
+                "retransmit_timeouts",
+                "seq_naks",
+                "completion_p50_us",
+                "completion_p99_us",
+                "error",
+            ],
+        );
+        if p["error"].is_null() {
+            positive(p, "loss point", "gbit_per_sec");
+            positive(p, "loss point", "completion_p99_us");
+        }
+    }
+    assert_eq!(points[0]["ratio"].as_f64(), Some(1.0));
+    assert_eq!(points[0]["frames_dropped"].as_u64(), Some(0));
+}
