@@ -14,11 +14,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail, ensure};
 use verbs_shm::client::{
-    Access, Context, Cq, Error as VerbsError, Mr, Pd, Qp, QpAttr, QpInit, QpType, RecvWr, SendOp,
-    SendWr, Sge, WorkCompletion,
+    Access, Connection, Context, Cq, Error as VerbsError, Mr, Pd, Qp, QpInit, QpType, RecvWr,
+    SendOp, SendWr, Sge, WorkCompletion,
 };
 use xroce_lab::Side;
-use xroce_lab::daemons::{TwoHosts, mask};
+use xroce_lab::daemons::TwoHosts;
 
 use super::poll::{Idle, Then, place};
 use super::progress::Progress;
@@ -314,48 +314,9 @@ impl<'h> Xroce<'h> {
 
     /// INIT, RTR, RTS like `ibv_rc_pingpong`, at the port's path MTU.
     fn rts(&self, qp: &Qp, side: Side, dest: u32, my_psn: u32, their_psn: u32) -> Result<()> {
-        let mut a = QpAttr {
-            qp_state: 1,
-            port_num: 1,
-            qp_access_flags: Access::ALL.0,
-            ..QpAttr::default()
-        };
-        qp.modify(
-            &a,
-            mask::STATE | mask::PKEY_INDEX | mask::PORT | mask::ACCESS_FLAGS,
-        )?;
-        a.qp_state = 2;
-        a.path_mtu = self.mtu_code;
-        a.dest_qp_num = dest;
-        a.rq_psn = their_psn;
-        a.ah_attr = self.hosts.av(side);
-        a.max_dest_rd_atomic = 16;
-        a.min_rnr_timer = 12;
-        qp.modify(
-            &a,
-            mask::STATE
-                | mask::AV
-                | mask::PATH_MTU
-                | mask::DEST_QPN
-                | mask::RQ_PSN
-                | mask::MAX_DEST_RD_ATOMIC
-                | mask::MIN_RNR_TIMER,
-        )?;
-        a.qp_state = 3;
-        a.sq_psn = my_psn;
-        a.timeout = 14;
-        a.retry_cnt = 7;
-        a.rnr_retry = 7;
-        a.max_rd_atomic = 16;
-        qp.modify(
-            &a,
-            mask::STATE
-                | mask::SQ_PSN
-                | mask::TIMEOUT
-                | mask::RETRY_CNT
-                | mask::RNR_RETRY
-                | mask::MAX_QP_RD_ATOMIC,
-        )?;
+        let mut c = Connection::new(self.hosts.av(side), dest, my_psn, their_psn);
+        c.path_mtu = self.mtu_code;
+        qp.connect(&c)?;
         Ok(())
     }
 

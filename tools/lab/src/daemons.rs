@@ -12,7 +12,7 @@ use std::process::{Child, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use verbs_shm::client::{AhAttr, Context, QpAttr};
+use verbs_shm::client::{AhAttr, Connection, Context};
 use xroce_artifacts::{Profile, Target};
 
 use crate::{Lab, LabConfig, Side};
@@ -259,7 +259,7 @@ impl Drop for TwoHosts {
 pub use verbs_shm::client::mask;
 
 /// Moves an RC or UC QP to RTS connected to `dest_qpn` at `av`, the way `ibv_rc_pingpong`
-/// does (path MTU 1024, timeout 14, retry 7, RNR retry 7).
+/// does (path MTU 1024, timeout 14, retry 7, RNR retry 7): [`verbs_shm::client::Qp::connect`].
 pub fn connect(
     qp: &verbs_shm::client::Qp,
     av: AhAttr,
@@ -267,41 +267,8 @@ pub fn connect(
     my_psn: u32,
     their_psn: u32,
 ) -> verbs_shm::client::Result<()> {
-    use verbs_shm::client::QpType;
-    let rc = qp.qp_type() == QpType::Rc;
-    let mut a = QpAttr {
-        qp_state: 1,
-        port_num: 1,
-        qp_access_flags: 0xf,
-        ..QpAttr::default()
-    };
-    qp.modify(
-        &a,
-        mask::STATE | mask::PKEY_INDEX | mask::PORT | mask::ACCESS_FLAGS,
-    )?;
-    a.qp_state = 2;
-    a.path_mtu = 3;
-    a.dest_qp_num = dest_qpn;
-    a.rq_psn = their_psn;
-    a.ah_attr = av;
-    a.max_dest_rd_atomic = 16;
-    a.min_rnr_timer = 12;
-    let mut m = mask::STATE | mask::AV | mask::PATH_MTU | mask::DEST_QPN | mask::RQ_PSN;
-    if rc {
-        m |= mask::MAX_DEST_RD_ATOMIC | mask::MIN_RNR_TIMER;
-    }
-    qp.modify(&a, m)?;
-    a.qp_state = 3;
-    a.sq_psn = my_psn;
-    a.timeout = 14;
-    a.retry_cnt = 7;
-    a.rnr_retry = 7;
-    a.max_rd_atomic = 16;
-    let mut m = mask::STATE | mask::SQ_PSN;
-    if rc {
-        m |= mask::TIMEOUT | mask::RETRY_CNT | mask::RNR_RETRY | mask::MAX_QP_RD_ATOMIC;
-    }
-    qp.modify(&a, m)
+    qp.connect(&Connection::new(av, dest_qpn, my_psn, their_psn))
+        .map_err(|e| e.source)
 }
 
 /// Polls `cq` until `n` completions arrived (panics after 10 s with what came).
@@ -328,20 +295,9 @@ pub fn wait_completions(
     got
 }
 
-/// Moves a UD QP to RTS with Q_Key `qkey`.
+/// Moves a UD QP to RTS with Q_Key `qkey`: [`verbs_shm::client::Qp::ud_ready`].
 pub fn ud_ready(qp: &verbs_shm::client::Qp, qkey: u32, psn: u32) -> verbs_shm::client::Result<()> {
-    let mut a = QpAttr {
-        qp_state: 1,
-        port_num: 1,
-        qkey,
-        ..QpAttr::default()
-    };
-    qp.modify(&a, mask::STATE | mask::PKEY_INDEX | mask::PORT | mask::QKEY)?;
-    a.qp_state = 2;
-    qp.modify(&a, mask::STATE)?;
-    a.qp_state = 3;
-    a.sq_psn = psn;
-    qp.modify(&a, mask::STATE | mask::SQ_PSN)
+    qp.ud_ready(qkey, psn).map_err(|e| e.source)
 }
 
 /// The value of counter `name` in `stats`.

@@ -30,8 +30,8 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use sha2::{Digest, Sha256};
 use verbs_shm::client::{
-    Access, AhAttr, Context, Cq, Mr, Qp, QpAttr, QpInit, QpType, SendOp, SendWr, Sge,
-    WorkCompletion, mask, qp_state,
+    Access, AhAttr, Connection, Context, Cq, Mr, Qp, QpInit, QpType, SendOp, SendWr, Sge,
+    WorkCompletion,
 };
 use xroce_pingpong::oob;
 
@@ -297,22 +297,7 @@ fn connect_qp(
     my_psn: u32,
     peer: &Dest,
 ) -> Result<(), Failure> {
-    let mut a = QpAttr {
-        qp_state: qp_state::INIT,
-        port_num: ib_port,
-        qp_access_flags: (Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ).0,
-        ..QpAttr::default()
-    };
-    qp.modify(
-        &a,
-        mask::STATE | mask::PKEY_INDEX | mask::PORT | mask::ACCESS_FLAGS,
-    )
-    .map_err(ctx_err("Failed to modify QP to INIT"))?;
-    a.qp_state = qp_state::RTR;
-    a.path_mtu = mtu;
-    a.dest_qp_num = peer.qpn;
-    a.rq_psn = peer.psn;
-    a.ah_attr = AhAttr {
+    let av = AhAttr {
         dgid: peer.gid,
         sgid_index: gid_idx,
         hop_limit: 64,
@@ -320,35 +305,12 @@ fn connect_qp(
         port_num: ib_port,
         ..AhAttr::default()
     };
-    a.max_dest_rd_atomic = rd_atomic;
-    a.min_rnr_timer = 12;
-    qp.modify(
-        &a,
-        mask::STATE
-            | mask::AV
-            | mask::PATH_MTU
-            | mask::DEST_QPN
-            | mask::RQ_PSN
-            | mask::MAX_DEST_RD_ATOMIC
-            | mask::MIN_RNR_TIMER,
-    )
-    .map_err(ctx_err("Failed to modify QP to RTR"))?;
-    a.qp_state = qp_state::RTS;
-    a.sq_psn = my_psn;
-    a.timeout = 14;
-    a.retry_cnt = 7;
-    a.rnr_retry = 7;
-    a.max_rd_atomic = rd_atomic;
-    qp.modify(
-        &a,
-        mask::STATE
-            | mask::SQ_PSN
-            | mask::TIMEOUT
-            | mask::RETRY_CNT
-            | mask::RNR_RETRY
-            | mask::MAX_QP_RD_ATOMIC,
-    )
-    .map_err(ctx_err("Failed to modify QP to RTS"))
+    let mut c = Connection::new(av, peer.qpn, my_psn, peer.psn);
+    c.path_mtu = mtu;
+    c.access = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
+    c.rd_atomic = rd_atomic;
+    qp.connect(&c)
+        .map_err(|e| Failure(format!("Failed to modify QP to {}: {}", e.state, e.source)))
 }
 
 /// Posts every chunk, `depth` at a time, and waits for all their completions. Returns the

@@ -20,12 +20,14 @@
 //! ```
 
 mod cm;
+mod connect;
 mod context;
 mod cq;
 mod mr;
 mod qp;
 
 pub use cm::EventChannel;
+pub use connect::{ConnectError, Connection};
 pub use context::{Context, devices};
 pub use cq::{CompChannel, Cq, WorkCompletion};
 pub use mr::{Access, Mr};
