@@ -55,6 +55,8 @@ impl Registration {
             access,
             memory,
         };
+        let file = |offset| Memory::File { offset };
+        let pieces = |start, pieces| Memory::Pieces { start, pieces };
         Some(match request {
             Request::RegMr {
                 pd,
@@ -62,22 +64,15 @@ impl Registration {
                 length,
                 access,
                 offset,
-            } => new(None, pd, iova, length, access, Memory::File { offset }),
+            } => new(None, pd, iova, length, access, file(offset)),
             Request::RegMrPieces {
                 pd,
                 iova,
                 length,
                 access,
                 start,
-                pieces,
-            } => new(
-                None,
-                pd,
-                iova,
-                length,
-                access,
-                Memory::Pieces { start, pieces },
-            ),
+                pieces: p,
+            } => new(None, pd, iova, length, access, pieces(start, p)),
             Request::ReregMr {
                 mr,
                 pd,
@@ -85,15 +80,8 @@ impl Registration {
                 length,
                 access,
                 start,
-                pieces,
-            } => new(
-                Some(mr),
-                pd,
-                iova,
-                length,
-                access,
-                Memory::Pieces { start, pieces },
-            ),
+                pieces: p,
+            } => new(Some(mr), pd, iova, length, access, pieces(start, p)),
             _ => return None,
         })
     }
@@ -301,10 +289,16 @@ mod tests {
     use crate::control::AppLimits;
     use crate::control::fake::{FakeHost, Fixture, refused};
 
+    /// An application with these limits and a protection domain.
+    fn app(limits: AppLimits) -> (Fixture, u32) {
+        let mut fx = Fixture::with(limits, FakeHost::default());
+        let pd = fx.pd();
+        (fx, pd)
+    }
+
     #[test]
     fn a_region_gets_two_random_keys_and_reaches_its_poller() {
-        let mut fx = Fixture::new();
-        let pd = fx.pd();
+        let (mut fx, pd) = app(AppLimits::default());
         let before = fx.commands();
         let Ok(Reply::Mr { lkey, rkey, .. }) = fx.reg_mr(pd, 2) else {
             panic!("not registered");
@@ -328,8 +322,7 @@ mod tests {
             max_mrs: 2,
             ..AppLimits::default()
         };
-        let mut fx = Fixture::with(limits, FakeHost::default());
-        let pd = fx.pd();
+        let (mut fx, pd) = app(limits);
         let before = fx.commands();
         refused(fx.reg_mr(pd, 4), libc::ENOMEM, "--max-mr-mib");
         assert_eq!(fx.commands(), before, "a refusal never reaches the poller");
@@ -352,8 +345,7 @@ mod tests {
 
     #[test]
     fn regions_stay_within_the_applications_share_of_the_map_budget() {
-        let mut fx = Fixture::new();
-        let pd = fx.pd();
+        let (mut fx, pd) = app(AppLimits::default());
         // A share of 2: the post-bits page and one region.
         fx.control.registry.map_budget = 8;
         fx.mr(pd);
@@ -370,8 +362,7 @@ mod tests {
 
     #[test]
     fn memory_that_cannot_back_the_region_is_refused() {
-        let mut fx = Fixture::new();
-        let pd = fx.pd();
+        let (mut fx, pd) = app(AppLimits::default());
         let page = sys::PAGE_SIZE as u64;
         let file = || sys::memfd("test-mr", 2 * sys::PAGE_SIZE, false).unwrap();
         let pieces = |start, length, pieces: Vec<Piece>| Request::RegMrPieces {
@@ -436,8 +427,7 @@ mod tests {
 
     #[test]
     fn reregistration_keeps_the_handle_and_keys() {
-        let mut fx = Fixture::new();
-        let pd = fx.pd();
+        let (mut fx, pd) = app(AppLimits::default());
         let Ok(Reply::Mr { mr, lkey, rkey }) = fx.reg_mr(pd, 1) else {
             panic!("not registered");
         };
@@ -467,8 +457,7 @@ mod tests {
 
     #[test]
     fn the_pollers_refusal_or_absence_leaves_no_region() {
-        let mut fx = Fixture::new();
-        let pd = fx.pd();
+        let (mut fx, pd) = app(AppLimits::default());
         fx.poller.state().refuse = Some("overlapping keys".into());
         refused(fx.reg_mr(pd, 1), libc::EINVAL, "overlapping keys");
         fx.poller.state().refuse = None;
