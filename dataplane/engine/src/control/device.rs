@@ -376,6 +376,26 @@ mod tests {
     }
 
     #[test]
+    fn each_application_has_limits_of_its_own() {
+        let limits = AppLimits {
+            max_pds: 1,
+            ..AppLimits::default()
+        };
+        let mut fx = Fixture::with(limits, FakeHost::default());
+        fx.pd();
+        refused(fx.ask(Request::AllocPd), libc::ENOMEM, "--max-pds");
+        let (other, _app) = Fixture::connect(&mut fx.control);
+        let version = contract::VERSION;
+        assert!(
+            fx.control
+                .handle(other, Request::Hello { version }, Vec::new())
+                .is_ok()
+        );
+        let theirs = fx.control.handle(other, Request::AllocPd, Vec::new());
+        assert!(matches!(theirs.map(|a| a.reply), Ok(Reply::Pd { .. })));
+    }
+
+    #[test]
     fn a_protection_domain_in_use_is_busy_until_its_objects_are_gone() {
         let mut fx = Fixture::new();
         let pd = fx.pd();

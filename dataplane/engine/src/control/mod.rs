@@ -228,3 +228,67 @@ impl From<Refusal> for Answer {
         Answer::from(Reply::from(r))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::poller::PollerStats;
+
+    fn link() -> (PollerLink, crossbeam_channel::Receiver<Command>) {
+        let (commands, inbox) = crossbeam_channel::unbounded();
+        // NOTE(unwrap): tests.
+        let doorbell = Arc::new(sys::eventfd().unwrap());
+        (PollerLink { commands, doorbell }, inbox)
+    }
+
+    #[test]
+    fn a_call_waits_for_the_pollers_answer_and_rings_its_doorbell() {
+        let (link, inbox) = link();
+        let poller = std::thread::spawn(move || {
+            let Ok(Command::Stats(reply)) = inbox.recv() else {
+                panic!("no Stats");
+            };
+            reply.send(PollerStats::default()).unwrap();
+        });
+        let link: &dyn Link = &link;
+        assert!(link.call(Command::Stats).is_some());
+        poller.join().unwrap();
+    }
+
+    #[test]
+    fn a_stopped_poller_answers_nothing() {
+        let (link, inbox) = link();
+        drop(inbox);
+        let dyn_link: &dyn Link = &link;
+        assert!(dyn_link.call(Command::Stats).is_none());
+        assert_eq!(sys::eventfd_drain(link.doorbell.as_fd()), 0, "not rung");
+        // A poller that takes the command and stops before answering.
+        let (link, poller) = link_dropping_commands();
+        let dyn_link: &dyn Link = &link;
+        assert!(dyn_link.call(Command::Stats).is_none());
+        drop(link);
+        poller.join().unwrap();
+    }
+
+    /// A link whose poller drops every command unanswered.
+    fn link_dropping_commands() -> (PollerLink, std::thread::JoinHandle<()>) {
+        let (link, inbox) = link();
+        let poller = std::thread::spawn(move || while inbox.recv().is_ok() {});
+        (link, poller)
+    }
+
+    #[test]
+    fn a_refusal_reaches_the_application_as_an_error_reply() {
+        let r = Refusal::new(libc::EBUSY, "in use");
+        assert_eq!(r.to_string(), format!("in use (errno {})", libc::EBUSY));
+        let answer = Answer::from(r);
+        assert!(answer.fds.is_empty());
+        assert_eq!(
+            answer.reply,
+            Reply::Error {
+                errno: libc::EBUSY,
+                message: "in use".into()
+            }
+        );
+    }
+}
