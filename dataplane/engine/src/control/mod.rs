@@ -207,11 +207,11 @@ impl From<Refusal> for Reply {
 
 /// A reply and the descriptors that travel with it.
 #[derive(Debug)]
-pub struct Answer {
+pub(crate) struct Answer {
     /// The reply.
-    pub reply: Reply,
+    pub(crate) reply: Reply,
     /// The descriptors sent along (`SCM_RIGHTS`).
-    pub fds: Vec<OwnedFd>,
+    pub(crate) fds: Vec<OwnedFd>,
 }
 
 impl From<Reply> for Answer {
