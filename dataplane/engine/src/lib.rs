@@ -11,6 +11,13 @@
 //! - [`xsk`]: AF_XDP ports, one socket per served queue: batched receive and transmit.
 //! - [`gsi`]: QP1, where the connection manager's MADs come in and go out.
 //! - [`rdma_cm`]: the port's connection manager serving every application: QP1, ids, event channels.
+//! - [`host`]: the interface, its GIDs, path MTU and neighbours, over rtnetlink.
+//! - [`memory`]: the memory regions a poller reads and writes, by key.
+//! - [`bells`]: which applications' rings a poller reads on a pass.
+//! - [`handoff`]: frames for a queue pair another poller owns.
+//! - [`poller`]: one pinned thread per served queue, running the transport.
+//! - [`control`]: the control socket: applications, their objects, every verb.
+//! - [`daemon`]: sets everything up, runs the control plane, tears everything down.
 
 pub mod bells;
 pub mod control;

@@ -530,31 +530,46 @@ mod tests {
         assert!(!i.is_up());
     }
 
+    /// An address message of interface 4 with `attributes`.
+    fn address_message(
+        family: AddressFamily,
+        prefix_len: u8,
+        attributes: Vec<AddressAttribute>,
+    ) -> AddressMessage {
+        let mut m = AddressMessage::default();
+        m.header.family = family;
+        m.header.index = 4;
+        m.header.prefix_len = prefix_len;
+        m.attributes = attributes;
+        m
+    }
+
     #[test]
     fn address_messages_read_local_flags_and_scope() {
-        let mut m = AddressMessage::default();
-        m.header.family = AddressFamily::Inet;
-        m.header.index = 4;
-        m.header.prefix_len = 24;
+        let ip = |s: &str| s.parse::<IpAddr>().expect("ip");
+        let mut m = address_message(
+            AddressFamily::Inet,
+            24,
+            vec![
+                AddressAttribute::Address(ip("10.0.0.2")),
+                AddressAttribute::Local(ip("10.0.0.1")),
+            ],
+        );
         m.header.flags = AddressHeaderFlags::Permanent;
-        m.attributes
-            .push(AddressAttribute::Address("10.0.0.2".parse().expect("ip")));
-        m.attributes
-            .push(AddressAttribute::Local("10.0.0.1".parse().expect("ip")));
         let (index, a) = parse_address(&m).expect("parses");
         assert_eq!(index, 4);
-        assert_eq!(a.ip, "10.0.0.1".parse::<IpAddr>().expect("ip"));
+        assert_eq!(a.ip, ip("10.0.0.1"));
         assert!(a.flags.permanent() && !a.flags.tentative());
 
-        let mut m = AddressMessage::default();
-        m.header.family = AddressFamily::Inet6;
-        m.header.index = 4;
-        m.header.prefix_len = 64;
+        let mut m = address_message(
+            AddressFamily::Inet6,
+            64,
+            vec![
+                AddressAttribute::Address(ip("fe80::1")),
+                AddressAttribute::Flags(NlFlags::Tentative | NlFlags::Nodad),
+            ],
+        );
         m.header.scope = NlScope::Link;
-        m.attributes
-            .push(AddressAttribute::Address("fe80::1".parse().expect("ip")));
-        m.attributes
-            .push(AddressAttribute::Flags(NlFlags::Tentative | NlFlags::Nodad));
         let (_, a) = parse_address(&m).expect("parses");
         assert_eq!(a.scope, AddressScope::Link);
         assert!(a.flags.tentative() && !a.is_usable());

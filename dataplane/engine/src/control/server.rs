@@ -1,0 +1,556 @@
+//! The control socket: connections, the dispatch of requests to their handlers, replies,
+//! and requests parked while a destination resolves.
+//!
+//! One thread serves every application, and a next hop the kernel has not resolved yet
+//! takes up to seconds: waiting for it there would stall every other application's
+//! requests. A handler that needs one sets `parking` and refuses with `EINPROGRESS`; the
+//! server then leaves the reply unsent, stops reading the connection (so its requests
+//! stay answered in order) and starts a thread that waits for the resolution. That
+//! thread's outcome comes back through a channel and an eventfd in the poll set, and the
+//! parked request is handled again from the start, the outcome waiting in its
+//! connection.
+
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::Arc;
+
+use crossbeam_channel::{Receiver, Sender};
+use tracing::{debug, info, warn};
+use verbs_shm::protocol::{self, Reply, Request};
+use verbs_shm::sys;
+use xroce_wire::Gid;
+
+use super::registry::Registry;
+use super::{Answer, AppLimits, Host, Link, Refusal, Resolver};
+use crate::poller::Command;
+
+/// The poll-set id of the listener.
+const LISTENER: u64 = 0;
+
+/// The poll-set id of the resolutions' doorbell.
+const RESOLVED: u64 = u64::MAX;
+
+/// A resolution that finished: the connection that waits for it, the GID, the outcome.
+type Resolved = (u64, Gid, Result<Option<[u8; 6]>, String>);
+
+/// The control plane.
+pub struct Control {
+    pub(super) device: String,
+    listener: OwnedFd,
+    pub(super) pollers: Vec<Box<dyn Link>>,
+    pub(super) wake_page: OwnedFd,
+    pub(super) host: Box<dyn Host>,
+    pub(super) registry: Registry,
+    gids: Vec<Gid>,
+    resolver: Resolver,
+    /// Finished resolutions, and the eventfd that says one came.
+    resolved: (Sender<Resolved>, Receiver<Resolved>),
+    resolved_bell: Arc<OwnedFd>,
+    /// Set by a request that must wait for this GID to resolve.
+    pub(super) parking: Option<Gid>,
+}
+
+impl std::fmt::Debug for Control {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Control")
+            .field("device", &self.device)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Control {
+    /// A control plane listening as `device`, with these pollers.
+    pub fn new<L: Link + 'static>(
+        device: &str,
+        listener: OwnedFd,
+        pollers: Vec<L>,
+        wake_page: OwnedFd,
+        mut host: Box<dyn Host>,
+        limits: AppLimits,
+    ) -> io::Result<Control> {
+        let resolved_bell = Arc::new(sys::eventfd()?);
+        let gids = host.port().gids;
+        let resolver = host.resolver();
+        let pollers: Vec<Box<dyn Link>> = pollers
+            .into_iter()
+            .map(|p| Box::new(p) as Box<dyn Link>)
+            .collect();
+        Ok(Control {
+            device: device.to_owned(),
+            listener,
+            registry: Registry::new(limits, pollers.len()),
+            pollers,
+            wake_page,
+            host,
+            gids,
+            resolver,
+            resolved: crossbeam_channel::unbounded(),
+            resolved_bell,
+            parking: None,
+        })
+    }
+
+    /// Replaces the budget of memory areas the daemon maps (by default `vm.max_map_count`
+    /// less room for the daemon's own; see [`Control::new`]).
+    pub fn with_map_budget(mut self, areas: usize) -> Control {
+        self.registry.map_budget = areas;
+        self
+    }
+
+    /// The listening socket (for the daemon's poll set).
+    pub fn listener(&self) -> BorrowedFd<'_> {
+        self.listener.as_fd()
+    }
+
+    /// The descriptors to poll: the listener, every connection not waiting for a
+    /// resolution, and the resolutions' doorbell, with their ids.
+    pub fn poll_set(&self) -> Vec<(u64, BorrowedFd<'_>)> {
+        let mut v = vec![
+            (LISTENER, self.listener.as_fd()),
+            (RESOLVED, self.resolved_bell.as_fd()),
+        ];
+        v.extend(
+            self.registry
+                .conns()
+                .filter(|(_, c)| c.parked.is_none())
+                .map(|(id, c)| (id, c.sock.as_fd())),
+        );
+        v
+    }
+
+    /// Handles readiness of poll-set entry `id` (0 is the listener).
+    pub fn on_ready(&mut self, id: u64) {
+        match id {
+            LISTENER => self.accept(),
+            RESOLVED => self.on_resolved(),
+            _ => self.serve(id),
+        }
+    }
+
+    /// Answers the requests whose destinations resolved.
+    fn on_resolved(&mut self) {
+        sys::eventfd_drain(self.resolved_bell.as_fd());
+        while let Ok((id, dgid, outcome)) = self.resolved.1.try_recv() {
+            let mac = self.host.port().mac;
+            let Some(conn) = self.registry.find_mut(id) else {
+                continue;
+            };
+            let Some(request) = conn.parked.take() else {
+                continue;
+            };
+            conn.resolved = Some((dgid, outcome.map(|m| m.unwrap_or(mac))));
+            let answer = self.handle(id, request.clone(), Vec::new());
+            self.answer(id, request, answer);
+        }
+    }
+
+    /// Starts waiting for `dgid` on a thread of its own; the answer comes through
+    /// [`Control::on_resolved`].
+    fn start_resolution(&self, id: u64, dgid: Gid) -> io::Result<()> {
+        let resolve = self.resolver.clone();
+        let done = self.resolved.0.clone();
+        let bell = self.resolved_bell.clone();
+        std::thread::Builder::new()
+            .name("xroce-resolve".into())
+            .spawn(move || {
+                let outcome = resolve(dgid);
+                let _ = done.send((id, dgid, outcome));
+                sys::eventfd_signal(bell.as_fd());
+            })
+            .map(drop)
+    }
+
+    /// Re-reads the port and tells every poller when the GID table changed (addresses
+    /// added or removed on the interface).
+    pub fn refresh_host(&mut self) {
+        let gids = self.host.port().gids;
+        if gids == self.gids || gids.is_empty() {
+            return;
+        }
+        info!(
+            "GID table changed: {:?}",
+            gids.iter().map(|g| g.to_ip()).collect::<Vec<_>>()
+        );
+        for p in &self.pollers {
+            p.send(Command::SetGids(gids.clone()));
+        }
+        self.gids = gids;
+    }
+
+    fn accept(&mut self) {
+        loop {
+            let sock = match sys::accept(self.listener.as_fd()) {
+                Ok(s) => s,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) => {
+                    warn!("accept on the control socket failed: {e}");
+                    return;
+                }
+            };
+            let (pid, uid, _) = sys::peer_credentials(&sock).unwrap_or((0, u32::MAX, 0));
+            // Only the daemon's own user (or root) may attach: applications share memory
+            // with the daemon.
+            let me = nix::unistd::geteuid().as_raw();
+            if uid != me && uid != 0 {
+                warn!("refused a connection from pid {pid} uid {uid}");
+                continue;
+            }
+            let id = self.registry.connect(sock, pid);
+            let poller = self.registry.conn(id).poller;
+            debug!("application pid {pid} connected (context {id}, poller {poller})");
+        }
+    }
+
+    fn serve(&mut self, id: u64) {
+        let mut buf = vec![0u8; protocol::MAX_MESSAGE];
+        let Some(conn) = self.registry.find(id) else {
+            return;
+        };
+        let received = sys::recv_message(conn.sock.as_fd(), &mut buf);
+        let (n, fds) = match received {
+            Ok((0, _)) => return self.hang_up(id),
+            Ok(r) => r,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+            Err(e) => {
+                debug!("context {id}: {e}; closing");
+                return self.hang_up(id);
+            }
+        };
+        match protocol::decode::<Request>(&buf[..n]) {
+            Ok(request) => {
+                let answer = self.handle(id, request.clone(), fds);
+                self.answer(id, request, answer);
+            }
+            Err(e) => {
+                let refusal = Refusal::invalid(format!("undecodable request: {e}"));
+                self.reply(id, refusal.into());
+            }
+        }
+    }
+
+    /// Handles one request of connection `id` (which exists) with the descriptors that
+    /// came with it.
+    pub(super) fn handle(
+        &mut self,
+        id: u64,
+        request: Request,
+        fds: Vec<OwnedFd>,
+    ) -> Result<Answer, Refusal> {
+        let hello = self.registry.find(id).is_some_and(|c| c.hello);
+        if !hello && !matches!(request, Request::Hello { .. }) {
+            return Err(Refusal::new(
+                libc::EPROTO,
+                "the first request must be Hello",
+            ));
+        }
+        let reply = match request {
+            Request::Hello { version } => return self.hello(id, version),
+            Request::QueryDevice => Reply::Device(self.device_attr()),
+            Request::QueryPort => Reply::Port(self.port_attr()),
+            Request::AllocPd => self.alloc_pd(id)?,
+            Request::DeallocPd { pd } => self.dealloc_pd(id, pd)?,
+            request @ (Request::RegMr { .. }
+            | Request::RegMrPieces { .. }
+            | Request::ReregMr { .. }) => self.register_mr(id, request, fds)?,
+            Request::DeregMr { mr } => self.dereg_mr(id, mr)?,
+            Request::CreateCq { entries, channel } => {
+                return self.create_cq(id, entries, channel, fds);
+            }
+            Request::DestroyCq { cq } => self.destroy_cq(id, cq)?,
+            request @ Request::CreateSrq { .. } => return self.create_srq(id, request),
+            Request::ModifySrq { srq, limit } => self.modify_srq(id, srq, limit)?,
+            Request::QuerySrq { srq } => self.query_srq(id, srq)?,
+            Request::DestroySrq { srq } => self.destroy_srq(id, srq)?,
+            request @ Request::CreateQp { .. } => return self.create_qp(id, request),
+            Request::ModifyQp { qp, attr, mask } => self.modify_qp(id, qp, &attr, mask)?,
+            Request::QueryQp { qp } => self.query_qp(id, qp)?,
+            Request::DestroyQp { qp } => self.destroy_qp(id, qp)?,
+            Request::CreateAh { pd, attr } => self.create_ah(id, pd, &attr)?,
+            Request::DestroyAh { ah } => self.destroy_ah(id, ah)?,
+            Request::Stats => Reply::Stats {
+                counters: self.stats(),
+            },
+            Request::QpStats => self.all_qp_stats()?,
+            Request::QpStatsPage { from_qpn } => self.qp_stats_page(from_qpn)?,
+            Request::Cm(_) => {
+                return Err(Refusal::new(
+                    libc::EOPNOTSUPP,
+                    "rdma_cm is not served by this daemon",
+                ));
+            }
+        };
+        Ok(reply.into())
+    }
+
+    /// The poller `poller`'s answer to the command `make` builds; `EIO` when it stopped.
+    pub(super) fn ask<T>(
+        &self,
+        poller: usize,
+        make: impl FnOnce(Sender<T>) -> Command,
+    ) -> Result<T, Refusal> {
+        self.pollers[poller]
+            .call(make)
+            .ok_or_else(Refusal::poller_stopped)
+    }
+
+    /// Sends the answer to `request`, or parks the request when it waits for a
+    /// destination to resolve.
+    fn answer(&mut self, id: u64, request: Request, answer: Result<Answer, Refusal>) {
+        let Some(dgid) = self.parking.take() else {
+            return self.reply(id, answer.unwrap_or_else(Answer::from));
+        };
+        match self.start_resolution(id, dgid) {
+            Ok(()) => {
+                debug!("context {id}: waiting for {} to resolve", dgid.to_ip());
+                if let Some(c) = self.registry.find_mut(id) {
+                    c.parked = Some(request);
+                }
+            }
+            Err(e) => self.reply(
+                id,
+                Refusal::new(libc::EAGAIN, format!("cannot start resolving a path: {e}")).into(),
+            ),
+        }
+    }
+
+    /// Sends a reply and its descriptors.
+    fn reply(&mut self, id: u64, Answer { reply, fds }: Answer) {
+        let mut bytes = protocol::encode(&reply);
+        if bytes.len() > protocol::MAX_MESSAGE {
+            // The application could not receive it: say so instead.
+            warn!("context {id}: a reply of {} bytes is too long", bytes.len());
+            bytes = protocol::encode(&Reply::Error {
+                errno: libc::E2BIG,
+                message: "the reply would exceed a control message".into(),
+            });
+        }
+        let Some(conn) = self.registry.find_mut(id) else {
+            return;
+        };
+        if let Reply::Error { errno, message } = &reply
+            && *errno == libc::ENOMEM
+            && !conn.warned
+        {
+            // Once per application: one that loops on a refusal must not flood the log.
+            conn.warned = true;
+            warn!("application pid {} refused: {message}", conn.pid);
+        }
+        let borrowed: Vec<BorrowedFd<'_>> = fds.iter().map(|f| f.as_fd()).collect();
+        if let Err(e) = sys::send_message(conn.sock.as_fd(), &bytes, &borrowed) {
+            debug!("context {id}: reply failed: {e}; closing");
+            self.hang_up(id);
+        }
+    }
+
+    /// An application went away: destroy everything it owned.
+    fn hang_up(&mut self, id: u64) {
+        let Some(c) = self.registry.disconnect(id) else {
+            return;
+        };
+        let link = &self.pollers[c.poller];
+        let (qps, srqs, cqs, mrs, ahs) = (
+            c.qps.len(),
+            c.srqs.len(),
+            c.cqs.len(),
+            c.mrs.len(),
+            c.ahs.len(),
+        );
+        for (_, qp) in c.qps {
+            link.call(|tx| Command::DestroyQp(qp.qpn, tx));
+            self.registry.release_qpn(qp.qpn);
+        }
+        for srq in c.srqs.keys() {
+            link.call(|tx| Command::DestroySrq(*srq, tx));
+        }
+        for cq in c.cqs {
+            link.call(|tx| Command::DestroyCq(cq, tx));
+        }
+        for (_, mr) in c.mrs {
+            link.call(|tx| Command::DeregMr(mr.lkey, tx));
+            self.registry.release_keys(mr.lkey, mr.rkey);
+        }
+        for ah in c.ahs.keys() {
+            link.call(|tx| Command::DestroyAh(*ah, tx));
+        }
+        info!(
+            "application pid {} (context {id}) went away: released {qps} QPs, {srqs} SRQs, {cqs} CQs, {mrs} MRs, {ahs} AHs",
+            c.pid
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use verbs_shm::protocol::{AhAttr, QpAttr};
+    use xroce_transport::{AttrMask, QpState};
+
+    use super::*;
+    use crate::control::fake::{FakeHost, Fixture, GID, refused};
+    use crate::control::{Neighbour, Refusal};
+
+    /// Sends `request` as the application does.
+    fn send(fx: &Fixture, request: &Request) {
+        sys::send_message(fx.app.as_fd(), &protocol::encode(request), &[]).unwrap();
+    }
+
+    /// The next reply the application receives, serving the daemon's side meanwhile.
+    fn receive(fx: &mut Fixture) -> Reply {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut buf = vec![0u8; protocol::MAX_MESSAGE];
+        loop {
+            match sys::recv_message(fx.app.as_fd(), &mut buf) {
+                Ok((n, _)) => return protocol::decode(&buf[..n]).unwrap(),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => panic!("{e}"),
+            }
+            assert!(Instant::now() < deadline, "no reply");
+            let ready: Vec<u64> = fx.control.poll_set().iter().map(|(id, _)| *id).collect();
+            for id in ready.into_iter().filter(|&id| id != LISTENER) {
+                fx.control.on_ready(id);
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    fn to_rtr(qp: u32) -> Request {
+        let attr = QpAttr {
+            qp_state: QpState::Rtr as u32,
+            ah_attr: AhAttr {
+                dgid: GID.0,
+                is_global: true,
+                ..AhAttr::default()
+            },
+            ..QpAttr::default()
+        };
+        let mask = AttrMask::STATE | AttrMask::AV;
+        Request::ModifyQp {
+            qp,
+            attr,
+            mask: mask.0,
+        }
+    }
+
+    /// A fixture whose host must resolve every destination, ending with `resolved`.
+    fn resolving(resolved: Result<Option<[u8; 6]>, String>) -> (Fixture, u32) {
+        let host = FakeHost {
+            neighbour: Neighbour::Pending,
+            resolved,
+            ..FakeHost::default()
+        };
+        let mut fx = Fixture::with(AppLimits::default(), host);
+        let pd = fx.pd();
+        let cq = fx.cq();
+        let qp = fx.qp(pd, cq);
+        (fx, qp)
+    }
+
+    #[test]
+    fn the_first_request_must_be_hello() {
+        let mut fx = Fixture::new();
+        let (id, _app) = Fixture::connect(&mut fx.control);
+        let answer = fx.control.handle(id, Request::AllocPd, Vec::new());
+        refused(answer, libc::EPROTO, "the first request must be Hello");
+        assert!(fx.control.registry.conn(id).pds.is_empty());
+    }
+
+    #[test]
+    fn rdma_cm_is_not_served_yet() {
+        let mut fx = Fixture::new();
+        let cm = Request::Cm(verbs_shm::cm::CmRequest::Channel);
+        refused(fx.ask(cm), libc::EOPNOTSUPP, "rdma_cm is not served");
+    }
+
+    #[test]
+    fn a_request_is_answered_on_its_socket() {
+        let mut fx = Fixture::new();
+        send(&fx, &Request::AllocPd);
+        let Reply::Pd { pd } = receive(&mut fx) else {
+            panic!("no PD");
+        };
+        assert!(fx.control.registry.conn(fx.id).pds.contains(&pd));
+        sys::send_message(fx.app.as_fd(), &[0xff; 3], &[]).unwrap();
+        let reply = receive(&mut fx);
+        assert!(
+            matches!(&reply, Reply::Error { errno, message } if *errno == libc::EINVAL && message.contains("undecodable")),
+            "{reply:?}"
+        );
+    }
+
+    #[test]
+    fn a_request_waits_for_its_path_while_its_connection_is_not_read() {
+        let (mut fx, qp) = resolving(Ok(Some([2, 0, 0, 0, 0, 3])));
+        send(&fx, &to_rtr(qp));
+        fx.control.on_ready(fx.id);
+        // Parked: the connection is out of the poll set, nothing reached the poller.
+        let parked = fx.control.registry.conn(fx.id).parked.is_some();
+        assert!(parked);
+        let polled = fx.control.poll_set().iter().any(|(id, _)| *id == fx.id);
+        assert!(!polled);
+        assert!(!matches!(
+            fx.poller.state().commands.last(),
+            Some(Command::ModifyQp(..))
+        ));
+        assert_eq!(receive(&mut fx), Reply::Done);
+        let state = fx.poller.state();
+        let Some(Command::ModifyQp(_, attr, ..)) = state.commands.last() else {
+            panic!("no ModifyQp");
+        };
+        assert_eq!(attr.path.dmac, [2, 0, 0, 0, 0, 3]);
+        drop(state);
+        assert!(fx.control.registry.conn(fx.id).parked.is_none());
+    }
+
+    #[test]
+    fn a_local_destination_resolves_to_the_ports_own_address() {
+        let (mut fx, qp) = resolving(Ok(None));
+        send(&fx, &to_rtr(qp));
+        assert_eq!(receive(&mut fx), Reply::Done);
+        let state = fx.poller.state();
+        let Some(Command::ModifyQp(_, attr, ..)) = state.commands.last() else {
+            panic!("no ModifyQp");
+        };
+        assert_eq!(attr.path.dmac, crate::control::fake::MAC);
+    }
+
+    #[test]
+    fn a_path_that_does_not_resolve_fails_with_ehostunreach() {
+        let (mut fx, qp) = resolving(Err("no answer from the neighbour".into()));
+        send(&fx, &to_rtr(qp));
+        let reply = receive(&mut fx);
+        let expected = Reply::from(Refusal::new(
+            libc::EHOSTUNREACH,
+            "cannot reach 192.0.2.1: no answer from the neighbour",
+        ));
+        assert_eq!(reply, expected);
+        // The application carries on.
+        send(&fx, &Request::AllocPd);
+        assert!(matches!(receive(&mut fx), Reply::Pd { .. }));
+    }
+
+    #[test]
+    fn a_hang_up_destroys_everything_the_application_owned() {
+        let mut fx = Fixture::new();
+        let pd = fx.pd();
+        let cq = fx.cq();
+        fx.qp(pd, cq);
+        fx.mr(pd);
+        let before = fx.commands();
+        let (_, app) = Fixture::connect(&mut fx.control);
+        drop(std::mem::replace(&mut fx.app, app));
+        fx.control.on_ready(fx.id);
+        assert!(fx.control.registry.find(fx.id).is_none());
+        let state = fx.poller.state();
+        let gone: Vec<&str> = state.commands[before..]
+            .iter()
+            .map(|c| match c {
+                Command::DestroyQp(..) => "qp",
+                Command::DestroyCq(..) => "cq",
+                Command::DeregMr(..) => "mr",
+                _ => "other",
+            })
+            .collect();
+        assert_eq!(gone, ["qp", "cq", "mr"]);
+    }
+}

@@ -1,0 +1,103 @@
+//! Frames in and out: a receive batch into the transport (or to the poller that owns its
+//! QP), the transport's frames onto the transmit ring, and frames to this host's own GIDs
+//! straight back into the transport (loopback).
+
+use xroce_transport::Instant;
+
+use super::Poller;
+use crate::xsk::RX_BATCH;
+
+/// The most frames one transmit call sends (the pass then goes round: receive, timers,
+/// completions).
+const TX_BUDGET: usize = 256;
+
+impl Poller {
+    /// Receives a batch of frames.
+    pub(super) fn receive(&mut self, now: Instant) -> usize {
+        let Poller {
+            cfg,
+            port,
+            endpoint,
+            mem,
+            rings,
+            counters,
+            ..
+        } = self;
+        let handoff = &mut cfg.handoff;
+        let batch = port.rx().poll();
+        let n = batch.len();
+        if n > 0 || handoff.pending() {
+            // Receive work requests posted before these frames were sent must be there to
+            // meet them (a UC or UD message finding none is dropped): take the rings first.
+            // Their post bits were set before their application could tell its peer.
+            rings.pull_rung(endpoint, now);
+        }
+        for frame in batch.iter() {
+            let owner = handoff.owner(frame);
+            if owner == cfg.index {
+                endpoint.handle_frame(now, frame, mem);
+            } else {
+                counters.count_handoff(handoff.send(owner, frame));
+            }
+        }
+        drop(batch);
+        let taken = handoff.receive(RX_BATCH, |frame| endpoint.handle_frame(now, frame, mem));
+        counters.rx_frames += n as u64;
+        counters.taken_over += taken as u64;
+        n + taken
+    }
+
+    /// Sends what the transport has to send.
+    pub(super) fn transmit(&mut self, now: Instant) -> usize {
+        let mut sent = 0;
+        self.port.tx().poll_completions();
+        // Bounded: loopback frames go back to the free list at once and their answers come
+        // back within the loop, so without a bound two local QPs could keep the poller here
+        // for a whole transfer (no receiving, no timers, no other application's work).
+        while sent < TX_BUDGET {
+            if !self.endpoint.has_transmit() && self.endpoint.poll_timeout().is_none_or(|t| t > now)
+            {
+                break;
+            }
+            let tx = self.port.tx();
+            let Some(mut frame) = tx.frame() else {
+                self.counters.tx_full += 1;
+                break;
+            };
+            let Some(t) = self.endpoint.poll_transmit(now, frame.buf(), &mut self.mem) else {
+                break;
+            };
+            let buf = frame.buf();
+            if buf[..6] == self.mac {
+                // Addressed to ourselves: deliver it here (or to the poller that owns the
+                // destination QP), as the NIC would not.
+                let buf = &buf[..t.len];
+                self.counters.loopback_frames += 1;
+                let owner = self.cfg.handoff.owner(buf);
+                if owner != self.cfg.index {
+                    let handed = self.cfg.handoff.send(owner, buf);
+                    self.counters.count_handoff(handed);
+                } else {
+                    // As `receive` does before handling frames from the wire: a receive
+                    // posted before this frame's send was posted must be there to meet it.
+                    // The receive rings may have been read before the application published
+                    // that receive: read the destination's again (and no send ring, so no
+                    // later send slips in).
+                    if let Some(qpn) = crate::handoff::dest_qpn(buf) {
+                        self.rings.pull_receives_of(&mut self.endpoint, now, qpn);
+                    }
+                    self.endpoint.handle_frame(now, buf, &mut self.mem);
+                }
+                drop(frame);
+            } else {
+                frame.submit(t.len);
+                self.counters.tx_frames += 1;
+            }
+            sent += 1;
+        }
+        if sent > 0 {
+            self.port.tx().flush();
+        }
+        sent
+    }
+}
