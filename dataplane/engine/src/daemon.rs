@@ -18,7 +18,7 @@ use xroce_wire::IbMtu;
 
 use crate::control::{AppLimits, Control, Host, Neighbour, PollerLink, Resolver};
 use crate::handoff;
-use crate::poller::{Command, Poller, PollerConfig};
+use crate::poller::{Command, GsiLink, Poller, PollerConfig};
 use crate::umem::HugepagePolicy;
 use crate::xdp::{AttachRequest, XdpProgram};
 use crate::xsk::{Port, PortConfig, ZeroCopy};
@@ -135,6 +135,12 @@ pub fn run(cfg: DaemonConfig, mut host: Box<dyn Host>) -> Result<()> {
         .collect::<std::io::Result<Vec<_>>>()?;
     let mut mesh =
         handoff::mesh(&doorbells, &wake_page, xroce_transport::frame::MAX_FRAME).into_iter();
+    // QP1 frames, from every poller to the connection manager on this thread.
+    let (gsi_tx, gsi_rx) = bounded::<Vec<u8>>(GsiLink::DEPTH);
+    let gsi = GsiLink {
+        frames: gsi_tx,
+        bell: Arc::new(sys::eventfd()?),
+    };
     let mut pollers = Vec::new();
     for (index, &queue) in cfg.queues.iter().enumerate() {
         let (tx, rx) = unbounded();
@@ -151,6 +157,7 @@ pub fn run(cfg: DaemonConfig, mut host: Box<dyn Host>) -> Result<()> {
             core,
             idle: cfg.idle,
             handoff,
+            gsi: gsi.clone(),
         };
         let mut port_cfg = PortConfig::new(&cfg.interface, queue);
         port_cfg.hugepages = cfg.hugepages;
@@ -212,7 +219,8 @@ pub fn run(cfg: DaemonConfig, mut host: Box<dyn Host>) -> Result<()> {
 
     let links = pollers.iter().map(|p| p.link.clone()).collect();
     let mut control = Control::new(&cfg.device, listener, links, wake_fd, host, cfg.limits)
-        .context("creating the control plane's resolution doorbell")?;
+        .context("creating the control plane's resolution doorbell")?
+        .with_gsi(gsi_rx, gsi.bell.clone());
     if let Some(areas) = cfg.map_budget {
         control = control.with_map_budget(areas);
     }
@@ -224,13 +232,19 @@ pub fn run(cfg: DaemonConfig, mut host: Box<dyn Host>) -> Result<()> {
     );
 
     loop {
+        // At most a second, less when the connection manager has a timer due sooner.
+        let wait = control.cm_deadline().map_or(1000, |t| {
+            t.saturating_duration_since(std::time::Instant::now())
+                .as_millis()
+                .clamp(1, 1000)
+        }) as u16;
         let set = control.poll_set();
         let mut fds: Vec<PollFd<'_>> = set
             .iter()
             .map(|(_, fd)| PollFd::new(*fd, PollFlags::POLLIN))
             .collect();
         fds.push(PollFd::new(signalfd.as_fd(), PollFlags::POLLIN));
-        match poll(&mut fds, PollTimeout::from(1000u16)) {
+        match poll(&mut fds, PollTimeout::from(wait)) {
             Ok(_) => {}
             Err(nix::errno::Errno::EINTR) => continue,
             Err(e) => bail!("poll: {e}"),
@@ -261,6 +275,7 @@ pub fn run(cfg: DaemonConfig, mut host: Box<dyn Host>) -> Result<()> {
         for id in ready {
             control.on_ready(id);
         }
+        control.on_tick();
         control.refresh_host();
     }
     drop(control);

@@ -230,6 +230,7 @@ impl Control {
             "mapped_area_budget".to_owned(),
             self.registry.map_budget as u64,
         ));
+        daemon.extend(self.cm.stats());
         daemon
     }
 

@@ -81,7 +81,7 @@ impl Link for FakePoller {
             Command::QueryQp(_, tx) => tx.send(Some(QpAttr::default())).is_ok(),
             Command::Stats(tx) => tx.send(PollerStats::default()).is_ok(),
             Command::QpStats { reply, .. } => reply.send(Vec::new()).is_ok(),
-            Command::SetGids(_) | Command::Stop => true,
+            Command::SetGids(_) | Command::Transmit(_) | Command::Stop => true,
         };
         s.commands.push(command);
         true

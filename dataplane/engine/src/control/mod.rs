@@ -31,9 +31,11 @@
 //! - [`queue`]: completion queues and shared receive queues, and the rings behind them.
 //! - [`queue_pair`]: queue pairs.
 //! - [`address`]: paths to destinations and address handles.
+//! - [`cm`]: rdma_cm requests, served by the port's connection manager.
 //! - [`convert`]: between the control protocol's types and the transport's.
 
 mod address;
+mod cm;
 mod convert;
 mod device;
 #[cfg(test)]

@@ -353,6 +353,14 @@ impl Registry {
     }
 
     /// Every connection, with its id.
+    /// The process whose application owns QP number `qpn`, if any.
+    pub(super) fn pid_of_qpn(&self, qpn: u32) -> Option<i32> {
+        self.conns
+            .values()
+            .find(|c| c.qps.values().any(|q| q.qpn.value() == qpn))
+            .map(|c| c.pid)
+    }
+
     pub(super) fn conns(&self) -> impl Iterator<Item = (u64, &Conn)> {
         self.conns.iter().map(|(&id, c)| (id, c))
     }

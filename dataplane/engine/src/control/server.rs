@@ -21,14 +21,30 @@ use verbs_shm::sys;
 use xroce_wire::Gid;
 
 use super::registry::Registry;
-use super::{Answer, AppLimits, Host, Link, Refusal, Resolver};
+use super::{Answer, AppLimits, Host, Link, PortView, Refusal, Resolver, node_guid};
 use crate::poller::Command;
+use crate::rdma_cm::{CmPort, CmService};
+
+/// What the connection manager needs of the port.
+fn cm_port(port: &PortView) -> CmPort {
+    CmPort {
+        mac: port.mac,
+        gids: port.gids.clone(),
+        active_mtu: port.active_mtu,
+    }
+}
 
 /// The poll-set id of the listener.
 const LISTENER: u64 = 0;
 
 /// The poll-set id of the resolutions' doorbell.
 const RESOLVED: u64 = u64::MAX;
+
+/// The poll-set id of the doorbell of QP1 frames from the pollers.
+const MADS: u64 = u64::MAX - 1;
+
+/// The poll-set id of the connection manager's resolutions.
+const CM_RESOLVED: u64 = u64::MAX - 2;
 
 /// A resolution that finished: the connection that waits for it, the GID, the outcome.
 type Resolved = (u64, Gid, Result<Option<[u8; 6]>, String>);
@@ -48,6 +64,10 @@ pub struct Control {
     resolved_bell: Arc<OwnedFd>,
     /// Set by a request that must wait for this GID to resolve.
     pub(super) parking: Option<Gid>,
+    /// The port's connection manager.
+    pub(super) cm: CmService,
+    /// QP1 frames from the pollers, and the eventfd that says one came.
+    pub(super) gsi: Option<(Receiver<Vec<u8>>, Arc<OwnedFd>)>,
 }
 
 impl std::fmt::Debug for Control {
@@ -69,8 +89,10 @@ impl Control {
         limits: AppLimits,
     ) -> io::Result<Control> {
         let resolved_bell = Arc::new(sys::eventfd()?);
-        let gids = host.port().gids;
+        let port = host.port();
+        let gids = port.gids.clone();
         let resolver = host.resolver();
+        let cm = CmService::new(node_guid(port.mac), cm_port(&port), resolver.clone())?;
         let pollers: Vec<Box<dyn Link>> = pollers
             .into_iter()
             .map(|p| Box::new(p) as Box<dyn Link>)
@@ -87,7 +109,15 @@ impl Control {
             resolved: crossbeam_channel::unbounded(),
             resolved_bell,
             parking: None,
+            cm,
+            gsi: None,
         })
+    }
+
+    /// Takes the QP1 frames the pollers pass on through `frames`, rung by `bell`.
+    pub fn with_gsi(mut self, frames: Receiver<Vec<u8>>, bell: Arc<OwnedFd>) -> Control {
+        self.gsi = Some((frames, bell));
+        self
     }
 
     /// Replaces the budget of memory areas the daemon maps (by default `vm.max_map_count`
@@ -108,7 +138,11 @@ impl Control {
         let mut v = vec![
             (LISTENER, self.listener.as_fd()),
             (RESOLVED, self.resolved_bell.as_fd()),
+            (CM_RESOLVED, self.cm.bell()),
         ];
+        if let Some((_, bell)) = &self.gsi {
+            v.push((MADS, bell.as_fd()));
+        }
         v.extend(
             self.registry
                 .conns()
@@ -123,6 +157,8 @@ impl Control {
         match id {
             LISTENER => self.accept(),
             RESOLVED => self.on_resolved(),
+            MADS => self.on_mads(),
+            CM_RESOLVED => self.on_cm_resolved(),
             _ => self.serve(id),
         }
     }
@@ -163,10 +199,12 @@ impl Control {
     /// Re-reads the port and tells every poller when the GID table changed (addresses
     /// added or removed on the interface).
     pub fn refresh_host(&mut self) {
-        let gids = self.host.port().gids;
+        let port = self.host.port();
+        let gids = port.gids.clone();
         if gids == self.gids || gids.is_empty() {
             return;
         }
+        self.cm.update_port(cm_port(&port));
         info!(
             "GID table changed: {:?}",
             gids.iter().map(|g| g.to_ip()).collect::<Vec<_>>()
@@ -272,12 +310,7 @@ impl Control {
             },
             Request::QpStats => self.all_qp_stats()?,
             Request::QpStatsPage { from_qpn } => self.qp_stats_page(from_qpn)?,
-            Request::Cm(_) => {
-                return Err(Refusal::new(
-                    libc::EOPNOTSUPP,
-                    "rdma_cm is not served by this daemon",
-                ));
-            }
+            Request::Cm(request) => self.cm_request(id, request, fds)?,
         };
         Ok(reply.into())
     }
@@ -347,6 +380,9 @@ impl Control {
         let Some(c) = self.registry.disconnect(id) else {
             return;
         };
+        // Its rdma_cm ids go first: the peers of its connections hear a DREQ or a REJ.
+        self.cm.connection_closed(id);
+        self.send_mads();
         let link = &self.pollers[c.poller];
         let (qps, srqs, cqs, mrs, ahs) = (
             c.qps.len(),
@@ -455,11 +491,70 @@ mod tests {
         assert!(fx.control.registry.conn(id).pds.is_empty());
     }
 
+    /// rdma_cm requests reach the connection manager; the ids of a connection go with it.
     #[test]
-    fn rdma_cm_is_not_served_yet() {
+    fn rdma_cm_requests_are_served_and_go_with_their_connection() {
+        use verbs_shm::cm::{CmReply, CmRequest, CmSockAddr, port_space};
         let mut fx = Fixture::new();
-        let cm = Request::Cm(verbs_shm::cm::CmRequest::Channel);
-        refused(fx.ask(cm), libc::EOPNOTSUPP, "rdma_cm is not served");
+        let (_app, daemon) = nix::sys::socket::socketpair(
+            nix::sys::socket::AddressFamily::Unix,
+            nix::sys::socket::SockType::SeqPacket,
+            None,
+            nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+        )
+        .unwrap();
+        let channel = match fx.ask_with(Request::Cm(CmRequest::Channel), vec![daemon]) {
+            Ok(Answer {
+                reply: Reply::Cm(CmReply::Channel { channel }),
+                ..
+            }) => channel,
+            other => panic!("{other:?}"),
+        };
+        let create = CmRequest::CreateId {
+            channel,
+            port_space: port_space::TCP,
+            qp_type: 2,
+        };
+        let Ok(Reply::Cm(CmReply::Id { id })) = fx.ask(Request::Cm(create)) else {
+            panic!("no id");
+        };
+        let bind = CmRequest::Bind {
+            id,
+            addr: CmSockAddr::from(std::net::SocketAddr::new(GID.to_ip(), 7174)),
+        };
+        assert!(matches!(
+            fx.ask(Request::Cm(bind)),
+            Ok(Reply::Cm(CmReply::Info(_)))
+        ));
+        // A connect naming a QP this application does not own is refused.
+        let connect = CmRequest::Connect {
+            id,
+            param: verbs_shm::cm::CmConnParam {
+                qp_num: 0x77,
+                ..Default::default()
+            },
+        };
+        refused(
+            fx.ask(Request::Cm(connect)),
+            libc::EINVAL,
+            "not one of this process's",
+        );
+        // Once the connection is gone, so are its id and its channel.
+        let gauge = |fx: &Fixture, name: &str| {
+            fx.control
+                .cm
+                .stats()
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|x| x.1)
+        };
+        assert_eq!(gauge(&fx, "cm_ids"), Some(1));
+        assert_eq!(gauge(&fx, "cm_event_channels"), Some(1));
+        let (_, app) = Fixture::connect(&mut fx.control);
+        drop(std::mem::replace(&mut fx.app, app));
+        fx.control.on_ready(fx.id);
+        assert_eq!(gauge(&fx, "cm_ids"), Some(0));
+        assert_eq!(gauge(&fx, "cm_event_channels"), Some(0));
     }
 
     #[test]

@@ -70,6 +70,8 @@ pub enum Command {
     },
     /// Replaces the GID table.
     SetGids(Vec<xroce_wire::Gid>),
+    /// Sends a whole frame as it is (a MAD of the connection manager, from QP1).
+    Transmit(Vec<u8>),
     /// Stops the poller.
     Stop,
 }
@@ -218,6 +220,7 @@ impl Poller {
                 let _ = reply.send(self.stats());
             }
             Command::SetGids(gids) => self.endpoint.set_gids(gids),
+            Command::Transmit(frame) => self.raw_tx.push_back(frame),
             Command::Stop => return false,
         }
         true
@@ -405,6 +408,9 @@ impl Poller {
                 ("handed_over_frames", c.handed_over),
                 ("taken_over_frames", c.taken_over),
                 ("handoff_full_drops", c.handoff_full),
+                ("gsi_frames_in", c.gsi_in),
+                ("gsi_frames_in_dropped", c.gsi_in_dropped),
+                ("gsi_frames_out", c.gsi_out),
                 ("tx_ring_full", c.tx_full),
                 ("bad_work_requests", intake.bad_wqe),
                 ("broken_rings", intake.broken_rings),

@@ -33,6 +33,15 @@ impl Poller {
             rings.pull_rung(endpoint, now);
         }
         for frame in batch.iter() {
+            if crate::handoff::dest_qpn(frame) == Some(xroce_wire::Qpn::GSI.value()) {
+                // QP1 belongs to the connection manager, on the control thread.
+                if cfg.gsi.forward(frame) {
+                    counters.gsi_in += 1;
+                } else {
+                    counters.gsi_in_dropped += 1;
+                }
+                continue;
+            }
             let owner = handoff.owner(frame);
             if owner == cfg.index {
                 endpoint.handle_frame(now, frame, mem);
@@ -51,6 +60,25 @@ impl Poller {
     pub(super) fn transmit(&mut self, now: Instant) -> usize {
         let mut sent = 0;
         self.port.tx().poll_completions();
+        // The connection manager's MADs, first: few, and their peers wait on them.
+        while let Some(raw) = self.raw_tx.front() {
+            let tx = self.port.tx();
+            let Some(mut frame) = tx.frame() else {
+                self.counters.tx_full += 1;
+                break;
+            };
+            let buf = frame.buf();
+            if raw.len() > buf.len() {
+                self.raw_tx.pop_front();
+                continue;
+            }
+            buf[..raw.len()].copy_from_slice(raw);
+            frame.submit(raw.len());
+            self.raw_tx.pop_front();
+            self.counters.gsi_out += 1;
+            self.counters.tx_frames += 1;
+            sent += 1;
+        }
         // Bounded: loopback frames go back to the free list at once and their answers come
         // back within the loop, so without a bound two local QPs could keep the poller here
         // for a whole transfer (no receiving, no timers, no other application's work).

@@ -36,12 +36,12 @@ mod intake;
 mod run;
 mod work_request;
 
-use std::collections::HashMap;
-use std::os::fd::OwnedFd;
+use std::collections::{HashMap, VecDeque};
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 use std::time::Instant as StdInstant;
 
-use crossbeam_channel::Receiver;
+use crossbeam_channel::{Receiver, Sender, TrySendError};
 use verbs_shm::sys::Mapping;
 use xroce_transport::Endpoint;
 
@@ -67,6 +67,9 @@ struct DaemonCounters {
     handed_over: u64,
     taken_over: u64,
     handoff_full: u64,
+    gsi_in: u64,
+    gsi_in_dropped: u64,
+    gsi_out: u64,
 }
 
 impl DaemonCounters {
@@ -96,6 +99,35 @@ pub struct PollerConfig {
     pub idle: IdlePolicy,
     /// Frames for QPs of other pollers go through here.
     pub handoff: Handoff,
+    /// Frames for QP1 go to the connection manager through here.
+    pub gsi: GsiLink,
+}
+
+/// Where a poller sends the frames that arrive for QP1 (the connection manager's MADs):
+/// the control thread, woken through `bell`. Bounded: a flood of MADs is dropped and
+/// counted, as a NIC drops what its QP1 ring cannot take (the CM retransmits).
+#[derive(Debug, Clone)]
+pub struct GsiLink {
+    /// The frames.
+    pub frames: Sender<Vec<u8>>,
+    /// Written after each frame.
+    pub bell: Arc<OwnedFd>,
+}
+
+impl GsiLink {
+    /// The MADs in flight to the control thread before the next is dropped.
+    pub const DEPTH: usize = 1024;
+
+    /// Passes a QP1 frame on; `false` when the control thread has no room for it.
+    fn forward(&self, frame: &[u8]) -> bool {
+        match self.frames.try_send(frame.to_vec()) {
+            Ok(()) => {
+                verbs_shm::sys::eventfd_signal(self.bell.as_fd());
+                true
+            }
+            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => false,
+        }
+    }
 }
 
 /// One poller.
@@ -113,6 +145,8 @@ pub struct Poller {
     epoch: StdInstant,
     counters: DaemonCounters,
     mac: [u8; 6],
+    /// Whole frames the control thread gave to send (QP1's MADs).
+    raw_tx: VecDeque<Vec<u8>>,
 }
 
 impl std::fmt::Debug for Poller {
@@ -138,6 +172,7 @@ impl Poller {
             epoch: StdInstant::now(),
             counters: DaemonCounters::default(),
             mac,
+            raw_tx: VecDeque::new(),
         }
     }
 }

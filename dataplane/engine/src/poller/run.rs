@@ -124,7 +124,11 @@ impl Poller {
         let pending = self.rings.pull_every_ring(&mut self.endpoint, now)
             + self.transmit(now)
             + self.deliver(now);
-        if pending == 0 && self.cfg.commands.is_empty() && !self.cfg.handoff.pending() {
+        if pending == 0
+            && self.cfg.commands.is_empty()
+            && !self.cfg.handoff.pending()
+            && self.raw_tx.is_empty()
+        {
             let timeout = match self.endpoint.poll_timeout() {
                 Some(t) => (t.saturating_duration_since(self.now())).min(MAX_SLEEP),
                 None => MAX_SLEEP,

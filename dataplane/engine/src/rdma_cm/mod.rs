@@ -37,6 +37,7 @@ use xroce_wire::cm::{Guid, PortSpace};
 use xroce_wire::mad::MAD_LEN;
 use xroce_wire::{Gid, IbMtu, Qpn};
 
+use crate::control::Resolver;
 use crate::gsi::{self, GsiDrop, GsiSender};
 
 /// The hop limit of the paths rdma_cm synthesizes (the route's TTL).
@@ -52,21 +53,6 @@ pub struct CmPort {
     /// The active path MTU.
     pub active_mtu: IbMtu,
 }
-
-/// What the kernel knows of a destination (the control plane's neighbour view).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum NextHop {
-    /// Frames go to this Ethernet address.
-    Mac([u8; 6]),
-    /// Not known yet: resolve it.
-    Pending,
-    /// Cannot be reached, and why.
-    Unreachable(String),
-}
-
-/// Waits for the kernel to resolve a destination: the next hop's MAC, `None` for an
-/// address of this host, or why not. Runs on a thread of its own.
-pub type Resolve = Arc<dyn Fn(Gid) -> Result<Option<[u8; 6]>, String> + Send + Sync>;
 
 /// A request refused: the errno the application's call returns, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -182,7 +168,7 @@ pub struct CmService {
     gsi: GsiSender,
     origin: std::time::Instant,
     port: CmPort,
-    resolve: Resolve,
+    resolve: Resolver,
     channels: HashMap<(u64, u32), Channel>,
     next_channel: u32,
     ids: HashMap<IdHandle, IdPlace>,
@@ -210,7 +196,7 @@ impl std::fmt::Debug for CmService {
 
 impl CmService {
     /// The rdma_cm of a port, naming its CA by `node_guid`.
-    pub fn new(node_guid: u64, port: CmPort, resolve: Resolve) -> std::io::Result<CmService> {
+    pub fn new(node_guid: u64, port: CmPort, resolve: Resolver) -> std::io::Result<CmService> {
         let random = OsRandom(rand::rngs::StdRng::from_os_rng());
         let mut cm = RdmaCm::new(Config::new(Guid(node_guid)), Box::new(random));
         for gid in &port.gids {
@@ -275,6 +261,8 @@ impl CmService {
             ("cm_events", c.cm_events),
             ("cm_events_delayed", c.cm_events_delayed),
             ("cm_events_lost", c.cm_events_lost),
+            ("cm_ids", self.ids.len() as u64),
+            ("cm_event_channels", self.channels.len() as u64),
         ]
         .into_iter()
         .map(|(n, v)| (n.to_owned(), v))

@@ -22,7 +22,7 @@ fn host(ip: [u8; 4], mac: u8, peer_mac: u8) -> Host {
         gids: vec![Gid::from_ip(IpAddr::from(ip))],
         active_mtu: IbMtu::Mtu1024,
     };
-    let resolve: Resolve = Arc::new(move |_| Ok(Some([2, 0, 0, 0, 0, peer_mac])));
+    let resolve: Resolver = Arc::new(move |_| Ok(Some([2, 0, 0, 0, 0, peer_mac])));
     let mut svc = CmService::new(0x0200_00ff_fe00_0000 | u64::from(mac), port, resolve).unwrap();
     let (app, daemon) = nix::sys::socket::socketpair(
         nix::sys::socket::AddressFamily::Unix,
