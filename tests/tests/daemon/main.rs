@@ -5,6 +5,7 @@
 //! root is `#[ignore]`d with the reason and runs under `cargo xtask test`.
 
 mod daemon_capture;
+mod daemon_cm;
 mod daemon_control;
 mod daemon_errors;
 mod daemon_hostile;
