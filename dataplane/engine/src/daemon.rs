@@ -17,6 +17,7 @@ use xroce_transport::{Endpoint, EndpointConfig, Limits};
 use xroce_wire::IbMtu;
 
 use crate::control::{AppLimits, Control, Host, Neighbour, PollerLink, Resolver};
+use crate::device_node::DeviceNode;
 use crate::handoff;
 use crate::poller::{Command, GsiLink, Poller, PollerConfig};
 use crate::umem::HugepagePolicy;
@@ -49,6 +50,8 @@ pub struct DaemonConfig {
     /// The memory areas the daemon may map for applications in all (`None`: from
     /// `vm.max_map_count`).
     pub map_budget: Option<usize>,
+    /// Make `/dev/infiniband/uverbs-<device>` while running ([`crate::device_node`]).
+    pub device_node: bool,
 }
 
 /// The largest path MTU the daemon supports: a 4096-byte AF_XDP frame holds a 2048-byte
@@ -84,6 +87,26 @@ pub fn run(cfg: DaemonConfig, mut host: Box<dyn Host>) -> Result<()> {
             anyhow!("listening on @{}{}: {e}", sys::SOCKET_PREFIX, cfg.device)
         }
     })?;
+
+    let _node = if cfg.device_node {
+        match DeviceNode::create(&cfg.device) {
+            Ok(node) => {
+                info!("{} is the device's node", node.path().display());
+                Some(node)
+            }
+            Err(e) => {
+                warn!(
+                    "cannot make {}/{}: {e}; software that checks for a device node (UCX) will not use {}",
+                    crate::device_node::DIRECTORY,
+                    crate::device_node::dev_name(&cfg.device),
+                    cfg.device
+                );
+                None
+            }
+        }
+    } else {
+        None
+    };
 
     let port = host.port();
     if port.gids.is_empty() {

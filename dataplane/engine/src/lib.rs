@@ -18,10 +18,12 @@
 //! - [`poller`]: one pinned thread per served queue, running the transport.
 //! - [`control`]: the control socket: applications, their objects, every verb.
 //! - [`daemon`]: sets everything up, runs the control plane, tears everything down.
+//! - [`device_node`]: `/dev/infiniband/uverbs-<device>`, the node some RDMA software checks for.
 
 pub mod bells;
 pub mod control;
 pub mod daemon;
+pub mod device_node;
 pub mod gsi;
 pub mod handoff;
 pub mod host;

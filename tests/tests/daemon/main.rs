@@ -7,6 +7,7 @@
 mod daemon_capture;
 mod daemon_cm;
 mod daemon_control;
+mod daemon_device_node;
 mod daemon_errors;
 mod daemon_hostile;
 mod daemon_hostile_wire;

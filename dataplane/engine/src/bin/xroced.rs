@@ -104,6 +104,10 @@ struct Args {
     /// vm.max_map_count). For tests of the refusal.
     #[arg(long, hide = true)]
     map_budget: Option<usize>,
+    /// Do not make /dev/infiniband/uverbs-NAME (the node software such as UCX checks for
+    /// before it uses an RDMA device).
+    #[arg(long)]
+    no_device_node: bool,
     /// More logging (`-vv` debug, `-vvv` trace; `RUST_LOG` overrides).
     #[arg(short, long, action = clap::ArgAction::Count)]
     verbose: u8,
@@ -164,6 +168,7 @@ struct FileConfig {
     max_pds: Option<usize>,
     spin_us: Option<u64>,
     yield_us: Option<u64>,
+    device_node: Option<bool>,
 }
 
 fn main() {
@@ -265,6 +270,7 @@ fn main_with(args: Args) -> Result<()> {
         },
         limits,
         map_budget: args.map_budget,
+        device_node: !args.no_device_node && file.device_node.unwrap_or(true),
     };
     let mut host = NetlinkHost::new(&netdev)?;
     if let Some(ms) = args.resolve_timeout_ms {
