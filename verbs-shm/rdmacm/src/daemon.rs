@@ -74,7 +74,7 @@ pub(crate) fn ask(device: &str, daemon: &dyn Daemon, request: CmRequest) -> Cm<C
 }
 
 /// The request's name, for messages.
-fn request_name(request: &CmRequest) -> &'static str {
+pub(crate) fn request_name(request: &CmRequest) -> &'static str {
     match request {
         CmRequest::Channel => "channel",
         CmRequest::DestroyChannel { .. } => "destroy channel",

@@ -72,7 +72,13 @@ mod device;
 mod endpoint;
 mod event;
 mod exports;
+#[cfg(test)]
+mod fake;
 mod ffi;
+#[cfg(test)]
+mod flows;
+#[cfg(test)]
+mod handshakes;
 mod id;
 mod qp;
 #[cfg(test)]
