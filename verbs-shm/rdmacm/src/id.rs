@@ -99,6 +99,9 @@ struct EventCount {
 pub(crate) struct IdPrivate {
     c: UnsafeCell<rdma_cm_id>,
     path: UnsafeCell<ibv_sa_path_rec>,
+    /// Held while the library reads or writes the C part, so that its own threads (an
+    /// event processed while the application calls on the id) never touch it at once.
+    c_guard: Mutex<()>,
     pub(crate) cma: &'static Cma,
     pub(crate) state: Mutex<IdState>,
     events: Mutex<EventCount>,
@@ -106,8 +109,8 @@ pub(crate) struct IdPrivate {
 }
 
 // Safety: the C part is the application's to read and write as librdmacm's contract says;
-// the library writes it only inside the calls on that id, which cma.c does not lock either.
-// Everything else is behind the mutexes.
+// the library touches it only under `c_guard` (cma.c does not lock it at all). Everything
+// else is behind the mutexes.
 unsafe impl Sync for IdPrivate {}
 // Safety: nothing in an id is tied to the thread that made it.
 unsafe impl Send for IdPrivate {}
@@ -132,6 +135,7 @@ impl IdPrivate {
         let id = Box::leak(Box::new(IdPrivate {
             c: UnsafeCell::new(c),
             path: UnsafeCell::new(ibv_sa_path_rec::default()),
+            c_guard: Mutex::new(()),
             cma,
             state: Mutex::new(IdState {
                 channel,
@@ -172,10 +176,11 @@ impl IdPrivate {
         self.c.get()
     }
 
-    /// Runs `f` on the C part.
+    /// Runs `f` on the C part (`f` must not call `with_c` again).
     pub(crate) fn with_c<R>(&self, f: impl FnOnce(&mut rdma_cm_id) -> R) -> R {
-        // Safety: see the `Sync` impl: the library touches the C part only within the
-        // application's calls on this id.
+        let _guard = lock(&self.c_guard);
+        // Safety: the guard keeps the library's accesses apart; the application's own are
+        // its business, as with librdmacm (see the `Sync` impl).
         f(unsafe { &mut *self.c.get() })
     }
 

@@ -56,10 +56,13 @@
 //! | `rdma_leave_multicast` | `EADDRNOTAVAIL` (no group is ever joined), as cma.c answers for an address not joined |
 //! | `rsocket`, `rbind`, `rlisten`, `raccept`, `rconnect`, `rshutdown`, `rclose`, `rrecv`, `rrecvfrom`, `rrecvmsg`, `rsend`, `rsendto`, `rsendmsg`, `rread`, `rreadv`, `rwrite`, `rwritev`, `rpoll`, `rselect`, `rgetpeername`, `rgetsockname`, `rsetsockopt`, `rgetsockopt`, `rfcntl`, `riomap`, `riounmap`, `riowrite` | -1 with `ENOSYS`: rsocket (sockets over RDMA, librdmacm's own protocol) is not implemented; the symbols exist so that programs linked `BIND_NOW` load |
 //!
-//! Where xroce differs from the kernel's rdma_cm as cma.c sees it: `rdma_resolve_addr`
-//! fails at once with `ENODEV` when no device can reach the destination (several devices
-//! and none on the route) instead of reporting `ADDR_ERROR`; and a wildcard bind takes its
-//! port from the first device's daemon.
+//! Where this library differs from cma.c over the kernel's rdma_cm: `rdma_resolve_addr`
+//! fails at once with `ENODEV` when it cannot tell which device reaches the destination
+//! (several devices and none on the route) instead of reporting `ADDR_ERROR`; a wildcard
+//! bind takes its port from the first device's daemon; an event the library itself turns
+//! into an error (`ADDR_ERROR`, `ROUTE_ERROR`, `CONNECT_ERROR`) has a negative errno as its
+//! status where cma.c puts -1; and NULL or foreign pointers are `EINVAL` where cma.c would
+//! read through them.
 
 mod abi;
 mod address;
