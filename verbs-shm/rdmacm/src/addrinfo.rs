@@ -263,3 +263,145 @@ pub(crate) fn freeaddrinfo(cma: &Cma, res: *mut rdma_addrinfo) -> Cm<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::CStr;
+    use std::net::SocketAddr;
+
+    use super::*;
+    use crate::address;
+    use crate::fake::{self, addr};
+
+    /// `rdma_getaddrinfo` with these arguments: its code and the entry it made.
+    fn lookup(
+        cma: &Cma,
+        node: Option<&CStr>,
+        service: Option<&CStr>,
+        hints: Option<&rdma_addrinfo>,
+    ) -> Cm<(c_int, *mut rdma_addrinfo)> {
+        let mut res: *mut rdma_addrinfo = std::ptr::null_mut();
+        let hints = hints.map_or(std::ptr::null(), |h| h as *const rdma_addrinfo);
+        // Safety: NUL-terminated strings or NULL, valid hints or NULL, a local result.
+        let code = unsafe {
+            getaddrinfo(
+                cma,
+                node.map_or(std::ptr::null(), CStr::as_ptr),
+                service.map_or(std::ptr::null(), CStr::as_ptr),
+                hints,
+                &mut res,
+            )
+        }?;
+        Ok((code, res))
+    }
+
+    /// The address an entry holds.
+    fn read(addr: *const sockaddr) -> Option<SocketAddr> {
+        // Safety: NULL or an address this module copied from libc's answer.
+        unsafe { address::read_optional(addr) }.ok().flatten()
+    }
+
+    #[test]
+    fn a_passive_lookup_gives_a_source_address_and_the_hints_port_space() {
+        let (cma, _) = fake::cma(&["10.0.0.1"], 0);
+        let hints = rdma_addrinfo {
+            ai_flags: RAI_PASSIVE,
+            ai_family: libc::AF_INET,
+            ai_port_space: RDMA_PS_TCP,
+            ..rdma_addrinfo::default()
+        };
+        let (code, res) = lookup(cma, None, Some(c"7471"), Some(&hints)).unwrap();
+        assert_eq!(code, 0);
+        // Safety: the entry just made.
+        let r = unsafe { &*res };
+        assert_eq!(r.ai_flags, RAI_PASSIVE);
+        assert_eq!((r.ai_family, r.ai_port_space), (libc::AF_INET, RDMA_PS_TCP));
+        assert_eq!(r.ai_qp_type, IBV_QPT_RC as c_int, "a stream socket is RC");
+        assert_eq!(read(r.ai_src_addr), Some(addr("0.0.0.0:7471")));
+        assert_eq!(r.ai_src_len, 16);
+        assert!(r.ai_dst_addr.is_null() && r.ai_route.is_null() && r.ai_connect.is_null());
+        freeaddrinfo(cma, res).unwrap();
+        assert_eq!(freeaddrinfo(cma, res), Err(Errno::EINVAL), "freed once");
+    }
+
+    #[test]
+    fn an_active_lookup_gives_a_destination_with_the_hints_qp_type() {
+        let (cma, _) = fake::cma(&["10.0.0.1"], 0);
+        let src = address::storage(Some(addr("10.0.0.1:0")));
+        let hints = rdma_addrinfo {
+            ai_flags: RAI_NUMERICHOST,
+            ai_qp_type: IBV_QPT_UD as c_int,
+            ai_port_space: RDMA_PS_UDP,
+            ai_src_len: 16,
+            ai_src_addr: (&raw const src).cast_mut().cast(),
+            ..rdma_addrinfo::default()
+        };
+        let (code, res) = lookup(cma, Some(c"127.0.0.1"), Some(c"7174"), Some(&hints)).unwrap();
+        assert_eq!(code, 0);
+        // Safety: the entry just made.
+        let r = unsafe { &*res };
+        assert_eq!(r.ai_flags, 0);
+        assert_eq!(
+            (r.ai_qp_type, r.ai_port_space),
+            (IBV_QPT_UD as c_int, RDMA_PS_UDP)
+        );
+        assert_eq!(read(r.ai_dst_addr), Some(addr("127.0.0.1:7174")));
+        assert_eq!(
+            read(r.ai_src_addr),
+            Some(addr("10.0.0.1:0")),
+            "the hints' source"
+        );
+        freeaddrinfo(cma, res).unwrap();
+    }
+
+    #[test]
+    fn hints_alone_are_copied_and_failures_answer_as_librdmacm() {
+        let (cma, _) = fake::cma(&["10.0.0.1"], 0);
+        let dst = address::storage(Some(addr("[fd00::2]:20079")));
+        let hints = rdma_addrinfo {
+            ai_family: libc::AF_INET6,
+            ai_port_space: RDMA_PS_TCP,
+            ai_dst_len: 28,
+            ai_dst_addr: (&raw const dst).cast_mut().cast(),
+            ..rdma_addrinfo::default()
+        };
+        let (code, res) = lookup(cma, None, None, Some(&hints)).unwrap();
+        assert_eq!(code, 0);
+        // Safety: the entry just made.
+        let r = unsafe { &*res };
+        assert_eq!(read(r.ai_dst_addr), Some(addr("[fd00::2]:20079")));
+        assert_ne!(
+            r.ai_dst_addr.cast_const(),
+            hints.ai_dst_addr.cast_const(),
+            "a copy"
+        );
+        freeaddrinfo(cma, res).unwrap();
+
+        // A name that is not a number, with RAI_NUMERICHOST: libc's code comes back.
+        let numeric = rdma_addrinfo {
+            ai_flags: RAI_NUMERICHOST,
+            ..rdma_addrinfo::default()
+        };
+        let (code, res) = lookup(cma, Some(c"not-a-number"), None, Some(&numeric)).unwrap();
+        assert_eq!((code, res), (libc::EAI_NONAME, std::ptr::null_mut()));
+        assert_eq!(lookup(cma, None, None, None).err(), Some(Errno::EINVAL));
+        let ib = rdma_addrinfo {
+            ai_flags: RAI_FAMILY | RAI_NUMERICHOST,
+            ai_family: AF_IB,
+            ..rdma_addrinfo::default()
+        };
+        let refused = lookup(cma, Some(c"::1"), None, Some(&ib)).err();
+        assert_eq!(refused, Some(Errno(libc::EAFNOSUPPORT)));
+        let mut foreign = rdma_addrinfo::default();
+        assert_eq!(freeaddrinfo(cma, &mut foreign), Err(Errno::EINVAL));
+        assert_eq!(freeaddrinfo(cma, std::ptr::null_mut()), Ok(()));
+
+        let (none, _) = fake::cma(&[], 0);
+        let without = lookup(none, Some(c"127.0.0.1"), None, None).err();
+        assert_eq!(
+            without,
+            Some(Errno::ENODEV),
+            "cma.c's ucma_init finds no device"
+        );
+    }
+}
