@@ -13,6 +13,7 @@
 
 use std::cell::UnsafeCell;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use verbs_shm::client::EventChannel;
@@ -41,6 +42,8 @@ pub(crate) struct Channel {
     c: UnsafeCell<rdma_event_channel>,
     epoll: OwnedFd,
     links: Mutex<Vec<Link>>,
+    /// The link read first next time, so that a busy daemon does not starve the others.
+    turn: AtomicUsize,
 }
 
 // Safety: the C part is written once, at creation, before the channel is shared; the
@@ -63,6 +66,7 @@ impl Channel {
             c: UnsafeCell::new(rdma_event_channel { fd }),
             epoll,
             links: Mutex::new(Vec::new()),
+            turn: AtomicUsize::new(0),
         });
         lock(&cma.channels).insert(channel.as_c() as usize, channel.clone());
         Ok(channel)
@@ -155,7 +159,9 @@ impl Channel {
     /// One record from any device's socket, without waiting.
     fn try_read(&self) -> Cm<Option<(Arc<Device>, CmEventRecord)>> {
         let links = lock(&self.links);
-        for link in links.iter() {
+        let first = self.turn.fetch_add(1, Ordering::Relaxed);
+        for k in 0..links.len() {
+            let link = &links[(first + k) % links.len()];
             let mut buf = [0u8; size_of::<CmEventRecord>() + 1];
             let received = nix::sys::socket::recv(
                 link.events.fd().as_fd().as_raw_fd(),

@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use verbs_abi::{ibv_context, ibv_device, ibv_pd};
 
+use crate::cma::lock;
 use crate::daemon::{self, Daemon};
 use crate::ffi::{Cm, Errno};
 use crate::verbs::Verbs;
@@ -136,9 +137,7 @@ impl Device {
     /// (cma.c's `ucma_get_device`).
     pub(crate) fn acquire_pd(&self, verbs: &Verbs) -> Cm<*mut ibv_pd> {
         let open = self.opened().ok_or(Errno::ENODEV)?;
-        // NOTE(unwrap): a poisoned lock means a panic elsewhere; the counter is still
-        // consistent (it is only changed after the call that could panic).
-        let mut shared = self.pd.lock().unwrap_or_else(|e| e.into_inner());
+        let mut shared = lock(&self.pd);
         if shared.pd.0.is_null() {
             // Safety: the context this device opened.
             let pd = unsafe { (verbs.alloc_pd)(open.verbs.0) };
@@ -154,8 +153,7 @@ impl Device {
     /// One id less uses the device; the last one deallocates the PD (cma.c's
     /// `ucma_put_device`, which ignores a failure as well).
     pub(crate) fn release_pd(&self, verbs: &Verbs) {
-        // NOTE(unwrap): as in `acquire_pd`.
-        let mut shared = self.pd.lock().unwrap_or_else(|e| e.into_inner());
+        let mut shared = lock(&self.pd);
         shared.users = shared.users.saturating_sub(1);
         if shared.users == 0 && !shared.pd.0.is_null() {
             // Safety: the PD this device allocated, no longer shared by any id.

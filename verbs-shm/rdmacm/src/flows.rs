@@ -125,6 +125,28 @@ fn an_event_channel_without_events_answers_eagain_and_polls_idle() {
 }
 
 #[test]
+fn one_channel_tells_apart_the_same_daemon_id_of_two_devices() {
+    let (cma, daemons) = fake::cma(&["10.0.0.1", "10.0.0.2"], 0);
+    let channel = open_channel(cma);
+    let first = new_id(cma, &channel, RDMA_PS_TCP);
+    let second = new_id(cma, &channel, RDMA_PS_TCP);
+    bind(first, "10.0.0.1:7000").unwrap();
+    bind(second, "10.0.0.2:7000").unwrap();
+    // Each daemon numbers its own ids: the records alone cannot say whose 100 it is.
+    assert_eq!((handle(first), handle(second)), (100, 100));
+    daemons[1].send(&record(100, cm::event::DISCONNECTED, 0));
+    assert_eq!(next(cma, &channel).id, second.as_c());
+    daemons[0].send(&record(100, cm::event::TIMEWAIT_EXIT, 0));
+    daemons[1].send(&record(100, cm::event::TIMEWAIT_EXIT, 0));
+    let mut ids = [next(cma, &channel).id, next(cma, &channel).id];
+    ids.sort();
+    let mut expected = [first.as_c(), second.as_c()];
+    expected.sort();
+    assert_eq!(ids, expected);
+    assert_eq!(event::get(cma, &channel), Err(Errno::EAGAIN));
+}
+
+#[test]
 fn a_blocking_channel_waits_for_the_event() {
     let (cma, daemons) = fake::cma(&["10.0.0.1"], 0);
     let channel = Channel::new(cma).unwrap();

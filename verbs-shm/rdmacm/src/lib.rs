@@ -36,6 +36,8 @@
 //!   `daemon`: the connection to a daemon (a trait, faked in tests); `verbs`: the
 //!   libibverbs functions, found at run time; `address`: socket addresses; `cma`: the state
 //!   and registries.
+//! - Tests only: `fake` (fake daemons and libibverbs functions), `flows` and `handshakes`
+//!   (whole flows against them), `system_header` (the layouts against rdma_cma.h).
 //!
 //! `XROCE_RDMACM_DEBUG=1` prints every refusal of a daemon to stderr (a C caller sees only
 //! the errno). cma.c does not re-initialise after `fork`, and neither does this library.
