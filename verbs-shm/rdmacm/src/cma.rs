@@ -131,8 +131,9 @@ impl Cma {
             .find_map(|device| device.gid_index(ip).map(|index| (device, index))))
     }
 
-    /// `rdma_get_devices`: the context of every live device (new ones listed first), in a
-    /// NULL-terminated array of libc's allocator; `*count` gets their number.
+    /// `rdma_get_devices`: the context of every live device (the list read again first, as
+    /// cma.c does), in a NULL-terminated array of libc's allocator; `*count` gets their
+    /// number.
     pub(crate) fn get_devices(&self, count: Option<&mut c_int>) -> Cm<*mut *mut ibv_context> {
         let listed = self.init().and_then(|()| self.sync_devices());
         let live = listed.and_then(|()| self.live_devices());

@@ -218,11 +218,11 @@ pub(crate) unsafe fn accept(id: &IdPrivate, param: *const rdma_conn_param) -> Cm
             state.qp_type == IBV_QPT_UD,
         )
     };
+    let param = conn_param(id, param.as_ref(), qp_num, srq)?;
     if !ud {
         modify_qp_rtr(id, resp_res)?;
         modify_qp_rts(id, init_depth)?;
     }
-    let param = conn_param(id, param.as_ref(), qp_num, srq)?;
     if let Err(e) = id.ask(|id| CmRequest::Accept { id, param }) {
         let _ = modify_qp_err(id);
         return Err(e);

@@ -410,15 +410,22 @@ pub(crate) fn migrate(id: &IdPrivate, channel: Option<Arc<Channel>>) -> Cm<()> {
         Some(c) => (c, false),
         None => (Channel::new(id.cma)?, true),
     };
-    for handle in state.handles.clone() {
+    let moved = state.handles.iter().try_for_each(|handle| {
         let new = channel.handle(&handle.device)?;
         ask(
-            &handle,
+            handle,
             CmRequest::MigrateId {
                 id: handle.id,
                 channel: new,
             },
-        )?;
+        )
+        .map(drop)
+    });
+    if let Err(e) = moved {
+        if sync {
+            channel.close(id.cma);
+        }
+        return Err(e);
     }
     let old = std::mem::replace(&mut state.channel, channel.clone());
     let was_sync = std::mem::replace(&mut state.sync, sync);
