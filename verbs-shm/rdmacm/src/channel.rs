@@ -12,6 +12,7 @@
 //! daemon wrote it.
 
 use std::cell::UnsafeCell;
+use std::collections::HashSet;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -42,6 +43,8 @@ pub(crate) struct Channel {
     c: UnsafeCell<rdma_event_channel>,
     epoll: OwnedFd,
     links: Mutex<Vec<Link>>,
+    /// The ids reporting to the channel, by address.
+    members: Mutex<HashSet<usize>>,
     /// The link read first next time, so that a busy daemon does not starve the others.
     turn: AtomicUsize,
 }
@@ -66,6 +69,7 @@ impl Channel {
             c: UnsafeCell::new(rdma_event_channel { fd }),
             epoll,
             links: Mutex::new(Vec::new()),
+            members: Mutex::default(),
             turn: AtomicUsize::new(0),
         });
         lock(&cma.channels).insert(channel.as_c() as usize, channel.clone());
@@ -84,6 +88,21 @@ impl Channel {
     /// The pointer the application holds.
     pub(crate) fn as_c(&self) -> *mut rdma_event_channel {
         self.c.get()
+    }
+
+    /// An id reports to the channel from now on.
+    pub(crate) fn join(&self, id: usize) {
+        lock(&self.members).insert(id);
+    }
+
+    /// An id no longer reports to the channel.
+    pub(crate) fn leave(&self, id: usize) {
+        lock(&self.members).remove(&id);
+    }
+
+    /// The ids reporting to the channel, which no longer do.
+    pub(crate) fn take_members(&self) -> Vec<usize> {
+        lock(&self.members).drain().collect()
     }
 
     /// The daemon's handle for this channel on `device`, registering the channel with the

@@ -452,6 +452,43 @@ fn a_destroy_waits_until_every_event_of_the_id_is_acknowledged() {
 }
 
 #[test]
+fn destroying_a_channel_takes_its_ids_daemon_ids_along() {
+    let (cma, daemons) = fake::cma(&["10.0.0.1"], 0);
+    let channel = open_channel(cma);
+    let other = open_channel(cma);
+    let (first, second) = (
+        new_id(cma, &channel, RDMA_PS_TCP),
+        new_id(cma, &channel, RDMA_PS_TCP),
+    );
+    let elsewhere = new_id(cma, &other, RDMA_PS_TCP);
+    for (id, port) in [(first, 7000), (second, 7001), (elsewhere, 7002)] {
+        bind(id, &format!("10.0.0.1:{port}")).unwrap();
+    }
+    let before = daemons[0].asked().len();
+    id::close_channel(cma, &channel);
+    assert_eq!(
+        daemons[0].asked()[before..],
+        ["destroy id", "destroy id", "destroy channel"],
+        "as the kernel does when rdma_cm's descriptor closes"
+    );
+    assert_eq!(
+        Channel::lookup(cma, channel.as_c()).err(),
+        Some(Errno::EINVAL)
+    );
+    assert!(
+        elsewhere.handle().is_ok(),
+        "an id of another channel keeps its own"
+    );
+    id::destroy(first).unwrap();
+    id::destroy(second).unwrap();
+    assert_eq!(
+        daemons[0].asked().len(),
+        before + 3,
+        "nothing left to ask for them"
+    );
+}
+
+#[test]
 fn a_migrated_id_reports_to_its_new_channel() {
     let (cma, daemons) = fake::cma(&["10.0.0.1"], 0);
     let first = open_channel(cma);

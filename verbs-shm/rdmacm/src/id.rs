@@ -155,7 +155,9 @@ impl IdPrivate {
             events: Mutex::default(),
             acked: Condvar::new(),
         }));
-        lock(&cma.ids).live.insert(id.c.get() as usize);
+        let address = id.c.get() as usize;
+        lock(&cma.ids).live.insert(address);
+        lock(&id.state).channel.join(address);
         id
     }
 
@@ -384,19 +386,36 @@ pub(crate) fn destroy(id: &IdPrivate) -> Cm<()> {
         let _ = event::ack(cma, pending);
     }
     id.wait_acked();
-    let state = lock(&id.state);
-    if let (Some(device), Ok(verbs)) = (&state.device, cma.verbs()) {
+    let (device, channel, sync) = {
+        let state = lock(&id.state);
+        (state.device.clone(), state.channel.clone(), state.sync)
+    };
+    if let (Some(device), Ok(verbs)) = (device, cma.verbs()) {
         device.release_pd(verbs);
     }
-    if state.sync {
-        state.channel.close(cma);
+    channel.leave(id.as_c() as usize);
+    if sync {
+        channel.close(cma);
     }
-    drop(state);
     let raw = id.as_c().cast::<IdPrivate>();
     // Safety: made by `Box::leak` in `IdPrivate::create`, no longer registered, and every
     // event naming it acknowledged: nothing of this library refers to it any more.
     drop(unsafe { Box::from_raw(raw) });
     Ok(())
+}
+
+/// `rdma_destroy_event_channel`: as when the kernel's `rdma_cm` descriptor is closed, the
+/// daemon ids of the ids still reporting to the channel go with it (their connections are
+/// disconnected, their requests rejected); the ids themselves stay for `rdma_destroy_id`.
+pub(crate) fn close_channel(cma: &Cma, channel: &Arc<Channel>) {
+    for address in channel.take_members() {
+        let Ok(id) = IdPrivate::lookup(cma, address as *mut rdma_cm_id) else {
+            continue;
+        };
+        let mut state = lock(&id.state);
+        id.drop_handles(&mut state, |_| true);
+    }
+    channel.close(cma);
 }
 
 /// `rdma_migrate_id`: the id's events go to `channel` from now on (NULL: a channel of its
@@ -438,6 +457,8 @@ pub(crate) fn migrate(id: &IdPrivate, channel: Option<Arc<Channel>>) -> Cm<()> {
         }
     });
     drop(state);
+    old.leave(id.as_c() as usize);
+    channel.join(id.as_c() as usize);
     if was_sync {
         if !pending.is_null() {
             let _ = event::ack(id.cma, pending);

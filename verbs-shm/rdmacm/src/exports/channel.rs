@@ -7,6 +7,7 @@ use crate::channel::Channel;
 use crate::cma::Cma;
 use crate::event;
 use crate::ffi::{self, Errno};
+use crate::id;
 
 /// `struct rdma_event_channel *rdma_create_event_channel(void)`: NULL and `errno` on
 /// failure (`ENODEV` when no device is listed, as librdmacm).
@@ -24,7 +25,7 @@ pub(crate) extern "C" fn rdma_create_event_channel() -> *mut rdma_event_channel 
 pub(crate) extern "C" fn rdma_destroy_event_channel(channel: *mut rdma_event_channel) {
     ffi::void(|| {
         let cma = Cma::global();
-        Channel::lookup(cma, channel)?.close(cma);
+        id::close_channel(cma, &Channel::lookup(cma, channel)?);
         Ok(())
     })
 }
