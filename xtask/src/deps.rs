@@ -16,8 +16,8 @@ pub(crate) enum Need {
     Build,
     /// Labs of network namespaces and looking at their traffic.
     Lab,
-    /// Unmodified verbs programs and rdma-core's test suite on the drop-in library, and the
-    /// C header its layouts are checked against.
+    /// Unmodified verbs and rdma_cm programs and rdma-core's test suite on the drop-in
+    /// libraries, and the C headers their layouts are checked against.
     VerbsTools,
     /// The Linux rxe peer of the interop checks, booted in a VM.
     Interop,
@@ -52,6 +52,9 @@ impl Need {
                 "ibverbs-providers",
                 "perftest",
                 "python3-pyverbs",
+                "librdmacm1",
+                "librdmacm-dev",
+                "rdmacm-utils",
             ],
             Need::Interop => &["qemu-system-x86"],
         }
@@ -61,7 +64,7 @@ impl Need {
         match self {
             Need::Build => "to build the XDP program and the AF_XDP libraries",
             Need::Lab => "for the labs of network namespaces",
-            Need::VerbsTools => "for the verbs programs run on the drop-in libibverbs",
+            Need::VerbsTools => "for the verbs and rdma_cm programs run on the drop-in libraries",
             Need::Interop => "for the Linux rxe peer in a VM",
         }
     }

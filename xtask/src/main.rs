@@ -15,7 +15,7 @@
 //! | `rdma-core-tests` | `xroce-rdma-core-tests` | rdma-core's own test suite on xroce |
 //! | `lab` | `xroce-lab` | two-namespace labs to experiment in |
 //! | `pcap` | `xroce-pcap` | one line per RoCEv2 packet of a capture, every ICRC checked |
-//! | `build` | | the drop-in `libibverbs.so.1` into `target/xroce/lib` |
+//! | `build` | | the drop-in `libibverbs.so.1` and `librdmacm.so.1` into `target/xroce/lib` |
 //!
 //! Arguments after the command go to the tool unchanged (`cargo xtask bench --help`).
 
@@ -63,7 +63,7 @@ enum Command {
     Lab(Forward),
     /// Print one line per RoCEv2 packet of pcap/pcapng files and check every ICRC.
     Pcap(Forward),
-    /// Build the drop-in libibverbs.so.1 (release) into target/xroce/lib.
+    /// Build the drop-in libibverbs.so.1 and librdmacm.so.1 (release) into target/xroce/lib.
     Build,
 }
 
@@ -103,19 +103,24 @@ fn run(cli: Cli) -> Result<()> {
     }
 }
 
-/// `cargo xtask build`: the drop-in library, and how to use it.
+/// `cargo xtask build`: the drop-in libraries, and how to use them.
 fn build() -> Result<()> {
     deps::ensure(&[Need::Build])?;
     let (lib, installed) = xroce_artifacts::install_drop_in()?;
     println!("built {}", installed.display());
     println!(
-        "  (and {} -> {})",
-        lib.join("libibverbs.so").display(),
-        xroce_artifacts::IBVERBS_SONAME
+        "  and {}",
+        lib.join(xroce_artifacts::RDMACM_SONAME).display()
+    );
+    println!(
+        "  (and the links libibverbs.so -> {}, librdmacm.so -> {})",
+        xroce_artifacts::IBVERBS_SONAME,
+        xroce_artifacts::RDMACM_SONAME
     );
     println!();
-    println!("Run unmodified verbs programs on it:");
+    println!("Run unmodified verbs and rdma_cm programs on them:");
     println!("  LD_LIBRARY_PATH={} ibv_devices", lib.display());
+    println!("  LD_LIBRARY_PATH={} rping -s", lib.display());
     println!("  LD_PRELOAD={} ib_write_bw …", installed.display());
     Ok(())
 }

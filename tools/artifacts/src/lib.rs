@@ -5,8 +5,8 @@
 //! code that runs them. [`build`] runs the cargo that runs us (a no-op when up to date) with
 //! `--message-format=json-render-diagnostics` and reads cargo's own report of its artifacts
 //! with `cargo_metadata`, so a path never depends on the target directory's layout.
-//! [`install_drop_in`] puts the drop-in `libibverbs.so.1` under its soname where
-//! `LD_LIBRARY_PATH` can find it.
+//! [`install_drop_in`] puts the drop-in `libibverbs.so.1` and `librdmacm.so.1` under their
+//! sonames where `LD_LIBRARY_PATH` can find them.
 //!
 //! This crate only builds and copies files: it runs no program it built.
 
@@ -177,38 +177,53 @@ pub fn build(package: &str, target: Target<'_>, profile: Profile) -> Result<Path
 /// The soname of the drop-in verbs library.
 pub const IBVERBS_SONAME: &str = "libibverbs.so.1";
 
-/// Builds the drop-in `libibverbs.so.1` (release) and installs it in `<target>/xroce/lib`
-/// with the `libibverbs.so` development link; returns that directory and the installed
-/// file. The file is replaced by a rename, so a process that has the old one mapped keeps
-/// it intact.
+/// The soname of the drop-in rdma_cm library.
+pub const RDMACM_SONAME: &str = "librdmacm.so.1";
+
+/// Builds the drop-in `libibverbs.so.1` and `librdmacm.so.1` (release) and installs both in
+/// `<target>/xroce/lib`, each with its development link (`libibverbs.so`, `librdmacm.so`);
+/// returns that directory and the installed `libibverbs.so.1` (`librdmacm.so.1` is beside
+/// it, [`RDMACM_SONAME`]). Each file is replaced by a rename, so a process that has the old
+/// one mapped keeps it intact.
 pub fn install_drop_in() -> Result<(PathBuf, PathBuf), BuildError> {
-    let artifact = build("xroce-ibverbs", Target::Cdylib("ibverbs"), Profile::Release)?;
+    let ibverbs = build("xroce-ibverbs", Target::Cdylib("ibverbs"), Profile::Release)?;
+    let rdmacm = build("xroce-rdmacm", Target::Cdylib("rdmacm"), Profile::Release)?;
     // `<target>/release/libibverbs.so` -> `<target>`.
-    let target = artifact
+    let target = ibverbs
         .parent()
         .and_then(Path::parent)
         .ok_or_else(|| BuildError::Install {
-            path: artifact.clone(),
+            path: ibverbs.clone(),
             source: std::io::Error::other("the artifact is not in <target>/release"),
         })?;
     let lib = target.join("xroce").join("lib");
-    let io = |path: &Path| {
-        let path = path.to_owned();
-        move |source| BuildError::Install { path, source }
-    };
-    std::fs::create_dir_all(&lib).map_err(io(&lib))?;
-    let installed = lib.join(IBVERBS_SONAME);
-    let staging = lib.join(format!("{IBVERBS_SONAME}.new"));
-    std::fs::copy(&artifact, &staging).map_err(io(&staging))?;
-    std::fs::rename(&staging, &installed).map_err(io(&installed))?;
-    let link = lib.join("libibverbs.so");
+    std::fs::create_dir_all(&lib).map_err(install_error(&lib))?;
+    let installed = install(&ibverbs, &lib, IBVERBS_SONAME, "libibverbs.so")?;
+    install(&rdmacm, &lib, RDMACM_SONAME, "librdmacm.so")?;
+    Ok((lib, installed))
+}
+
+/// A `BuildError::Install` about `path`.
+fn install_error(path: &Path) -> impl FnOnce(std::io::Error) -> BuildError + use<> {
+    let path = path.to_owned();
+    move |source| BuildError::Install { path, source }
+}
+
+/// Copies `artifact` into `lib` as `soname` (by a rename) with the `link` to it; returns
+/// the installed file.
+fn install(artifact: &Path, lib: &Path, soname: &str, link: &str) -> Result<PathBuf, BuildError> {
+    let installed = lib.join(soname);
+    let staging = lib.join(format!("{soname}.new"));
+    std::fs::copy(artifact, &staging).map_err(install_error(&staging))?;
+    std::fs::rename(&staging, &installed).map_err(install_error(&installed))?;
+    let link = lib.join(link);
     match std::fs::remove_file(&link) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(io(&link)(e)),
+        Err(e) => return Err(install_error(&link)(e)),
     }
-    std::os::unix::fs::symlink(IBVERBS_SONAME, &link).map_err(io(&link))?;
-    Ok((lib, installed))
+    std::os::unix::fs::symlink(soname, &link).map_err(install_error(&link))?;
+    Ok(installed)
 }
 
 #[cfg(test)]

@@ -122,7 +122,7 @@ fn run(args: &Args) -> Result<()> {
         bail!("rdma-core-tests needs root (network namespaces, AF_XDP)");
     }
 
-    eprintln!("rdma-core-tests: building xroced and libibverbs.so.1 (release)");
+    eprintln!("rdma-core-tests: building xroced and the drop-in libraries (release)");
     let xroced = xroce_lab::daemons::xroced_release().context("building xroced")?;
     let (lib, _) = xroce_artifacts::install_drop_in()?;
     let work = lib
