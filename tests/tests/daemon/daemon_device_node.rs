@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use xroce_lab::daemons::xroced;
+use xroce_lab::daemons::{serving, xroced};
 use xroce_lab::{Lab, LabConfig, Side, require_root};
 
 /// Starts `xroced --name name` on `side` and waits until it serves.
@@ -20,12 +20,7 @@ fn start(lab: &Lab, side: Side, name: &str) -> Child {
         .spawn()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
-    while !lab
-        .run_in(side, || verbs_shm::client::devices().unwrap_or_default())
-        .unwrap()
-        .iter()
-        .any(|d| d == name)
-    {
+    while !lab.run_in(side, || serving(name)).unwrap() {
         assert!(Instant::now() < deadline, "xroced {name} did not come up");
         std::thread::sleep(Duration::from_millis(20));
     }

@@ -9,9 +9,9 @@
     reason = "each test file uses a different part"
 )]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, ExitStatus, Stdio};
-use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -51,8 +51,8 @@ fn find_program(name: &str) -> Option<PathBuf> {
         .find(|candidate| candidate.is_file())
 }
 
-/// The library under test, installed as `libibverbs.so.1` in a private directory that is
-/// removed on drop.
+/// The libraries under test, installed as `libibverbs.so.1` and `librdmacm.so.1` in a
+/// private directory that is removed on drop.
 #[derive(Debug)]
 pub struct Library {
     /// The directory to put in `LD_LIBRARY_PATH`.
@@ -68,7 +68,16 @@ impl Library {
         let dir =
             std::env::temp_dir().join(format!("xroce-ibverbs-e2e-{}-{n}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("creating the library directory");
-        std::fs::copy(artifact(), dir.join("libibverbs.so.1")).expect("installing the library");
+        std::fs::copy(
+            artifact("xroce-ibverbs", "ibverbs"),
+            dir.join("libibverbs.so.1"),
+        )
+        .expect("installing libibverbs.so.1");
+        std::fs::copy(
+            artifact("xroce-rdmacm", "rdmacm"),
+            dir.join("librdmacm.so.1"),
+        )
+        .expect("installing librdmacm.so.1");
         Library { dir }
     }
 }
@@ -79,17 +88,18 @@ impl Drop for Library {
     }
 }
 
-/// Builds `xroce-ibverbs` once per test process and returns cargo's path to the cdylib.
-fn artifact() -> &'static Path {
-    static ARTIFACT: OnceLock<PathBuf> = OnceLock::new();
-    ARTIFACT.get_or_init(|| {
-        xroce_artifacts::build(
-            "xroce-ibverbs",
-            Target::Cdylib("ibverbs"),
-            Profile::of_this_build(),
-        )
-        .unwrap_or_else(|e| panic!("{e}"))
-    })
+/// Builds a drop-in library (`package`, library `lib`) once per test process and returns
+/// cargo's path to the cdylib.
+fn artifact(package: &'static str, lib: &'static str) -> PathBuf {
+    static ARTIFACTS: Mutex<Vec<(&'static str, PathBuf)>> = Mutex::new(Vec::new());
+    let mut built = ARTIFACTS.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some((_, p)) = built.iter().find(|(p, _)| *p == package) {
+        return p.clone();
+    }
+    let path = xroce_artifacts::build(package, Target::Cdylib(lib), Profile::of_this_build())
+        .unwrap_or_else(|e| panic!("{e}"));
+    built.push((package, path.clone()));
+    path
 }
 
 /// A lab with a daemon on each host and the library to run tools with.
@@ -168,6 +178,45 @@ impl Bench {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// Waits until an rdma_cm id listens in `side`'s daemon (a tool's rdma_cm server is
+    /// ready for its client), at least `ids` of them.
+    pub fn wait_cm_listening(&self, side: Side, ids: u64, server: &mut Running) {
+        let ctx = self.hosts.open(side).expect("opening the device");
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let stats = ctx.stats().expect("the daemon's counters");
+            if xroce_lab::daemons::counter(&stats, "cm_listening") >= ids {
+                return;
+            }
+            if let Some(status) = server.try_status() {
+                let done = server.take_output(status);
+                panic!("the server exited before listening:\n{done}");
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no rdma_cm id listens after {PATIENCE:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Runs an rdma_cm tool's server (`server_argv`) on `server_side` and, once it
+    /// listens, its client (`client_argv`) on the other side or the same one; both must
+    /// exit. Returns (server, client).
+    pub fn cm_pair(
+        &self,
+        server_side: Side,
+        client_side: Side,
+        server_argv: &[&str],
+        client_argv: &[&str],
+    ) -> (Finished, Finished) {
+        let mut server = self.spawn(server_side, server_argv);
+        self.wait_cm_listening(server_side, 1, &mut server);
+        let client = self.spawn(client_side, client_argv).finish();
+        let server = server.finish();
+        (server, client)
     }
 
     /// Runs a tool's server on A and its client on B (`server_args` and `client_args`
@@ -262,7 +311,7 @@ impl Running {
         }
     }
 
-    fn kill(&mut self) {
+    pub fn kill(&mut self) {
         if let Some(child) = self.child.as_mut() {
             let _ = child.kill();
             let _ = child.wait();

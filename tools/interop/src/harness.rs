@@ -450,9 +450,7 @@ pub(super) fn start_daemon(
     let mut xroced = Proc::spawn(&lab.a.netns, &argv, &[], logs, name)?;
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let up = netns::run_in(&lab.a.netns, || {
-            verbs_shm::client::devices().is_ok_and(|d| d.iter().any(|d| d == DEVICE))
-        })?;
+        let up = netns::run_in(&lab.a.netns, || xroce_lab::daemons::serving(DEVICE))?;
         if up {
             return Ok(xroced);
         }

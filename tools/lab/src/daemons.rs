@@ -45,6 +45,17 @@ fn built(package: &str, target: Target<'_>, profile: Profile) -> Result<PathBuf,
     xroce_artifacts::build(package, target, profile).map_err(|e| e.to_string())
 }
 
+/// Whether the daemon of `device` in the calling thread's network namespace serves
+/// applications. Its socket is there as soon as it claimed the name, before its XDP
+/// program and pollers are; a hello is answered only once it serves.
+pub fn serving(device: &str) -> bool {
+    verbs_shm::client::devices()
+        .unwrap_or_default()
+        .iter()
+        .any(|d| d == device)
+        && Context::open(device).is_ok()
+}
+
 /// Two lab hosts with a daemon each.
 #[derive(Debug)]
 pub struct TwoHosts {
@@ -171,10 +182,8 @@ impl TwoHosts {
     fn wait_ready(&mut self, side: Side) -> io::Result<()> {
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            let up = self
-                .lab
-                .run_in(side, || verbs_shm::client::devices().unwrap_or_default())?;
-            if up.iter().any(|d| d == DEVICE) {
+            let serving = self.lab.run_in(side, || serving(DEVICE))?;
+            if serving {
                 return Ok(());
             }
             if let Some((_, child)) = self.daemons.iter_mut().find(|(s, _)| *s == side)

@@ -262,6 +262,17 @@ impl CmService {
             ("cm_events_delayed", c.cm_events_delayed),
             ("cm_events_lost", c.cm_events_lost),
             ("cm_ids", self.ids.len() as u64),
+            (
+                "cm_listening",
+                self.ids
+                    .keys()
+                    .filter(|&&id| {
+                        self.cm
+                            .id(id)
+                            .is_some_and(|i| i.state == xroce_cm::IdState::Listen)
+                    })
+                    .count() as u64,
+            ),
             ("cm_event_channels", self.channels.len() as u64),
         ]
         .into_iter()

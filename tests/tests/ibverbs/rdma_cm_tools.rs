@@ -1,0 +1,199 @@
+//! Unmodified Debian programs that connect through rdma_cm (rdmacm-utils and perftest's
+//! `-R`), on the drop-in `librdmacm.so.1` and `libibverbs.so.1`, between two daemons and
+//! with both ends on one daemon: each exits 0, with its data verified where the program
+//! verifies it; and the failures librdmacm users meet: a port nobody listens on, an
+//! address nobody answers, a peer killed mid-connection.
+
+use std::time::{Duration, Instant};
+
+use xroce_lab::Side;
+
+use crate::ibverbs_support::{Bench, Finished, require_tools, serial};
+
+const UTILS: &[&str] = &["rping", "ucmatose", "udaddy", "rdma_server", "rdma_client"];
+
+/// Checks a pair's outcome: both exited 0.
+fn both_ok(what: &str, (server, client): (Finished, Finished)) -> (Finished, Finished) {
+    assert!(
+        server.status.success() && client.status.success(),
+        "{what}:\n--- server\n{server}\n--- client\n{client}"
+    );
+    (server, client)
+}
+
+/// rping's client and server between the two daemons, data verified (`-V`), then the
+/// same with both on one daemon.
+#[test]
+#[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]
+fn rping_between_two_daemons_and_in_loopback() {
+    require_tools(UTILS);
+    let _one_at_a_time = serial();
+    let bench = Bench::start();
+    let a = bench.address(Side::A);
+    for client_side in [Side::B, Side::A] {
+        let (server, client) = both_ok(
+            "rping",
+            bench.cm_pair(
+                Side::A,
+                client_side,
+                &["rping", "-s", "-a", &a, "-C", "100", "-V", "-S", "1024"],
+                &["rping", "-c", "-a", &a, "-C", "100", "-V", "-S", "1024"],
+            ),
+        );
+        assert!(
+            server.stdout.is_empty() || !server.stdout.contains("error"),
+            "{server}"
+        );
+        assert!(!client.stderr.contains("error"), "{client}");
+    }
+}
+
+/// ucmatose: several connections, messages both ways; udaddy: UD over SIDR.
+#[test]
+#[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]
+fn ucmatose_and_udaddy_between_two_daemons_and_in_loopback() {
+    require_tools(UTILS);
+    let _one_at_a_time = serial();
+    let bench = Bench::start();
+    let a = bench.address(Side::A);
+    for client_side in [Side::B, Side::A] {
+        let (_, client) = both_ok(
+            "ucmatose",
+            bench.cm_pair(
+                Side::A,
+                client_side,
+                &["ucmatose", "-b", &a, "-c", "8", "-C", "20"],
+                &["ucmatose", "-s", &a, "-c", "8", "-C", "20"],
+            ),
+        );
+        assert!(client.stdout.contains("test complete"), "{client}");
+        let (_, client) = both_ok(
+            "udaddy",
+            bench.cm_pair(
+                Side::A,
+                client_side,
+                &["udaddy", "-b", &a],
+                &["udaddy", "-s", &a],
+            ),
+        );
+        assert!(client.stdout.contains("test complete"), "{client}");
+    }
+}
+
+/// rdma_server and rdma_client: the `rdma_create_ep` / `rdma_get_request` API with
+/// synchronous ids.
+#[test]
+#[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]
+fn rdma_server_and_rdma_client() {
+    require_tools(UTILS);
+    let _one_at_a_time = serial();
+    let bench = Bench::start();
+    let a = bench.address(Side::A);
+    let (_, client) = both_ok(
+        "rdma_server/rdma_client",
+        bench.cm_pair(
+            Side::A,
+            Side::B,
+            &["rdma_server", "-s", &a, "-p", "7471"],
+            &["rdma_client", "-s", &a, "-p", "7471"],
+        ),
+    );
+    assert!(client.stdout.contains("rdma_client: end 0"), "{client}");
+}
+
+/// perftest with `-R`: every bandwidth and latency test, RC, and SEND over UD.
+#[test]
+#[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]
+fn perftest_over_rdma_cm() {
+    let tools = [
+        ("ib_write_bw", &[][..]),
+        ("ib_read_bw", &[][..]),
+        ("ib_send_bw", &[][..]),
+        ("ib_atomic_bw", &[][..]),
+        ("ib_send_bw", &["-c", "UD"][..]),
+        ("ib_write_lat", &[][..]),
+        ("ib_read_lat", &[][..]),
+        ("ib_send_lat", &[][..]),
+        ("ib_atomic_lat", &[][..]),
+    ];
+    require_tools(&tools.map(|(t, _)| t));
+    let _one_at_a_time = serial();
+    let bench = Bench::start();
+    let a = bench.address(Side::A);
+    for (i, (tool, extra)) in tools.iter().enumerate() {
+        let port = (18700 + i).to_string();
+        let mut server = vec![*tool, "-R", "-n", "200", "-p", &port];
+        server.extend_from_slice(extra);
+        let mut client = server.clone();
+        client.push(&a);
+        let (_, client) = both_ok(tool, bench.cm_pair(Side::A, Side::B, &server, &client));
+        assert!(
+            client.stdout.contains("#bytes"),
+            "{tool} printed no result: {client}"
+        );
+    }
+}
+
+/// A port nobody listens on: REJECTED with reason 8; an address nobody answers:
+/// ADDR_ERROR. rping says so and exits non-zero, at once.
+#[test]
+#[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]
+fn connecting_to_nobody_fails_with_the_events_librdmacm_users_expect() {
+    require_tools(UTILS);
+    let _one_at_a_time = serial();
+    let bench = Bench::start();
+    let a = bench.address(Side::A);
+    let started = Instant::now();
+    let out = bench.run(Side::B, &["rping", "-c", "-a", &a, "-p", "9999", "-C", "1"]);
+    assert!(!out.status.success(), "{out}");
+    let text = format!("{}{}", out.stdout, out.stderr);
+    assert!(text.contains("RDMA_CM_EVENT_REJECTED"), "{out}");
+    assert!(text.contains("error 8"), "reject reason 8: {out}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+
+    // 10.77.0.99 is on the link but nobody has it: the neighbour never resolves.
+    let out = bench.run(Side::B, &["rping", "-c", "-a", "10.77.0.99", "-C", "1"]);
+    assert!(!out.status.success(), "{out}");
+    let text = format!("{}{}", out.stdout, out.stderr);
+    assert!(
+        text.contains("RDMA_CM_EVENT_ADDR_ERROR") || text.contains("RDMA_CM_EVENT_UNREACHABLE"),
+        "{out}"
+    );
+}
+
+/// `kill -9` of a connected rping server: its daemon disconnects for it, and the client
+/// hears DISCONNECTED and ends.
+#[test]
+#[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]
+fn a_killed_peer_disconnects_the_other() {
+    require_tools(UTILS);
+    let _one_at_a_time = serial();
+    let bench = Bench::start();
+    let a = bench.address(Side::A);
+    // No count: the ping-pong goes on until one side goes.
+    let mut server = bench.spawn(Side::A, &["rping", "-s", "-a", &a, "-v"]);
+    bench.wait_cm_listening(Side::A, 1, &mut server);
+    let client = bench.spawn(Side::B, &["rping", "-c", "-a", &a, "-v"]);
+    std::thread::sleep(Duration::from_millis(500));
+    server.kill();
+    let started = Instant::now();
+    let client = client.finish();
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "the client waited {:?}",
+        started.elapsed()
+    );
+    let text = format!("{}{}", client.stdout, client.stderr);
+    assert!(
+        text.contains("DISCONNECT") || text.contains("RDMA_CM_EVENT_DISCONNECTED"),
+        "{client}"
+    );
+    assert!(
+        client.stdout.contains("ping data"),
+        "it had pinged: {client}"
+    );
+}
