@@ -35,6 +35,21 @@ use xroce_lab::{Lab, LabConfig, Side};
 
 /// Where Debian's `python3-pyverbs` puts the suite.
 const SUITE: &str = "/usr/share/doc/rdma-core/tests";
+/// Run before the driver, in a mount namespace of its own: puts a tmpfs over /sys/class
+/// with links back to every real class (kept on a tmpfs at /mnt), and adds
+/// `infiniband/$1/device/net/$2` for the device and its interface; then runs the rest of
+/// the arguments. Nothing outside the new mount namespace changes.
+const SYSFS_SHIM: &str = r#"set -e
+dev=$1; ifname=$2; shift 2
+mount -t tmpfs xroce-shim /mnt
+mkdir /mnt/class
+mount --bind /sys/class /mnt/class
+mount -t tmpfs xroce-shim /sys/class
+for c in /mnt/class/*; do ln -s "$c" "/sys/class/${c##*/}"; done
+mkdir -p "/sys/class/infiniband/$dev/device/net/$ifname"
+exec "$@"
+"#;
+
 /// Debian's interpreter, the one `python3-pyverbs` is built for (not whatever `python3`
 /// comes first on `PATH`).
 const PYTHON: &str = "/usr/bin/python3";
@@ -341,7 +356,26 @@ impl Runner<'_> {
         let write = unsafe { OwnedFd::from_raw_fd(fds[1]) };
         let driver = self.driver.to_string_lossy().into_owned();
         let suite = self.suite.to_string_lossy().into_owned();
-        let mut argv = vec![PYTHON, driver.as_str(), suite.as_str()];
+        let interface = self.lab.host(Side::A).interface.clone();
+        // The suite finds a device's network interface (and from it the IP address its
+        // rdma_cm tests use) under /sys/class/infiniband/<dev>/device/net/, which the
+        // kernel makes for its own RDMA devices only: give it one, in a mount namespace
+        // of the driver's own.
+        let mut argv = vec![
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "/bin/sh",
+            "-c",
+            SYSFS_SHIM,
+            "sysfs-shim",
+            DEVICE,
+            interface.as_str(),
+            PYTHON,
+            driver.as_str(),
+            suite.as_str(),
+        ];
         argv.extend_from_slice(mode_args);
         // The suite's own option: only xroce's device.
         argv.extend_from_slice(&["--dev", DEVICE]);
