@@ -20,6 +20,12 @@
 //! faces: the whole pages around the range are remapped (other data on those pages moves
 //! with them, contents intact); bytes written by another thread *during* the registration
 //! copy may be lost. The remapped pages stay shared until the process exits.
+//!
+//! Shared pages would also be shared with a child after `fork`, heap pages included: the
+//! child's allocator and its parent's would then write into each other's memory. So a
+//! child gets private copies of them at once, at the same addresses ([`fork`]'s
+//! handlers), which is what copy-on-write gives a child of a process using an RDMA NIC;
+//! the parent keeps its registrations.
 
 use std::collections::BTreeMap;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -287,6 +293,103 @@ impl Drop for Mr {
 /// file). Never removed: the application keeps using those pages.
 static SEGMENTS: Mutex<BTreeMap<usize, (usize, Arc<OwnedFd>)>> = Mutex::new(BTreeMap::new());
 
+/// What `fork` does to the moved pages: the child's become private copies.
+mod fork {
+    use std::cell::RefCell;
+    use std::collections::BTreeMap;
+    use std::os::fd::OwnedFd;
+    use std::sync::{Arc, MutexGuard, Once};
+
+    use super::SEGMENTS;
+
+    type Segments = BTreeMap<usize, (usize, Arc<OwnedFd>)>;
+
+    thread_local! {
+        /// The registry, locked by the thread that forks from `prepare` until `parent` or
+        /// `child`: no registration moves pages while the child's copies are made.
+        static HELD: RefCell<Option<MutexGuard<'static, Segments>>> = const { RefCell::new(None) };
+    }
+
+    /// Installs the handlers, once per process (the first time pages move).
+    pub(super) fn install() {
+        static INSTALLED: Once = Once::new();
+        INSTALLED.call_once(|| {
+            // Safety: the three handlers are `extern "C"` functions with no arguments,
+            // valid for the life of the process.
+            unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
+        });
+    }
+
+    extern "C" fn prepare() {
+        // NOTE(unwrap): a poisoned registry is still consistent (entries go in whole).
+        let guard = SEGMENTS.lock().unwrap_or_else(|e| e.into_inner());
+        HELD.with(|h| *h.borrow_mut() = Some(guard));
+    }
+
+    extern "C" fn parent() {
+        HELD.with(|h| drop(h.borrow_mut().take()));
+    }
+
+    extern "C" fn child() {
+        HELD.with(|h| {
+            let Some(mut segments) = h.borrow_mut().take() else {
+                return;
+            };
+            for (&start, &(end, _)) in segments.iter() {
+                // Safety: `[start, end)` are pages this process mapped from a memory file
+                // (a segment), page-aligned; the child runs one thread, so nothing uses
+                // them while they are swapped for a copy.
+                unsafe { privatize(start, end) };
+            }
+            // The child's registrations are its own to make; these files are the parent's.
+            segments.clear();
+        });
+    }
+
+    /// Replaces the shared pages `[start, end)` by private anonymous ones with the same
+    /// contents.
+    ///
+    /// # Safety
+    ///
+    /// `[start, end)` is page-aligned, readable and writable mapped memory that nothing
+    /// else touches meanwhile.
+    unsafe fn privatize(start: usize, end: usize) {
+        let len = end - start;
+        // Safety: a fresh anonymous mapping, placed by the kernel.
+        let copy = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if copy == libc::MAP_FAILED {
+            return;
+        }
+        // Safety: both ranges are `len` bytes of mapped memory and do not overlap (the
+        // copy is a new mapping).
+        unsafe { std::ptr::copy_nonoverlapping(start as *const u8, copy.cast::<u8>(), len) };
+        // Safety: moves the copy's pages over the shared ones (the kernel unmaps those):
+        // the same contents at the same addresses, private from now on.
+        let moved = unsafe {
+            libc::mremap(
+                copy,
+                len,
+                len,
+                libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
+                start as *mut libc::c_void,
+            )
+        };
+        if moved == libc::MAP_FAILED {
+            // Safety: the copy is ours and unused.
+            unsafe { libc::munmap(copy, len) };
+        }
+    }
+}
+
 /// An earlier segment: its start and its file.
 type Held = (usize, Arc<OwnedFd>);
 
@@ -303,6 +406,7 @@ unsafe fn share_range(addr: usize, len: usize) -> Result<(Vec<(OwnedFd, Piece)>,
     let end = (addr + len).div_ceil(PAGE) * PAGE;
     // NOTE(unwrap): a poisoned registry only means a panic elsewhere; its contents are
     // still consistent (entries are inserted whole).
+    fork::install();
     let mut segments = SEGMENTS.lock().unwrap_or_else(|e| e.into_inner());
     // The plan first: (from, to, the segment already holding it), so a range that needs
     // too many pieces is refused before any page moves.
@@ -390,4 +494,61 @@ unsafe fn move_onto_file(start: usize, end: usize) -> Result<OwnedFd> {
     }
     .map_err(|e| std::io::Error::from_raw_os_error(e as i32))?;
     Ok(fd)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Memory moved onto a shared file stays the parent's alone after a fork: the child
+    /// writes into its own copy (before the fork handlers, the two shared the pages, and a
+    /// child's allocator corrupted its parent's heap).
+    #[test]
+    fn a_child_writes_into_its_own_copy_of_registered_pages() {
+        // Pages of our own, so that nothing else lives on them.
+        let len = 4 * PAGE;
+        // Safety: a fresh anonymous mapping.
+        let area = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(area, libc::MAP_FAILED);
+        let at = area as usize;
+        // Safety: `area` is `len` bytes we just mapped.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(area.cast::<u8>(), len) };
+        bytes.fill(0x5a);
+        // Safety: our pages, touched by nothing else.
+        let (pieces, _) = unsafe { share_range(at + 100, 2 * PAGE) }.unwrap();
+        assert_eq!(pieces.len(), 1);
+        assert!(bytes.iter().all(|&b| b == 0x5a), "contents kept");
+        // Safety: the child only writes its memory and exits (no locks, no allocation).
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            // Safety: in the child, over the moved pages.
+            unsafe { std::ptr::write_bytes(area.cast::<u8>().add(PAGE), 0xee, PAGE) };
+            // Safety: leave at once, without the parent's atexit handlers.
+            unsafe { libc::_exit(0) };
+        }
+        let mut status = 0;
+        // Safety: our child.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert!(
+            bytes.iter().all(|&b| b == 0x5a),
+            "the child's write reached the parent"
+        );
+        // The parent's pages are still the file's: the daemon's view of them.
+        let mut seen = [0u8; 16];
+        nix::sys::uio::pread(&pieces[0].0, &mut seen, 0).unwrap();
+        assert_eq!(seen, [0x5a; 16]);
+        bytes[PAGE] = 1;
+        nix::sys::uio::pread(&pieces[0].0, &mut seen[..1], PAGE as i64).unwrap();
+        assert_eq!(seen[0], 1, "the parent still shares its pages with the file");
+    }
 }
