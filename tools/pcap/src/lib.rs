@@ -91,6 +91,9 @@ pub fn describe(number: usize, bytes: &[u8]) -> Option<(String, Verdict)> {
                 f.ib,
                 f.payload.len()
             );
+            if f.ib.bth.dest_qp == xroce_wire::Qpn::GSI {
+                line.push_str(&cm_text(f.payload));
+            }
             if f.icrc_ok() {
                 line.push_str(" icrc=ok");
                 Some((line, Verdict::Ok))
@@ -119,6 +122,80 @@ pub fn describe(number: usize, bytes: &[u8]) -> Option<(String, Verdict)> {
             Some((line, Verdict::Malformed))
         }
     }
+}
+
+/// What a MAD to QP1 says, when it is a CM message: the message, its comm IDs, and the
+/// fields that decide a connection (service ID and the rdma_cm port behind it, the IP CM
+/// header's addresses, QPN, starting PSN, reject reason, SIDR status).
+///
+/// ` CM REQ comm=0xaad7e16b tid=0x26be1d7aa svc=0x1061c06 (tcp port 7174) 10.77.0.3:35151 -> 10.77.0.2 qpn=0x00001a psn=0xffe37a`
+pub fn cm_text(mad: &[u8]) -> String {
+    use xroce_wire::cm::{CmMad, CmMessage, IpCmPacket, IpCmRepr, ServiceId};
+    let mad = match CmMad::parse(mad) {
+        Ok(m) => m,
+        Err(e) => return format!(" MAD ({e})"),
+    };
+    let svc = |s: ServiceId| match s.to_rdma_cm() {
+        Some((ps, port)) => format!("svc={:#x} ({ps:?} port {port})", s.0),
+        None => format!("svc={:#x}", s.0),
+    };
+    let tid = mad.transaction_id;
+    let body = match mad.message {
+        CmMessage::Req(r) => {
+            let ip = IpCmPacket::new_checked(r.private_data)
+                .ok()
+                .and_then(|p| IpCmRepr::parse(&p).ok())
+                .map(|h| format!(" {} -> {}", endpoint(h.src_addr, h.src_port), h.dst_addr))
+                .unwrap_or_default();
+            format!(
+                "REQ comm={} {}{ip} qpn={:#08x} psn={:#08x} mtu={} retry={} rnr={} ack_timeout={}",
+                r.local_comm_id,
+                svc(r.service_id),
+                r.local_qpn.value(),
+                r.starting_psn.value(),
+                r.path_mtu,
+                r.retry_count,
+                r.rnr_retry_count,
+                r.primary_path.local_ack_timeout,
+            )
+        }
+        CmMessage::Rep(r) => format!(
+            "REP comm={} remote={} qpn={:#08x} psn={:#08x} ack_delay={}",
+            r.local_comm_id,
+            r.remote_comm_id,
+            r.local_qpn.value(),
+            r.starting_psn.value(),
+            r.target_ack_delay
+        ),
+        CmMessage::Rtu(r) => format!("RTU comm={} remote={}", r.local_comm_id, r.remote_comm_id),
+        CmMessage::Rej(r) => format!(
+            "REJ comm={} remote={} reason={} ({})",
+            r.local_comm_id,
+            r.remote_comm_id,
+            r.reason.0,
+            r.reason.name().unwrap_or("reserved")
+        ),
+        CmMessage::Mra(r) => format!(
+            "MRA comm={} remote={} timeout={}",
+            r.local_comm_id, r.remote_comm_id, r.service_timeout
+        ),
+        CmMessage::Dreq(r) => format!(
+            "DREQ comm={} remote={} qpn={:#08x}",
+            r.local_comm_id,
+            r.remote_comm_id,
+            r.remote_qpn.value()
+        ),
+        CmMessage::Drep(r) => format!("DREP comm={} remote={}", r.local_comm_id, r.remote_comm_id),
+        CmMessage::SidrReq(r) => format!("SIDR_REQ id={} {}", r.request_id, svc(r.service_id)),
+        CmMessage::SidrRep(r) => format!(
+            "SIDR_REP id={} status={} qpn={:#08x} qkey={:#x}",
+            r.request_id,
+            r.status.0,
+            r.qpn.value(),
+            r.qkey.0
+        ),
+    };
+    format!(" CM {body} tid={tid:#x}")
 }
 
 /// Calls `each` with the frame number and bytes of every packet in a pcap or pcapng file.
@@ -222,6 +299,35 @@ mod tests {
              ack=0 aeth(ACK credits=31 msn=1) len=0 icrc=ok"
         );
         assert_eq!(verdict, Verdict::Ok);
+    }
+
+    /// rxe's CM MADs of `rping`, one line each with what decides the connection.
+    #[test]
+    fn cm_mads_are_decoded() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../dataplane/wire/tests/fixtures/rping_rdma_cm.pcap");
+        let mut lines = Vec::new();
+        for_each_frame(&path, |n, bytes| {
+            if let Some((line, _)) = describe(n, bytes)
+                && line.contains(" CM ")
+            {
+                lines.push(line);
+            }
+        })
+        .unwrap();
+        assert_eq!(lines.len(), 5, "{lines:#?}");
+        let expect = [
+            "CM REQ comm=0xaad7e16b svc=0x1061c06 (Tcp port 7174) 10.77.0.3:35151 -> 10.77.0.2 \
+             qpn=0x00001a psn=0xffe37a mtu=3 retry=7 rnr=7 ack_timeout=19 tid=0x26be1d7aa icrc=ok",
+            "CM REP comm=0x88726210 remote=0xaad7e16b qpn=0x00001a psn=0xa8d369 ack_delay=15 \
+             tid=0x26be1d7aa icrc=ok",
+            "CM RTU comm=0xaad7e16b remote=0x88726210 tid=0x26be1d7aa icrc=ok",
+            "CM DREQ comm=0xaad7e16b remote=0x88726210 qpn=0x00001a tid=0x26be1d7aa icrc=ok",
+            "CM DREP comm=0x88726210 remote=0xaad7e16b tid=0x26be1d7aa icrc=ok",
+        ];
+        for (line, tail) in lines.iter().zip(expect) {
+            assert!(line.ends_with(tail), "{line}\n  should end with\n{tail}");
+        }
     }
 
     #[test]
