@@ -549,6 +549,9 @@ mod tests {
         assert_eq!(seen, [0x5a; 16]);
         bytes[PAGE] = 1;
         nix::sys::uio::pread(&pieces[0].0, &mut seen[..1], PAGE as i64).unwrap();
-        assert_eq!(seen[0], 1, "the parent still shares its pages with the file");
+        assert_eq!(
+            seen[0], 1,
+            "the parent still shares its pages with the file"
+        );
     }
 }
