@@ -7,16 +7,16 @@
 //! its PSN. Retransmission is go-back-N from the oldest unacknowledged PSN, on the local ACK
 //! timeout (4.096 µs × 2^timeout), on a PSN sequence error NAK, or after the RNR timer.
 
-use xroce_wire::Psn;
+use xroce_wire::{NakCode, Psn, Syndrome};
 
 use crate::completion::{Completion, CompletionQueue, WcFlags, WcStatus};
 use crate::context::{AsyncEvent, Cx};
 use crate::counters::Counter;
 use crate::memory::MemoryTable;
-use crate::packet::{Kind, NakCode, Packet, Syndrome};
+use crate::packet::{Kind, Packet};
 use crate::qp::{QpAttr, QpState, QpType, QueuePair, send_opcode};
 use crate::requester::{EntryState, scatter};
-use crate::time::{ack_timeout, ack_wait, rnr_timer};
+use crate::time::{ack_timeout, ack_wait};
 use crate::wqe::{Gather, SendFlags, SendOp};
 
 /// The completer's state.
@@ -157,11 +157,7 @@ impl QueuePair {
             self.retry_once(cx);
             return;
         }
-        if pkt
-            .h
-            .aeth
-            .is_some_and(|a| !matches!(a.syndrome, Syndrome::Ack(_)))
-        {
+        if pkt.h.aeth.is_some_and(|a| !a.syndrome.is_ack()) {
             cx.count(Counter::bad_response);
             self.fail_send(WcStatus::BadRespErr, cx);
             return;
@@ -173,8 +169,8 @@ impl QueuePair {
         // A response starting a (possibly resumed) READ may be FIRST/ONLY; MIDDLE/LAST only
         // continue one. FIRST/MIDDLE carry exactly one MTU, LAST/ONLY the rest.
         let pos = pkt.h.pos;
-        let sequence_ok = pos.is_start() || pkt.h.psn != first_psn;
-        let length_ok = if pos.is_end() {
+        let sequence_ok = pos.starts_message() || pkt.h.psn != first_psn;
+        let length_ok = if pos.ends_message() {
             n == remaining
         } else {
             n == mtu && n < remaining
@@ -197,7 +193,7 @@ impl QueuePair {
         self.sq[0].resp_bytes += n;
         self.comp.psn = pkt.h.psn.next();
         self.on_progress(cx);
-        if pos.is_end() {
+        if pos.ends_message() {
             self.complete_front(WcStatus::Success, cx);
         }
     }
@@ -218,16 +214,12 @@ impl QueuePair {
             self.retry_once(cx);
             return;
         }
-        if pkt
-            .h
-            .aeth
-            .is_some_and(|a| !matches!(a.syndrome, Syndrome::Ack(_)))
-        {
+        if pkt.h.aeth.is_some_and(|a| !a.syndrome.is_ack()) {
             cx.count(Counter::bad_response);
             self.fail_send(WcStatus::BadRespErr, cx);
             return;
         }
-        let orig = pkt.h.atomic_ack.unwrap_or_default();
+        let orig = pkt.h.atomic_ack.map_or(0, |a| a.orig_data);
         if let Gather::Sges(sges) = &self.sq[0].wqe.data
             && scatter(cx.mem, self.config.pd, sges, 0, &orig.to_le_bytes()).is_err()
         {
@@ -247,7 +239,7 @@ impl QueuePair {
         let psn = pkt.h.psn;
         let (op, last_psn) = (self.sq[0].wqe.op, self.sq[0].last_psn);
         match aeth.syndrome {
-            Syndrome::Ack(_) => {
+            Syndrome::Ack { .. } => {
                 if op.is_read_or_atomic() {
                     // A plain ACK for the PSN of a READ or atomic (the responder re-ACKing a
                     // duplicate, as rxe does) proves the request arrived but cannot carry its
@@ -264,7 +256,7 @@ impl QueuePair {
                     self.complete_front(WcStatus::Success, cx);
                 }
             }
-            Syndrome::RnrNak(code) => {
+            Syndrome::RnrNak { timer } => {
                 // IBTA 9.7.5.2.8: everything before the NAKed PSN is acknowledged; resend it
                 // after the RNR timer.
                 cx.count(Counter::rcvd_rnr_err);
@@ -281,9 +273,9 @@ impl QueuePair {
                     self.comp.rnr_retry -= 1;
                 }
                 self.req.retry = true;
-                self.req.rnr_until = Some(cx.now + rnr_timer(code));
+                self.req.rnr_until = Some(cx.now + timer.duration());
             }
-            Syndrome::Nak(NakCode::PsnSeqErr) => {
+            Syndrome::Nak(NakCode::PsnSequenceError) => {
                 cx.count(Counter::rcvd_seq_err);
                 if psn.distance(self.comp.psn) > 0 {
                     // IBTA 9.7.5.2.2: the NAK acknowledges every PSN before it.
@@ -292,12 +284,14 @@ impl QueuePair {
                 }
                 self.retry_once(cx);
             }
-            Syndrome::Nak(code) => {
-                let (counter, status) = match code {
-                    NakCode::InvalidRequest => {
+            // A reserved syndrome type is a protocol violation: taken like a NAK with a
+            // code the completer does not know.
+            Syndrome::Nak(_) | Syndrome::Reserved(_) => {
+                let (counter, status) = match aeth.syndrome {
+                    Syndrome::Nak(NakCode::InvalidRequest) => {
                         (Counter::rcvd_nak_invalid_request, WcStatus::RemInvReqErr)
                     }
-                    NakCode::RemoteAccess => {
+                    Syndrome::Nak(NakCode::RemoteAccessError) => {
                         (Counter::rcvd_nak_remote_access, WcStatus::RemAccessErr)
                     }
                     _ => (Counter::rcvd_nak_remote_op, WcStatus::RemOpErr),

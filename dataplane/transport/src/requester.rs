@@ -7,12 +7,14 @@
 //! request waits for earlier READs/atomics. Go-back-N retransmission rewinds it to the oldest
 //! unacknowledged PSN (the completer decides when).
 
-use xroce_wire::Psn;
+use xroce_wire::{
+    AtomicEthRepr, DethRepr, IethRepr, ImmDtRepr, Position, Psn, Qkey, RethRepr, Rkey,
+};
 
 use crate::completion::WcStatus;
 use crate::context::{Cx, Emit};
 use crate::memory::{Access, KeyKind, KeyRef, MemoryError, MemoryTable};
-use crate::packet::{AtomicEth, Deth, Headers, Kind, Pos, Reth};
+use crate::packet::{Headers, Kind};
 use crate::qp::{QpState, QpType, QueuePair};
 use crate::time::{Instant, ack_wait};
 use crate::wqe::{Gather, MAX_MESSAGE, SendFlags, SendOp, SendWqe};
@@ -209,6 +211,17 @@ pub(crate) fn scatter<M: MemoryTable + ?Sized>(
     if done == src.len() { Ok(()) } else { Err(None) }
 }
 
+/// The position of the packet carrying bytes `[offset, offset + n)` of a message of
+/// `total` bytes.
+fn position_of(offset: u64, n: u64, total: u64) -> Position {
+    match (offset == 0, offset + n >= total) {
+        (true, true) => Position::Only,
+        (true, false) => Position::First,
+        (false, true) => Position::Last,
+        (false, false) => Position::Middle,
+    }
+}
+
 impl QueuePair {
     /// Emits the next request packet, if the send queue has one that may go now.
     /// Returns whether a packet was emitted.
@@ -268,9 +281,9 @@ impl QueuePair {
         let psn = self.req.psn;
         let offset = self.req.offset;
         let (kind, payload_len, pos) = match op {
-            SendOp::Read { .. } => (Kind::ReadRequest, 0u64, Pos::Only),
-            SendOp::CompareSwap { .. } => (Kind::CompareSwap, 0, Pos::Only),
-            SendOp::FetchAdd { .. } => (Kind::FetchAdd, 0, Pos::Only),
+            SendOp::Read { .. } => (Kind::ReadRequest, 0u64, Position::Only),
+            SendOp::CompareSwap { .. } => (Kind::CompareSwap, 0, Position::Only),
+            SendOp::FetchAdd { .. } => (Kind::FetchAdd, 0, Position::Only),
             op => {
                 let n = (entry_len - offset).min(u64::from(mtu));
                 let kind = if op.is_send() {
@@ -278,7 +291,7 @@ impl QueuePair {
                 } else {
                     Kind::Write
                 };
-                (kind, n, Pos::of(offset, n, entry_len))
+                (kind, n, position_of(offset, n, entry_len))
             }
         };
         let mut h = Headers::new(qp_type, kind, pos, remote_qpn, psn);
@@ -289,19 +302,19 @@ impl QueuePair {
             SendOp::Write { remote_addr, rkey }
             | SendOp::WriteWithImm {
                 remote_addr, rkey, ..
-            } if pos.is_start() => {
+            } if pos.starts_message() => {
                 // entry.len <= MAX_MESSAGE = 2^31 fits in u32.
-                h.reth = Some(Reth {
+                h.reth = Some(RethRepr {
                     va: remote_addr,
-                    rkey,
-                    len: entry_len as u32,
+                    rkey: Rkey(rkey),
+                    dma_len: entry_len as u32,
                 });
             }
             SendOp::Read { remote_addr, rkey } => {
-                h.reth = Some(Reth {
+                h.reth = Some(RethRepr {
                     va: remote_addr.wrapping_add(offset),
-                    rkey,
-                    len: (entry_len - offset) as u32,
+                    rkey: Rkey(rkey),
+                    dma_len: (entry_len - offset) as u32,
                 });
             }
             SendOp::CompareSwap {
@@ -310,9 +323,9 @@ impl QueuePair {
                 compare,
                 swap,
             } => {
-                h.atomic = Some(AtomicEth {
+                h.atomic = Some(AtomicEthRepr {
                     va: remote_addr,
-                    rkey,
+                    rkey: Rkey(rkey),
                     swap_add: swap,
                     compare,
                 });
@@ -322,19 +335,21 @@ impl QueuePair {
                 rkey,
                 add,
             } => {
-                h.atomic = Some(AtomicEth {
+                h.atomic = Some(AtomicEthRepr {
                     va: remote_addr,
-                    rkey,
+                    rkey: Rkey(rkey),
                     swap_add: add,
                     compare: 0,
                 });
             }
             _ => {}
         }
-        if pos.is_end() {
+        if pos.ends_message() {
             match op {
-                SendOp::SendWithImm { imm } | SendOp::WriteWithImm { imm, .. } => h.imm = Some(imm),
-                SendOp::SendWithInv { rkey } => h.ieth = Some(rkey),
+                SendOp::SendWithImm { imm } | SendOp::WriteWithImm { imm, .. } => {
+                    h.imm = Some(ImmDtRepr { data: imm });
+                }
+                SendOp::SendWithInv { rkey } => h.ieth = Some(IethRepr { rkey: Rkey(rkey) }),
                 _ => {}
             }
             let solicitable = matches!(
@@ -353,14 +368,14 @@ impl QueuePair {
             } else {
                 ud.remote_qkey
             };
-            h.deth = Some(Deth {
-                qkey,
-                src_qpn: self.config.qpn,
+            h.deth = Some(DethRepr {
+                qkey: Qkey(qkey),
+                src_qp: self.config.qpn,
             });
         }
         if qp_type == QpType::Rc {
             let every = self.config.limits.ack_req_every.max(1);
-            h.ack_req = pos.is_end() || self.req.noack_pkts + 1 >= every;
+            h.ack_req = pos.ends_message() || self.req.noack_pkts + 1 >= every;
         }
 
         let pd = self.config.pd;
@@ -388,7 +403,7 @@ impl QueuePair {
         } else {
             self.req.psn = psn.next();
             self.req.offset += payload_len;
-            if pos.is_end() {
+            if pos.ends_message() {
                 self.finish_entry_send(idx, cx);
             }
         }
@@ -537,5 +552,19 @@ impl QueuePair {
             && (self.req.retry || self.req.next < self.sq.len())
             && self.req.rnr_until.is_none()
             && !self.comp.stalled
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_of_message_bytes() {
+        assert_eq!(position_of(0, 0, 0), Position::Only);
+        assert_eq!(position_of(0, 10, 10), Position::Only);
+        assert_eq!(position_of(0, 1024, 2050), Position::First);
+        assert_eq!(position_of(1024, 1024, 2050), Position::Middle);
+        assert_eq!(position_of(2048, 2, 2050), Position::Last);
     }
 }

@@ -15,13 +15,13 @@
 
 use std::collections::VecDeque;
 
-use xroce_wire::Psn;
+use xroce_wire::{AethRepr, NakCode, Position, Psn, RnrTimer, Syndrome};
 
 use crate::completion::{Completion, CompletionQueue, WcFlags, WcOpcode, WcStatus};
 use crate::context::{AsyncEvent, Cx, Emit};
 use crate::counters::Counter;
 use crate::memory::{Access, AtomicOp, KeyKind, KeyRef, MemoryError, MemoryTable};
-use crate::packet::{ACK_UNLIMITED, Aeth, Headers, Kind, NakCode, Packet, Pos, Syndrome};
+use crate::packet::{Headers, Kind, Packet};
 use crate::qp::{QpState, QpType, QueuePair};
 use crate::requester::scatter;
 use crate::wqe::RecvWqe;
@@ -195,10 +195,10 @@ impl QueuePair {
             return cx.count(Counter::rcvd_malformed);
         };
         // IBTA 10.2.5: the Q_Key must match.
-        if deth.qkey != self.attr.qkey {
+        if deth.qkey.0 != self.attr.qkey {
             return cx.count(Counter::rcvd_bad_qkey);
         }
-        if pkt.h.kind != Kind::Send || pkt.h.pos != Pos::Only {
+        if pkt.h.kind != Kind::Send || pkt.h.pos != Position::Only {
             return cx.count(Counter::rcvd_wrong_transport);
         }
         let Some(recv) = self.take_recv(cx) else {
@@ -231,9 +231,9 @@ impl QueuePair {
                 queue: CompletionQueue::Recv,
                 qpn: self.config.qpn.value(),
                 byte_len: total as u32,
-                imm: pkt.h.imm.unwrap_or(0),
+                imm: pkt.h.imm.map_or(0, |i| i.data),
                 flags,
-                src_qp: deth.src_qpn.value(),
+                src_qp: deth.src_qp.value(),
                 solicited: pkt.h.solicited,
             },
             cx,
@@ -263,7 +263,7 @@ impl QueuePair {
                 }
                 let nak = Response::Ack {
                     psn: self.resp.psn,
-                    syndrome: Syndrome::Nak(NakCode::PsnSeqErr),
+                    syndrome: Syndrome::Nak(NakCode::PsnSequenceError),
                     msn: self.resp.msn,
                 };
                 // A NAK that finds the queue full is not sent: the gap stays un-NAKed and
@@ -284,7 +284,7 @@ impl QueuePair {
             return cx.count(Counter::duplicate_request);
         } else if self.resp.uc_drop || diff != 0 {
             // UC: a lost packet breaks its message; a new message may start at any later PSN.
-            if !h.pos.is_start() {
+            if !h.pos.starts_message() {
                 self.resp.uc_drop = true;
                 return cx.count(Counter::uc_dropped);
             }
@@ -293,7 +293,7 @@ impl QueuePair {
         }
 
         // 2. Opcode sequence.
-        let continues = matches!(h.pos, Pos::Middle | Pos::Last);
+        let continues = matches!(h.pos, Position::Middle | Position::Last);
         let sequence_ok = match self.resp.in_message {
             InMessage::None => !continues,
             InMessage::Send => continues && h.kind == Kind::Send,
@@ -303,7 +303,7 @@ impl QueuePair {
             if rc {
                 return self.fail_request(pkt, Failure::InvalidRequest, cx);
             }
-            if h.pos.is_start() {
+            if h.pos.starts_message() {
                 // UC: the previous message is broken; this one starts afresh.
                 self.abandon_message(cx);
             } else {
@@ -363,12 +363,12 @@ impl QueuePair {
         let mtu = self.mtu() as usize;
         let n = pkt.payload.len();
         let length_ok = match h.pos {
-            Pos::First | Pos::Middle => n == mtu && h.pad == 0,
-            Pos::Last => n >= 1 && n <= mtu,
-            Pos::Only => n <= mtu,
+            Position::First | Position::Middle => n == mtu && h.pad == 0,
+            Position::Last => n >= 1 && n <= mtu,
+            Position::Only => n <= mtu,
         } && h
             .reth
-            .is_none_or(|r| u64::from(r.len) <= crate::wqe::MAX_MESSAGE);
+            .is_none_or(|r| u64::from(r.dma_len) <= crate::wqe::MAX_MESSAGE);
         if !length_ok {
             if rc {
                 return self.fail_request(pkt, Failure::InvalidRequest, cx);
@@ -416,18 +416,18 @@ impl QueuePair {
             pd: self.config.pd,
         };
         match h.kind {
-            Kind::Write if h.pos.is_start() => {
+            Kind::Write if h.pos.starts_message() => {
                 let Some(reth) = h.reth else {
                     return Err(Failure::InvalidRequest);
                 };
-                let len = u64::from(reth.len);
+                let len = u64::from(reth.dma_len);
                 // C9-88: a zero-length RDMA operation does not check the rkey.
                 if len > 0 {
                     cx.mem
-                        .check(key(reth.rkey), reth.va, len, Access::REMOTE_WRITE)
+                        .check(key(reth.rkey.0), reth.va, len, Access::REMOTE_WRITE)
                         .map_err(|_| Failure::RemoteAccess)?;
                 }
-                self.resp.write = Some((reth.va, reth.rkey, len, len));
+                self.resp.write = Some((reth.va, reth.rkey.0, len, len));
                 self.check_write_length(pkt)
             }
             Kind::Write => self.check_write_length(pkt),
@@ -435,12 +435,12 @@ impl QueuePair {
                 let Some(reth) = h.reth else {
                     return Err(Failure::InvalidRequest);
                 };
-                if reth.len > 0 {
+                if reth.dma_len > 0 {
                     cx.mem
                         .check(
-                            key(reth.rkey),
+                            key(reth.rkey.0),
                             reth.va,
-                            u64::from(reth.len),
+                            u64::from(reth.dma_len),
                             Access::REMOTE_READ,
                         )
                         .map_err(|_| Failure::RemoteAccess)?;
@@ -456,7 +456,7 @@ impl QueuePair {
                     return Err(Failure::InvalidRequest);
                 }
                 cx.mem
-                    .check(key(atomic.rkey), atomic.va, 8, Access::REMOTE_ATOMIC)
+                    .check(key(atomic.rkey.0), atomic.va, 8, Access::REMOTE_ATOMIC)
                     .map_err(|_| Failure::RemoteAccess)
             }
             _ => Ok(()),
@@ -469,7 +469,7 @@ impl QueuePair {
             return Err(Failure::InvalidRequest);
         };
         let n = pkt.payload.len() as u64;
-        let ok = if pkt.h.pos.is_end() {
+        let ok = if pkt.h.pos.ends_message() {
             n == resid
         } else {
             n < resid
@@ -499,7 +499,7 @@ impl QueuePair {
                 scatter(cx.mem, pd, &recv.wqe.sges, offset, pkt.payload)
                     .map_err(|_| Failure::RemoteOp(WcStatus::LocProtErr))?;
                 recv.offset += pkt.payload.len() as u64;
-                self.resp.in_message = if h.pos.is_end() {
+                self.resp.in_message = if h.pos.ends_message() {
                     InMessage::None
                 } else {
                     InMessage::Send
@@ -521,12 +521,12 @@ impl QueuePair {
                         .map_err(|_| Failure::RemoteAccess)?;
                 }
                 self.resp.write = Some((va.wrapping_add(n), rkey, resid - n, total));
-                self.resp.in_message = if h.pos.is_end() {
+                self.resp.in_message = if h.pos.ends_message() {
                     InMessage::None
                 } else {
                     InMessage::Write
                 };
-                if h.pos.is_end() {
+                if h.pos.ends_message() {
                     self.resp.write = None;
                     if let Some(recv) = self.resp.recv.as_mut() {
                         // WRITE with immediate: the completion reports the RETH length.
@@ -539,7 +539,7 @@ impl QueuePair {
                     return Err(Failure::InvalidRequest);
                 };
                 let mtu = u64::from(self.mtu());
-                let len = u64::from(reth.len);
+                let len = u64::from(reth.dma_len);
                 // npkts <= 2^31 / 256 fits in u32.
                 let npkts = len.div_ceil(mtu).max(1) as u32;
                 let last = h.psn.wrapping_add(npkts - 1);
@@ -550,10 +550,10 @@ impl QueuePair {
                     last_psn: last,
                     va: reth.va,
                     len,
-                    rkey: reth.rkey,
+                    rkey: reth.rkey.0,
                 });
                 let read = Response::Read {
-                    rkey: reth.rkey,
+                    rkey: reth.rkey.0,
                     va: reth.va,
                     resid: len,
                     psn: h.psn,
@@ -579,7 +579,7 @@ impl QueuePair {
                     }
                 };
                 let key = KeyRef {
-                    key: atomic.rkey,
+                    key: atomic.rkey.0,
                     kind: KeyKind::Remote,
                     pd,
                 };
@@ -601,7 +601,7 @@ impl QueuePair {
             _ => return Err(Failure::InvalidRequest),
         }
 
-        if let Some(rkey) = h.ieth.filter(|_| h.pos.is_end()) {
+        if let Some(rkey) = h.ieth.filter(|_| h.pos.ends_message()).map(|i| i.rkey.0) {
             // IBTA 9.4.1.2: SEND with invalidate invalidates the rkey named in the IETH.
             let key = KeyRef {
                 key: rkey,
@@ -613,7 +613,7 @@ impl QueuePair {
             }
         }
         self.resp.psn = h.psn.next();
-        if h.pos.is_end() {
+        if h.pos.ends_message() {
             self.resp.msn = (self.resp.msn + 1) & 0x00ff_ffff;
             if let Some(recv) = self.resp.recv.take() {
                 let write_imm = h.kind == Kind::Write;
@@ -621,11 +621,11 @@ impl QueuePair {
                 let mut imm = 0;
                 if let Some(i) = h.imm {
                     flags = flags | WcFlags::WITH_IMM;
-                    imm = i;
+                    imm = i.data;
                 }
-                if let Some(rkey) = h.ieth {
+                if let Some(i) = h.ieth {
                     flags = flags | WcFlags::WITH_INV;
-                    imm = rkey;
+                    imm = i.rkey.0;
                 }
                 if !write_imm {
                     cx.count(Counter::rdma_recvs);
@@ -654,7 +654,7 @@ impl QueuePair {
         if self.config.qp_type == QpType::Rc && h.ack_req {
             let ack = Response::Ack {
                 psn: h.psn,
-                syndrome: ACK_UNLIMITED,
+                syndrome: Syndrome::ACK_UNLIMITED,
                 msn: self.resp.msn,
             };
             self.queue_response(ack, cx);
@@ -670,7 +670,7 @@ impl QueuePair {
                 // C9-105: acknowledge again, with the last PSN executed; never re-execute.
                 let ack = Response::Ack {
                     psn: self.resp.psn.wrapping_sub(1),
-                    syndrome: ACK_UNLIMITED,
+                    syndrome: Syndrome::ACK_UNLIMITED,
                     msn: self.resp.msn,
                 };
                 if self.queue_response(ack, cx) {
@@ -696,16 +696,16 @@ impl QueuePair {
                 // The retried request may only ask for (the rest of) the original range.
                 let valid = found.filter(|&(_, va, len, rkey)| {
                     let end = va.checked_add(len);
-                    let req_end = reth.va.checked_add(u64::from(reth.len));
-                    rkey == reth.rkey && reth.va >= va && req_end.is_some() && req_end <= end
+                    let req_end = reth.va.checked_add(u64::from(reth.dma_len));
+                    rkey == reth.rkey.0 && reth.va >= va && req_end.is_some() && req_end <= end
                 });
                 let Some((first_psn, ..)) = valid else {
                     return cx.count(Counter::duplicate_request_no_resource);
                 };
                 let read = Response::Read {
-                    rkey: reth.rkey,
+                    rkey: reth.rkey.0,
                     va: reth.va,
-                    resid: u64::from(reth.len),
+                    resid: u64::from(reth.dma_len),
                     psn: h.psn,
                     first: h.psn == first_psn,
                     msn: self.resp.msn,
@@ -749,7 +749,9 @@ impl QueuePair {
             // IBTA 9.7.5.2.8: RNR NAK with our timer; the requester resends later.
             let nak = Response::Ack {
                 psn,
-                syndrome: Syndrome::RnrNak(self.attr.min_rnr_timer),
+                syndrome: Syndrome::RnrNak {
+                    timer: RnrTimer::new(self.attr.min_rnr_timer),
+                },
                 msn,
             };
             if self.queue_response(nak, cx) {
@@ -759,11 +761,15 @@ impl QueuePair {
         }
         let (code, counter, status) = match failure {
             Failure::RemoteAccess => (
-                NakCode::RemoteAccess,
+                NakCode::RemoteAccessError,
                 Counter::sent_nak_remote_access,
                 WcStatus::RemAccessErr,
             ),
-            Failure::RemoteOp(status) => (NakCode::RemoteOp, Counter::sent_nak_remote_op, status),
+            Failure::RemoteOp(status) => (
+                NakCode::RemoteOperationalError,
+                Counter::sent_nak_remote_op,
+                status,
+            ),
             Failure::Length => (
                 NakCode::InvalidRequest,
                 Counter::sent_nak_invalid_request,
@@ -895,12 +901,12 @@ impl QueuePair {
         let q = &mut self.resp.responses;
         if let (
             Response::Ack {
-                syndrome: Syndrome::Ack(_),
+                syndrome: Syndrome::Ack { .. },
                 ..
             },
             Some(
                 back @ Response::Ack {
-                    syndrome: Syndrome::Ack(_),
+                    syndrome: Syndrome::Ack { .. },
                     ..
                 },
             ),
@@ -930,8 +936,8 @@ impl QueuePair {
         let path = self.attr.path;
         match front {
             Response::Ack { psn, syndrome, msn } => {
-                let mut h = Headers::new(QpType::Rc, Kind::Ack, Pos::Only, dest, psn);
-                h.aeth = Some(Aeth { syndrome, msn });
+                let mut h = Headers::new(QpType::Rc, Kind::Ack, Position::Only, dest, psn);
+                h.aeth = Some(AethRepr { syndrome, msn });
                 if out.begin(&h, &path, 0).is_none() {
                     return false;
                 }
@@ -939,12 +945,12 @@ impl QueuePair {
                 self.resp.responses.pop_front();
             }
             Response::AtomicAck { psn, orig, msn } => {
-                let mut h = Headers::new(QpType::Rc, Kind::AtomicAck, Pos::Only, dest, psn);
-                h.aeth = Some(Aeth {
-                    syndrome: ACK_UNLIMITED,
+                let mut h = Headers::new(QpType::Rc, Kind::AtomicAck, Position::Only, dest, psn);
+                h.aeth = Some(AethRepr {
+                    syndrome: Syndrome::ACK_UNLIMITED,
                     msn,
                 });
-                h.atomic_ack = Some(orig);
+                h.atomic_ack = Some(xroce_wire::AtomicAckEthRepr { orig_data: orig });
                 if out.begin(&h, &path, 0).is_none() {
                     return false;
                 }
@@ -962,15 +968,15 @@ impl QueuePair {
                 let mtu = u64::from(self.mtu());
                 let n = resid.min(mtu);
                 let pos = match (first, resid <= mtu) {
-                    (true, true) => Pos::Only,
-                    (true, false) => Pos::First,
-                    (false, false) => Pos::Middle,
-                    (false, true) => Pos::Last,
+                    (true, true) => Position::Only,
+                    (true, false) => Position::First,
+                    (false, false) => Position::Middle,
+                    (false, true) => Position::Last,
                 };
                 let mut h = Headers::new(QpType::Rc, Kind::ReadResponse, pos, dest, psn);
-                if pos != Pos::Middle {
-                    h.aeth = Some(Aeth {
-                        syndrome: ACK_UNLIMITED,
+                if pos != Position::Middle {
+                    h.aeth = Some(AethRepr {
+                        syndrome: Syndrome::ACK_UNLIMITED,
                         msn,
                     });
                 }
@@ -988,7 +994,7 @@ impl QueuePair {
                     cx.count(Counter::sent_nak_remote_access);
                     let nak = Response::Ack {
                         psn,
-                        syndrome: Syndrome::Nak(NakCode::RemoteAccess),
+                        syndrome: Syndrome::Nak(NakCode::RemoteAccessError),
                         msn,
                     };
                     self.resp.responses.push_front(nak);
