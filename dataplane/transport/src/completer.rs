@@ -9,12 +9,13 @@
 
 use xroce_wire::{NakCode, Psn, Syndrome};
 
+use crate::attributes::{QpAttr, QpState, QpType};
 use crate::completion::{Completion, CompletionQueue, WcFlags, WcStatus};
 use crate::context::{AsyncEvent, Cx};
 use crate::counters::Counter;
 use crate::memory::MemoryTable;
 use crate::packet::{Kind, Packet};
-use crate::qp::{QpAttr, QpState, QpType, QueuePair, send_opcode};
+use crate::qp::{QueuePair, send_opcode};
 use crate::requester::{EntryState, scatter};
 use crate::time::{ack_timeout, ack_wait};
 use crate::wqe::{Gather, SendFlags, SendOp};

@@ -5,10 +5,10 @@ use std::collections::VecDeque;
 
 use xroce_wire::Qpn;
 
+use crate::attributes::Path;
 use crate::counters::{Counter, Counters};
 use crate::memory::MemoryTable;
 use crate::packet::Headers;
-use crate::qp::Path;
 use crate::srq::{Srq, SrqId};
 use crate::time::Instant;
 

@@ -10,11 +10,11 @@ use xroce_wire::{
     Ipv4Repr, Ipv6Repr, ParseError, Qpn, UdpChecksum, UdpRepr, VlanTag, source_port,
 };
 
+use crate::attributes::{Path, QpType};
 use crate::context::Emit;
 use crate::counters::Counter;
 use crate::endpoint::EndpointConfig;
 use crate::packet::{Headers, Net, Packet};
-use crate::qp::{Path, QpType};
 
 /// The largest frame an endpoint emits: Ethernet with a VLAN tag (18), IPv6 (40), UDP (8),
 /// the largest IB headers (BTH + AtomicETH = 40), a 4096-byte payload, pad and ICRC.

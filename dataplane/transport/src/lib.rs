@@ -16,6 +16,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod attributes;
 pub mod completer;
 pub mod completion;
 pub mod context;
@@ -32,17 +33,15 @@ pub mod testing;
 pub mod time;
 pub mod wqe;
 
+pub use attributes::{
+    Access, AttrMask, Limits, ModifyError, Path, QpAttr, QpCaps, QpState, QpType,
+};
 pub use completion::{Completion, CompletionQueue, WcFlags, WcOpcode, WcStatus};
 pub use context::{AsyncEvent, Cx, Emit};
 pub use counters::{Counter, Counters};
 pub use endpoint::{Endpoint, EndpointConfig, EndpointError, Transmit};
-pub use memory::{
-    Access, AtomicOp, KeyKind, KeyRef, MemoryError, MemoryTable, PdId, Region, Regions,
-};
-pub use qp::{
-    AttrMask, Limits, ModifyError, Path, PostError, QpAttr, QpCaps, QpConfig, QpState, QpType,
-    QueuePair,
-};
+pub use memory::{AtomicOp, KeyKind, KeyRef, MemoryError, MemoryTable, PdId, Region, Regions};
+pub use qp::{QpConfig, QueuePair};
 pub use srq::{Srq, SrqAttr, SrqId};
 pub use time::Instant;
-pub use wqe::{Gather, RecvWqe, SendFlags, SendOp, SendWqe, Sge, SgeList, UdDest};
+pub use wqe::{Gather, PostError, RecvWqe, SendFlags, SendOp, SendWqe, Sge, SgeList, UdDest};

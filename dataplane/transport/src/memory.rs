@@ -9,76 +9,7 @@
 //! Every access is bounds- and rights-checked by the table: a violation is an error that the
 //! transport turns into a NAK or a local completion error, never an out-of-range write.
 
-use core::fmt;
-use core::ops::BitOr;
-
-/// Access rights of a memory region or a queue pair, with the numeric values of
-/// `ibv_access_flags` so that they pass through the verbs layers unchanged.
-#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub struct Access(u32);
-
-impl Access {
-    /// No rights beyond local read, which every region has.
-    pub const NONE: Access = Access(0);
-    /// `IBV_ACCESS_LOCAL_WRITE`: receive buffers and READ/atomic results may land here.
-    pub const LOCAL_WRITE: Access = Access(1);
-    /// `IBV_ACCESS_REMOTE_WRITE`: the peer may RDMA WRITE here.
-    pub const REMOTE_WRITE: Access = Access(1 << 1);
-    /// `IBV_ACCESS_REMOTE_READ`: the peer may RDMA READ from here.
-    pub const REMOTE_READ: Access = Access(1 << 2);
-    /// `IBV_ACCESS_REMOTE_ATOMIC`: the peer may perform atomics here.
-    pub const REMOTE_ATOMIC: Access = Access(1 << 3);
-    /// All the rights above.
-    pub const ALL: Access = Access(0xf);
-
-    /// Access rights from the raw `ibv_access_flags` bits; bits the transport does not
-    /// interpret are kept.
-    pub const fn from_bits(bits: u32) -> Access {
-        Access(bits)
-    }
-
-    /// The raw bits.
-    pub const fn bits(self) -> u32 {
-        self.0
-    }
-
-    /// Whether every right in `other` is also in `self`.
-    pub const fn contains(self, other: Access) -> bool {
-        self.0 & other.0 == other.0
-    }
-}
-
-impl BitOr for Access {
-    type Output = Access;
-    fn bitor(self, rhs: Access) -> Access {
-        Access(self.0 | rhs.0)
-    }
-}
-
-impl fmt::Debug for Access {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        const NAMES: [(Access, &str); 4] = [
-            (Access::LOCAL_WRITE, "LOCAL_WRITE"),
-            (Access::REMOTE_WRITE, "REMOTE_WRITE"),
-            (Access::REMOTE_READ, "REMOTE_READ"),
-            (Access::REMOTE_ATOMIC, "REMOTE_ATOMIC"),
-        ];
-        let mut first = true;
-        for (flag, name) in NAMES {
-            if self.contains(flag) {
-                if !first {
-                    f.write_str("|")?;
-                }
-                f.write_str(name)?;
-                first = false;
-            }
-        }
-        if first {
-            f.write_str("NONE")?;
-        }
-        Ok(())
-    }
-}
+use crate::attributes::Access;
 
 /// A protection domain, as a number the owner of the table chose.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]

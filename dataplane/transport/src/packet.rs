@@ -13,7 +13,7 @@ use xroce_wire::{
     Opcode, OpcodeInfo, Operation, Pkey, Position, Psn, Qpn, RethRepr, Transport,
 };
 
-use crate::qp::QpType;
+use crate::attributes::QpType;
 
 /// What a packet does: the operations of the opcode table the transport implements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

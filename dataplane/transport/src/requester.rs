@@ -11,11 +11,12 @@ use xroce_wire::{
     AtomicEthRepr, DethRepr, IethRepr, ImmDtRepr, Position, Psn, Qkey, RethRepr, Rkey,
 };
 
+use crate::attributes::{Access, QpState, QpType};
 use crate::completion::WcStatus;
 use crate::context::{Cx, Emit};
-use crate::memory::{Access, KeyKind, KeyRef, MemoryError, MemoryTable};
+use crate::memory::{KeyKind, KeyRef, MemoryError, MemoryTable};
 use crate::packet::{Headers, Kind};
-use crate::qp::{QpState, QpType, QueuePair};
+use crate::qp::QueuePair;
 use crate::time::{Instant, ack_wait};
 use crate::wqe::{Gather, MAX_MESSAGE, SendFlags, SendOp, SendWqe};
 

@@ -17,12 +17,13 @@ use std::collections::VecDeque;
 
 use xroce_wire::{AethRepr, NakCode, Position, Psn, RnrTimer, Syndrome};
 
+use crate::attributes::{Access, QpState, QpType};
 use crate::completion::{Completion, CompletionQueue, WcFlags, WcOpcode, WcStatus};
 use crate::context::{AsyncEvent, Cx, Emit};
 use crate::counters::Counter;
-use crate::memory::{Access, AtomicOp, KeyKind, KeyRef, MemoryError, MemoryTable};
+use crate::memory::{AtomicOp, KeyKind, KeyRef, MemoryError, MemoryTable};
 use crate::packet::{Headers, Kind, Packet};
-use crate::qp::{QpState, QpType, QueuePair};
+use crate::qp::QueuePair;
 use crate::requester::scatter;
 use crate::wqe::RecvWqe;
 

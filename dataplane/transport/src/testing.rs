@@ -6,10 +6,12 @@ use std::net::Ipv4Addr;
 
 use xroce_wire::{Gid, IbMtu, Psn, Qpn};
 
+use crate::attributes::QpCaps;
+use crate::attributes::{Access, AttrMask, Limits, Path, QpAttr, QpState, QpType};
 use crate::endpoint::{Endpoint, EndpointConfig};
 use crate::frame::MAX_FRAME;
-use crate::memory::{Access, PdId, Region, Regions};
-use crate::qp::{AttrMask, Limits, Path, QpAttr, QpCaps, QpConfig, QpState, QpType};
+use crate::memory::{PdId, Region, Regions};
+use crate::qp::QpConfig;
 use crate::time::Instant;
 
 /// The protection domain every helper uses.
