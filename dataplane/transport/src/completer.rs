@@ -13,10 +13,10 @@ use crate::attributes::{QpAttr, QpState, QpType};
 use crate::completion::{Completion, CompletionQueue, WcFlags, WcStatus};
 use crate::context::{AsyncEvent, Cx};
 use crate::counters::Counter;
-use crate::memory::MemoryTable;
+use crate::memory::{MemoryTable, ScatterInto, scatter};
 use crate::packet::{Kind, Packet};
 use crate::qp::{QueuePair, send_opcode};
-use crate::requester::{EntryState, scatter};
+use crate::requester::EntryState;
 use crate::time::{ack_timeout, ack_wait};
 use crate::wqe::{Gather, SendFlags, SendOp};
 
@@ -186,7 +186,8 @@ impl QueuePair {
                 self.fail_send(WcStatus::LocQpOpErr, cx);
                 return;
             };
-            if scatter(cx.mem, self.config.pd, sges, offset, pkt.payload).is_err() {
+            let into = ScatterInto::Local(sges);
+            if scatter(cx.mem, self.config.pd, into, offset, pkt.payload).is_err() {
                 self.fail_send(WcStatus::LocProtErr, cx);
                 return;
             }
@@ -222,7 +223,14 @@ impl QueuePair {
         }
         let orig = pkt.h.atomic_ack.map_or(0, |a| a.orig_data);
         if let Gather::Sges(sges) = &self.sq[0].wqe.data
-            && scatter(cx.mem, self.config.pd, sges, 0, &orig.to_le_bytes()).is_err()
+            && scatter(
+                cx.mem,
+                self.config.pd,
+                ScatterInto::Local(sges),
+                0,
+                &orig.to_le_bytes(),
+            )
+            .is_err()
         {
             self.fail_send(WcStatus::LocProtErr, cx);
             return;

@@ -40,8 +40,12 @@ pub use completion::{Completion, CompletionQueue, WcFlags, WcOpcode, WcStatus};
 pub use context::{AsyncEvent, Cx, Emit};
 pub use counters::{Counter, Counters};
 pub use endpoint::{Endpoint, EndpointConfig, EndpointError, Transmit};
-pub use memory::{AtomicOp, KeyKind, KeyRef, MemoryError, MemoryTable, PdId, Region, Regions};
+pub use memory::{
+    AccessRequest, AtomicOp, KeyEntry, KeyKind, KeyRef, MemoryError, MemoryTable, PdId,
+    check_access, check_invalidate,
+};
 pub use qp::{QpConfig, QueuePair};
 pub use srq::{Srq, SrqAttr, SrqId};
+pub use testing::{Region, Regions};
 pub use time::Instant;
 pub use wqe::{Gather, PostError, RecvWqe, SendFlags, SendOp, SendWqe, Sge, SgeList, UdDest};

@@ -11,14 +11,14 @@ use xroce_wire::{
     AtomicEthRepr, DethRepr, IethRepr, ImmDtRepr, Position, Psn, Qkey, RethRepr, Rkey,
 };
 
-use crate::attributes::{Access, QpState, QpType};
+use crate::attributes::{QpState, QpType};
 use crate::completion::WcStatus;
 use crate::context::{Cx, Emit};
-use crate::memory::{KeyKind, KeyRef, MemoryError, MemoryTable};
+use crate::memory::{GatherFrom, MemoryTable, gather};
 use crate::packet::{Headers, Kind};
 use crate::qp::QueuePair;
 use crate::time::{Instant, ack_wait};
-use crate::wqe::{Gather, MAX_MESSAGE, SendFlags, SendOp, SendWqe};
+use crate::wqe::{MAX_MESSAGE, SendFlags, SendOp, SendWqe};
 
 /// How far a send work request has got.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -114,102 +114,6 @@ impl RequesterState {
             ..RequesterState::default()
         };
     }
-}
-
-/// Copies bytes `[offset, offset + dst.len())` of a send work request's data into `dst`.
-pub(crate) fn gather<M: MemoryTable + ?Sized>(
-    mem: &M,
-    pd: crate::memory::PdId,
-    data: &Gather,
-    offset: u64,
-    dst: &mut [u8],
-) -> Result<(), MemoryError> {
-    match data {
-        Gather::Inline { len, data } => {
-            let start = offset as usize;
-            let end = start + dst.len();
-            if end > usize::from(*len) {
-                return Err(MemoryError::OutOfBounds {
-                    key: 0,
-                    addr: offset,
-                    len: dst.len() as u64,
-                });
-            }
-            dst.copy_from_slice(&data[start..end]);
-            Ok(())
-        }
-        Gather::Sges(list) => {
-            let mut skip = offset;
-            let mut done = 0usize;
-            for sge in list.as_slice() {
-                if done == dst.len() {
-                    break;
-                }
-                let len = u64::from(sge.length);
-                if skip >= len {
-                    skip -= len;
-                    continue;
-                }
-                let n = ((len - skip) as usize).min(dst.len() - done);
-                let key = KeyRef {
-                    key: sge.lkey,
-                    kind: KeyKind::Local,
-                    pd,
-                };
-                mem.read(key, sge.addr + skip, &mut dst[done..done + n], Access::NONE)?;
-                done += n;
-                skip = 0;
-            }
-            if done != dst.len() {
-                return Err(MemoryError::OutOfBounds {
-                    key: 0,
-                    addr: offset,
-                    len: dst.len() as u64,
-                });
-            }
-            Ok(())
-        }
-    }
-}
-
-/// Writes `src` into a work request's scatter list starting at byte `offset`, checking
-/// `LOCAL_WRITE`. Fails with `None` when the list is too short (a length error) and with the
-/// memory error otherwise.
-pub(crate) fn scatter<M: MemoryTable + ?Sized>(
-    mem: &mut M,
-    pd: crate::memory::PdId,
-    sges: &crate::wqe::SgeList,
-    offset: u64,
-    src: &[u8],
-) -> Result<(), Option<MemoryError>> {
-    let mut skip = offset;
-    let mut done = 0usize;
-    for sge in sges.as_slice() {
-        if done == src.len() {
-            break;
-        }
-        let len = u64::from(sge.length);
-        if skip >= len {
-            skip -= len;
-            continue;
-        }
-        let n = ((len - skip) as usize).min(src.len() - done);
-        let key = KeyRef {
-            key: sge.lkey,
-            kind: KeyKind::Local,
-            pd,
-        };
-        mem.write(
-            key,
-            sge.addr + skip,
-            &src[done..done + n],
-            Access::LOCAL_WRITE,
-        )
-        .map_err(Some)?;
-        done += n;
-        skip = 0;
-    }
-    if done == src.len() { Ok(()) } else { Err(None) }
 }
 
 /// The position of the packet carrying bytes `[offset, offset + n)` of a message of
@@ -383,7 +287,8 @@ impl QueuePair {
         let Some(dst) = out.begin(&h, &path, n) else {
             return false;
         };
-        if n > 0 && gather(&*cx.mem, pd, &self.sq[idx].wqe.data, offset, dst).is_err() {
+        let data = GatherFrom::Local(&self.sq[idx].wqe.data);
+        if n > 0 && gather(&*cx.mem, pd, data, offset, dst).is_err() {
             // IBTA 10.7.3.1: a bad lkey completes the work request in error.
             self.fail_send(WcStatus::LocProtErr, cx);
             return false;

@@ -21,10 +21,11 @@ use crate::attributes::{Access, QpState, QpType};
 use crate::completion::{Completion, CompletionQueue, WcFlags, WcOpcode, WcStatus};
 use crate::context::{AsyncEvent, Cx, Emit};
 use crate::counters::Counter;
-use crate::memory::{AtomicOp, KeyKind, KeyRef, MemoryError, MemoryTable};
+use crate::memory::{
+    AtomicOp, GatherFrom, KeyKind, KeyRef, MemoryError, MemoryTable, ScatterInto, gather, scatter,
+};
 use crate::packet::{Headers, Kind, Packet};
 use crate::qp::QueuePair;
-use crate::requester::scatter;
 use crate::wqe::RecvWqe;
 
 /// A response waiting to be sent.
@@ -213,8 +214,9 @@ impl QueuePair {
             return cx.count(Counter::rcvd_length_err);
         }
         let pd = self.config.pd;
-        let placed = scatter(cx.mem, pd, &recv.wqe.sges, 0, &grh)
-            .and_then(|()| scatter(cx.mem, pd, &recv.wqe.sges, grh.len() as u64, pkt.payload));
+        let into = ScatterInto::Local(&recv.wqe.sges);
+        let placed = scatter(cx.mem, pd, into, 0, &grh)
+            .and_then(|()| scatter(cx.mem, pd, into, grh.len() as u64, pkt.payload));
         let status = if placed.is_ok() {
             WcStatus::Success
         } else {
@@ -497,8 +499,14 @@ impl QueuePair {
                 if offset + pkt.payload.len() as u64 > recv.wqe.sges.total_len() {
                     return Err(Failure::Length);
                 }
-                scatter(cx.mem, pd, &recv.wqe.sges, offset, pkt.payload)
-                    .map_err(|_| Failure::RemoteOp(WcStatus::LocProtErr))?;
+                scatter(
+                    cx.mem,
+                    pd,
+                    ScatterInto::Local(&recv.wqe.sges),
+                    offset,
+                    pkt.payload,
+                )
+                .map_err(|_| Failure::RemoteOp(WcStatus::LocProtErr))?;
                 recv.offset += pkt.payload.len() as u64;
                 self.resp.in_message = if h.pos.ends_message() {
                     InMessage::None
@@ -512,13 +520,7 @@ impl QueuePair {
                 };
                 let n = pkt.payload.len() as u64;
                 if n > 0 {
-                    let key = KeyRef {
-                        key: rkey,
-                        kind: KeyKind::Remote,
-                        pd,
-                    };
-                    cx.mem
-                        .write(key, va, pkt.payload, Access::REMOTE_WRITE)
+                    scatter(cx.mem, pd, ScatterInto::Remote { rkey, va }, 0, pkt.payload)
                         .map_err(|_| Failure::RemoteAccess)?;
                 }
                 self.resp.write = Some((va.wrapping_add(n), rkey, resid - n, total));
@@ -981,15 +983,11 @@ impl QueuePair {
                         msn,
                     });
                 }
-                let key = KeyRef {
-                    key: rkey,
-                    kind: KeyKind::Remote,
-                    pd: self.config.pd,
-                };
+                let from = GatherFrom::Remote { rkey, va };
                 let Some(dst) = out.begin(&h, &path, n as usize) else {
                     return false;
                 };
-                if n > 0 && cx.mem.read(key, va, dst, Access::REMOTE_READ).is_err() {
+                if n > 0 && gather(&*cx.mem, self.config.pd, from, 0, dst).is_err() {
                     // The region went away under the READ: a remote access error.
                     self.resp.responses.pop_front();
                     cx.count(Counter::sent_nak_remote_access);
