@@ -28,6 +28,7 @@ pub mod packet;
 pub mod qp;
 pub mod requester;
 pub mod responder;
+pub mod send_queue;
 pub mod srq;
 pub mod testing;
 pub mod time;

@@ -17,8 +17,8 @@ use crate::context::{Cx, Emit};
 use crate::counters::Counter;
 use crate::memory::{MemoryTable, PdId};
 use crate::packet::Packet;
-use crate::requester::{RequesterState, SendEntry};
 use crate::responder::ResponderState;
+use crate::send_queue::SendQueue;
 use crate::srq::SrqId;
 use crate::time::Instant;
 use crate::wqe::{PostError, RecvWqe, SendOp, SendWqe};
@@ -48,11 +48,10 @@ pub struct QueuePair {
     pub(crate) config: QpConfig,
     pub(crate) state: QpState,
     pub(crate) attr: QpAttr,
-    /// Send work requests not yet completed, oldest first.
-    pub(crate) sq: VecDeque<SendEntry>,
+    /// Send work requests not yet completed, oldest first, and the packets in flight.
+    pub(crate) sq: SendQueue,
     /// Receive work requests not yet consumed (no SRQ), oldest first.
     pub(crate) rq: VecDeque<RecvWqe>,
-    pub(crate) req: RequesterState,
     pub(crate) comp: CompleterState,
     pub(crate) resp: ResponderState,
     /// Completions waiting for the engine, in the order they were generated.
@@ -68,9 +67,8 @@ impl QueuePair {
             config,
             state: QpState::Reset,
             attr: QpAttr::default(),
-            sq: VecDeque::with_capacity(config.caps.max_send_wr as usize),
+            sq: SendQueue::with_capacity(config.caps.max_send_wr as usize),
             rq: VecDeque::with_capacity(config.caps.max_recv_wr as usize),
-            req: RequesterState::default(),
             comp: CompleterState::default(),
             resp: ResponderState::default(),
             completions: VecDeque::new(),
@@ -133,8 +131,7 @@ impl QueuePair {
             self.resp.on_rq_psn(attr.rq_psn);
         }
         if given.contains(AttrMask::SQ_PSN) {
-            self.req.on_sq_psn(attr.sq_psn);
-            self.comp.on_sq_psn(attr.sq_psn);
+            self.sq.on_sq_psn(attr.sq_psn);
         }
         if given.contains(AttrMask::MAX_DEST_RD_ATOMIC) {
             self.resp.on_max_dest_rd_atomic(attr.max_dest_rd_atomic);
@@ -173,16 +170,15 @@ impl QueuePair {
     /// Flushes every send work request not yet completed, in order.
     pub(crate) fn flush_send_queue(&mut self) {
         let qpn = self.config.qpn.value();
-        while let Some(entry) = self.sq.pop_front() {
-            let opcode = send_opcode(entry.wqe.op);
-            self.completions.push_back(Completion::flushed(
-                entry.wqe.wr_id,
-                opcode,
+        let completions = &mut self.completions;
+        self.sq.flush(|wr_id, op| {
+            completions.push_back(Completion::flushed(
+                wr_id,
+                send_opcode(op),
                 CompletionQueue::Send,
                 qpn,
             ));
-        }
-        self.req.on_flush();
+        });
         self.comp.on_flush();
     }
 
@@ -260,7 +256,7 @@ impl QueuePair {
         if self.sq.len() >= self.config.caps.max_send_wr as usize {
             return Err(PostError::QueueFull);
         }
-        self.sq.push_back(SendEntry::new(wqe));
+        self.sq.push(wqe);
         Ok(())
     }
 
@@ -324,32 +320,16 @@ impl QueuePair {
     /// The oldest PSN the requester has sent and not seen acknowledged (for diagnostics and
     /// tests: after a retry exhaustion it is the PSN that never got through).
     pub fn oldest_unacked_psn(&self) -> xroce_wire::Psn {
-        self.comp.psn
+        self.sq.unacked_psn()
     }
 
     /// RC request packets sent and not acknowledged yet (PSNs: a READ counts its
     /// responses), while the QP can still be acknowledged; 0 for UC and UD.
     pub fn unacked_packets(&self) -> u32 {
-        if self.config.qp_type != QpType::Rc
-            || !matches!(self.state, QpState::Rts | QpState::Sqd)
-            || self.comp.stalled
-        {
+        if self.config.qp_type != QpType::Rc || !matches!(self.state, QpState::Rts | QpState::Sqd) {
             return 0;
         }
-        // After a timeout or during an RNR wait the packets sent are as good as lost (the
-        // peer dropped or refused them): they are sent again, admitted afresh, after the
-        // rewind. Counting them meanwhile would let a peer that stopped answering hold
-        // the budget of every other QP.
-        let sent = if self.req.retry || self.req.rnr_until.is_some() {
-            0
-        } else {
-            self.req.psn.distance(self.comp.psn).max(0)
-        };
-        let reserved = self
-            .req
-            .chunk_end
-            .map_or(0, |end| end.distance(self.comp.psn).max(0));
-        sent.max(reserved) as u32
+        self.sq.unacked_packets()
     }
 
     /// Work requests posted to the send queue and not completed yet.
@@ -375,8 +355,8 @@ impl QueuePair {
             resources: self.resp.resources.len(),
             completions: self.completions.len(),
             expected_psn: self.resp.psn,
-            next_psn: self.req.psn,
-            oldest_unacked_psn: self.comp.psn,
+            next_psn: self.sq.next_psn(),
+            oldest_unacked_psn: self.sq.unacked_psn(),
         }
     }
 }
@@ -447,20 +427,14 @@ impl QueuePair {
 
     /// When [`QueuePair::handle_timeout`] must next be called.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        match (self.comp.retrans_deadline, self.req.rnr_until) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        self.sq.poll_timeout()
     }
 
     /// Runs the timers that have expired at `cx.now`.
     pub fn handle_timeout<M: MemoryTable + ?Sized>(&mut self, cx: &mut Cx<'_, M>) {
-        if self.comp.retrans_deadline.is_some_and(|t| t <= cx.now) {
+        if self.sq.retransmit_deadline().is_some_and(|t| t <= cx.now) {
             self.on_retransmit_timeout(cx);
         }
-        if self.req.rnr_until.is_some_and(|t| t <= cx.now) {
-            // The RNR wait is over: resend from the NAKed PSN (the retry flag is set).
-            self.req.rnr_until = None;
-        }
+        self.sq.end_rnr_wait(cx.now);
     }
 }

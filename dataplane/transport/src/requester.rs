@@ -4,8 +4,10 @@
 //! packets by the path MTU, assigns PSNs, sets AckReq on the last packet of a message and at
 //! least every `ack_req_every` packets, and holds back when the window of unacknowledged
 //! PSNs is full, when `max_rd_atomic` READs/atomics are outstanding, or when a fenced work
-//! request waits for earlier READs/atomics. Go-back-N retransmission rewinds it to the oldest
-//! unacknowledged PSN (the completer decides when).
+//! request waits for earlier READs/atomics. It reads the send queue's entries and moves its
+//! cursor through the [`SendQueue`](crate::send_queue::SendQueue)'s methods; go-back-N
+//! retransmission rewinds the cursor to the oldest unacknowledged PSN (the completer
+//! decides when, the send queue performs it before the next packet).
 
 use xroce_wire::{
     AtomicEthRepr, DethRepr, IethRepr, ImmDtRepr, Position, Psn, Qkey, RethRepr, Rkey,
@@ -17,104 +19,9 @@ use crate::context::{Cx, Emit};
 use crate::memory::{GatherFrom, MemoryTable, gather};
 use crate::packet::{Headers, Kind};
 use crate::qp::QueuePair;
-use crate::time::{Instant, ack_wait};
-use crate::wqe::{MAX_MESSAGE, SendFlags, SendOp, SendWqe};
-
-/// How far a send work request has got.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum EntryState {
-    /// Not started: no PSNs assigned.
-    Posted,
-    /// PSNs assigned, some packets sent in the current pass.
-    Sending,
-    /// Every packet sent in the current pass; waiting for its acknowledgement (RC).
-    Sent,
-}
-
-/// A send work request in the send queue, with its progress.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct SendEntry {
-    pub(crate) wqe: SendWqe,
-    pub(crate) state: EntryState,
-    /// The PSN of its first packet (READ: of its first response).
-    pub(crate) first_psn: Psn,
-    /// The PSN of its last packet (READ: of its last response).
-    pub(crate) last_psn: Psn,
-    /// The message length in bytes.
-    pub(crate) len: u64,
-    /// It counts against `max_rd_atomic` (a READ or atomic that has been sent).
-    pub(crate) holds_rd_atomic: bool,
-    /// READ: response bytes already placed.
-    pub(crate) resp_bytes: u64,
-}
-
-impl SendEntry {
-    pub(crate) fn new(wqe: SendWqe) -> SendEntry {
-        SendEntry {
-            wqe,
-            state: EntryState::Posted,
-            first_psn: Psn::ZERO,
-            last_psn: Psn::ZERO,
-            len: wqe.data.total_len(),
-            holds_rd_atomic: false,
-            resp_bytes: 0,
-        }
-    }
-
-    /// The number of PSNs the message uses: one per packet, and for a READ one per response
-    /// packet (IBTA 9.4.4: a READ request consumes the PSNs of its responses).
-    fn npkts(&self, mtu: u32) -> u32 {
-        if self.wqe.op.is_atomic() {
-            return 1;
-        }
-        // len <= MAX_MESSAGE (2^31), so the packet count fits in u32. A path MTU is a power
-        // of two: a shift, not a division, on the path of every packet.
-        let packets = if mtu.is_power_of_two() {
-            (self.len + u64::from(mtu) - 1) >> mtu.trailing_zeros()
-        } else {
-            self.len.div_ceil(u64::from(mtu))
-        };
-        packets.max(1) as u32
-    }
-}
-
-/// The requester's progress through the send queue.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct RequesterState {
-    /// The next PSN to send.
-    pub(crate) psn: Psn,
-    /// Index in the send queue of the work request being sent.
-    pub(crate) next: usize,
-    /// Bytes of that work request already sent (READ: already requested and answered).
-    pub(crate) offset: u64,
-    /// READ/atomic work requests sent and not completed.
-    pub(crate) rd_atomic: u8,
-    /// Packets sent since the last one with AckReq.
-    pub(crate) noack_pkts: u32,
-    /// The PSN after the chunk the endpoint's budget admitted (reserved until acknowledged,
-    /// sent or not yet).
-    pub(crate) chunk_end: Option<Psn>,
-    /// Go back to the oldest unacknowledged PSN before sending anything.
-    pub(crate) retry: bool,
-    /// After an RNR NAK: do not send before this time.
-    pub(crate) rnr_until: Option<Instant>,
-    /// The SQ_DRAINED event for the current SQD period was raised.
-    pub(crate) drained_notified: bool,
-}
-
-impl RequesterState {
-    pub(crate) fn on_sq_psn(&mut self, psn: Psn) {
-        self.psn = psn;
-        self.chunk_end = None;
-    }
-
-    pub(crate) fn on_flush(&mut self) {
-        *self = RequesterState {
-            psn: self.psn,
-            ..RequesterState::default()
-        };
-    }
-}
+use crate::send_queue::EntryState;
+use crate::time::ack_wait;
+use crate::wqe::{MAX_MESSAGE, SendFlags, SendOp};
 
 /// The position of the packet carrying bytes `[offset, offset + n)` of a message of
 /// `total` bytes.
@@ -135,28 +42,18 @@ impl QueuePair {
         cx: &mut Cx<'_, M>,
         out: &mut E,
     ) -> bool {
-        if !matches!(self.state, QpState::Rts | QpState::Sqd) || self.comp.stalled {
+        let mtu = self.mtu();
+        if !matches!(self.state, QpState::Rts | QpState::Sqd) || !self.sq.ready_to_send(cx.now, mtu)
+        {
             return false;
-        }
-        if let Some(until) = self.req.rnr_until {
-            if cx.now < until {
-                return false;
-            }
-            self.req.rnr_until = None;
-        }
-        if self.req.retry {
-            self.rewind();
         }
         // Work requests are a few hundred bytes (inline data, scatter/gather list): this
         // path reads the fields it needs and never copies one.
-        let Some(state) = self.sq.get(self.req.next).map(|e| e.state) else {
+        let Some(state) = self.sq.current().map(|e| e.state) else {
             return false;
         };
         let qp_type = self.config.qp_type;
-        let mtu = self.mtu();
-        if qp_type == QpType::Rc
-            && self.req.psn.distance(self.comp.psn) >= self.config.limits.max_unacked_psns as i32
-        {
+        if qp_type == QpType::Rc && self.sq.window() >= self.config.limits.max_unacked_psns as i32 {
             // The window of unacknowledged PSNs is full.
             return false;
         }
@@ -164,11 +61,12 @@ impl QueuePair {
             return false;
         }
         // start_entry may have changed the entry.
-        let idx = self.req.next;
-        let entry = &self.sq[idx];
+        let Some(entry) = self.sq.current() else {
+            return false;
+        };
         let (op, flags, ud) = (entry.wqe.op, entry.wqe.flags, entry.wqe.ud);
         let (entry_len, last_psn) = (entry.len, entry.last_psn);
-        if qp_type == QpType::Rc && self.req.noack_pkts == 0 && !self.admit_chunk(last_psn, cx) {
+        if qp_type == QpType::Rc && self.sq.noack_pkts() == 0 && !self.admit_chunk(last_psn, cx) {
             return false;
         }
         let remote_qpn = match ud {
@@ -183,8 +81,8 @@ impl QueuePair {
             self.fail_send(WcStatus::LocQpOpErr, cx);
             return false;
         }
-        let psn = self.req.psn;
-        let offset = self.req.offset;
+        let psn = self.sq.next_psn();
+        let offset = self.sq.offset();
         let (kind, payload_len, pos) = match op {
             SendOp::Read { .. } => (Kind::ReadRequest, 0u64, Position::Only),
             SendOp::CompareSwap { .. } => (Kind::CompareSwap, 0, Position::Only),
@@ -280,14 +178,17 @@ impl QueuePair {
         }
         if qp_type == QpType::Rc {
             let every = self.config.limits.ack_req_every.max(1);
-            h.ack_req = pos.ends_message() || self.req.noack_pkts + 1 >= every;
+            h.ack_req = pos.ends_message() || self.sq.noack_pkts() + 1 >= every;
         }
 
         let pd = self.config.pd;
         let Some(dst) = out.begin(&h, &path, n) else {
             return false;
         };
-        let data = GatherFrom::Local(&self.sq[idx].wqe.data);
+        let Some(entry) = self.sq.current() else {
+            return false;
+        };
+        let data = GatherFrom::Local(&entry.wqe.data);
         if n > 0 && gather(&*cx.mem, pd, data, offset, dst).is_err() {
             // IBTA 10.7.3.1: a bad lkey completes the work request in error.
             self.fail_send(WcStatus::LocProtErr, cx);
@@ -295,32 +196,27 @@ impl QueuePair {
         }
         out.commit();
 
-        if h.ack_req {
-            self.req.noack_pkts = 0;
-        } else {
-            self.req.noack_pkts += 1;
+        if qp_type == QpType::Rc {
+            self.sq.arm_retransmit(cx.now + ack_wait(self.attr.timeout));
         }
-        if qp_type == QpType::Rc && self.comp.retrans_deadline.is_none() {
-            self.comp.retrans_deadline = Some(cx.now + ack_wait(self.attr.timeout));
-        }
-        if matches!(kind, Kind::ReadRequest | Kind::CompareSwap | Kind::FetchAdd) {
-            self.req.psn = last_psn.next();
-            self.finish_entry_send(idx, cx);
-        } else {
-            self.req.psn = psn.next();
-            self.req.offset += payload_len;
-            if pos.ends_message() {
-                self.finish_entry_send(idx, cx);
-            }
+        let read_or_atomic = matches!(kind, Kind::ReadRequest | Kind::CompareSwap | Kind::FetchAdd);
+        let all_sent = self
+            .sq
+            .on_sent(h.ack_req, payload_len, read_or_atomic, pos.ends_message());
+        if all_sent && qp_type != QpType::Rc {
+            // UC and UD complete when the last packet leaves; everything before has
+            // completed already, so this entry is at the front.
+            self.complete_front(WcStatus::Success, cx);
         }
         true
     }
 
-    /// Starts the work request at `req.next`: checks it may start now, assigns its PSNs.
+    /// Starts the current work request: checks it may start now, assigns its PSNs.
     /// Returns false when it must wait (or failed).
     fn start_entry<M: MemoryTable + ?Sized>(&mut self, cx: &mut Cx<'_, M>) -> bool {
-        let idx = self.req.next;
-        let entry = &self.sq[idx];
+        let Some(entry) = self.sq.current() else {
+            return false;
+        };
         let (op, flags, holds_rd_atomic, len) = (
             entry.wqe.op,
             entry.wqe.flags,
@@ -332,14 +228,12 @@ impl QueuePair {
             return false;
         }
         if self.config.qp_type == QpType::Rc {
+            let rd_atomic = self.sq.rd_atomic();
             // IBTA 10.8.3.3: a fenced work request waits for every earlier READ and atomic.
-            if flags.contains(SendFlags::FENCE) && !holds_rd_atomic && self.req.rd_atomic > 0 {
+            if flags.contains(SendFlags::FENCE) && !holds_rd_atomic && rd_atomic > 0 {
                 return false;
             }
-            if op.is_read_or_atomic()
-                && !holds_rd_atomic
-                && self.req.rd_atomic >= self.attr.max_rd_atomic
-            {
+            if op.is_read_or_atomic() && !holds_rd_atomic && rd_atomic >= self.attr.max_rd_atomic {
                 return false;
             }
         }
@@ -347,78 +241,8 @@ impl QueuePair {
             self.fail_send(WcStatus::LocLenErr, cx);
             return false;
         }
-        let mtu = self.mtu();
-        let e = &mut self.sq[idx];
-        let npkts = e.npkts(mtu);
-        e.first_psn = self.req.psn;
-        e.last_psn = self.req.psn.wrapping_add(npkts - 1);
-        e.state = EntryState::Sending;
-        if op.is_read_or_atomic() && !e.holds_rd_atomic {
-            e.holds_rd_atomic = true;
-            self.req.rd_atomic += 1;
-        }
-        self.req.offset = 0;
+        self.sq.start_current(self.mtu());
         true
-    }
-
-    /// Every packet of the entry at `idx` has been sent.
-    fn finish_entry_send<M: MemoryTable + ?Sized>(&mut self, idx: usize, cx: &mut Cx<'_, M>) {
-        self.req.next = idx + 1;
-        self.req.offset = 0;
-        if self.config.qp_type == QpType::Rc {
-            self.sq[idx].state = EntryState::Sent;
-        } else {
-            // UC and UD complete when the last packet leaves; everything before has
-            // completed already, so this entry is at the front.
-            debug_assert_eq!(idx, 0);
-            self.complete_front(WcStatus::Success, cx);
-        }
-    }
-
-    /// Go-back-N: resend from the oldest unacknowledged PSN (IBTA 9.7.5.1.2 for timeouts,
-    /// 9.7.5.2.2 for sequence errors).
-    pub(crate) fn rewind(&mut self) {
-        self.req.retry = false;
-        self.req.noack_pkts = 0;
-        // The resent packets are admitted again, chunk by chunk.
-        self.req.chunk_end = None;
-        let psn = self.comp.psn;
-        let mtu = u64::from(self.mtu());
-        let mut resume = None;
-        for (i, e) in self.sq.iter_mut().enumerate() {
-            if e.state == EntryState::Posted {
-                break;
-            }
-            match resume {
-                None if e.last_psn.distance(psn) >= 0 => {
-                    let k = u64::from(psn.distance(e.first_psn).max(0) as u32);
-                    resume = Some((i, if e.wqe.op.is_atomic() { 0 } else { k * mtu }));
-                    e.state = EntryState::Sending;
-                }
-                None => {}
-                Some(_) => e.state = EntryState::Posted,
-            }
-        }
-        match resume {
-            Some((i, offset)) => {
-                self.req.next = i;
-                self.req.offset = offset;
-                self.req.psn = if self.sq[i].wqe.op.is_atomic() {
-                    self.sq[i].first_psn
-                } else {
-                    psn
-                };
-            }
-            None => {
-                self.req.next = self
-                    .sq
-                    .iter()
-                    .position(|e| e.state == EntryState::Posted)
-                    .unwrap_or(self.sq.len());
-                self.req.offset = 0;
-                self.req.psn = psn;
-            }
-        }
     }
 
     /// Whether the endpoint's budget of unacknowledged request packets has room for the
@@ -431,11 +255,11 @@ impl QueuePair {
     fn admit_chunk<M: MemoryTable + ?Sized>(&mut self, last_psn: Psn, cx: &mut Cx<'_, M>) -> bool {
         let own = self.unacked_packets();
         let held = cx.budget.others.saturating_add(own);
-        let left = last_psn.distance(self.req.psn).max(0) as u32 + 1;
+        let left = last_psn.distance(self.sq.next_psn()).max(0) as u32 + 1;
         // A READ or atomic takes the PSNs of all its responses at once.
         let read_or_atomic = self
             .sq
-            .get(self.req.next)
+            .current()
             .is_some_and(|e| e.wqe.op.is_read_or_atomic());
         let chunk = if read_or_atomic {
             left
@@ -444,7 +268,7 @@ impl QueuePair {
         };
         if held == 0 || held.saturating_add(chunk) <= cx.budget.limit {
             // Reserved now: other QPs taking turns before this chunk is sent see it taken.
-            self.req.chunk_end = Some(self.req.psn.wrapping_add(chunk));
+            self.sq.reserve_chunk(chunk);
             return true;
         }
         cx.budget.held = Some(chunk);
@@ -454,10 +278,7 @@ impl QueuePair {
 
     /// Whether the requester would emit a packet now if asked (ignoring timers).
     pub(crate) fn wants_to_send(&self) -> bool {
-        matches!(self.state, QpState::Rts | QpState::Sqd)
-            && (self.req.retry || self.req.next < self.sq.len())
-            && self.req.rnr_until.is_none()
-            && !self.comp.stalled
+        matches!(self.state, QpState::Rts | QpState::Sqd) && self.sq.has_work()
     }
 }
 
