@@ -20,8 +20,7 @@ use crate::send_queue::{EntryState, Retired};
 use crate::time::{ack_timeout, ack_wait};
 use crate::wqe::{Gather, SendFlags, SendOp};
 
-/// The completer's own state; what it shares with the requester is in the
-/// [`SendQueue`](crate::send_queue::SendQueue).
+/// The completer's own state; what it shares with the requester is in the send queue.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct CompleterState {
     /// Transport retries left.

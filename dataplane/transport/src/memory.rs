@@ -13,8 +13,8 @@
 //! Every access is bounds- and rights-checked: a violation is an error that the transport
 //! turns into a NAK or a local completion error, never an out-of-range write.
 //!
-//! The roles copy payloads with [`gather`] (the requester from a send work request's data,
-//! the responder from a region for a READ response) and [`scatter`] (the responder into a
+//! The roles copy payloads with `gather` (the requester from a send work request's data,
+//! the responder from a region for a READ response) and `scatter` (the responder into a
 //! receive work request or a region, the completer into a READ's or an atomic's local
 //! buffer), so that a payload placed at an offset of its message is placed one way.
 

@@ -5,7 +5,7 @@
 //! least every `ack_req_every` packets, and holds back when the window of unacknowledged
 //! PSNs is full, when `max_rd_atomic` READs/atomics are outstanding, or when a fenced work
 //! request waits for earlier READs/atomics. It reads the send queue's entries and moves its
-//! cursor through the [`SendQueue`](crate::send_queue::SendQueue)'s methods; go-back-N
+//! cursor through the methods of the [`send_queue`](crate::send_queue); go-back-N
 //! retransmission rewinds the cursor to the oldest unacknowledged PSN (the completer
 //! decides when, the send queue performs it before the next packet).
 
