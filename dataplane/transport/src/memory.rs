@@ -5,8 +5,8 @@
 //! The transport never holds a pointer into application memory. It asks a [`MemoryTable`]
 //! to check a key against the protection domain, the access rights and the bounds of its
 //! region, and to copy. The engine implements the table over shared hugepage memory; tests,
-//! the simulation and the fuzz targets use [`Regions`](crate::testing::Regions), a plain
-//! in-process table. Both find a region their own way and then ask the one check of this
+//! the simulation and the fuzz targets use `Regions`, the plain in-process table of the
+//! `testing` module. Both find a region their own way and then ask the one check of this
 //! module, [`check_access`], whether the access may go: what the simulation tests is what
 //! the daemon runs.
 //!
