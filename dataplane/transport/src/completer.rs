@@ -71,7 +71,8 @@ impl QueuePair {
             // answers stop).
             self.sq.set_stalled(false);
             if self.sq.unacked_psn() != self.sq.next_psn() {
-                self.sq.arm_retransmit(cx.now + ack_wait(self.attr.timeout));
+                let timeout = self.attr.timeout;
+                self.sq.arm_retransmit(|| cx.now + ack_wait(timeout));
             }
         }
         let psn = pkt.h.psn;

@@ -17,7 +17,7 @@ use crate::attributes::{AttrMask, Limits, ModifyError, QpAttr, QpState};
 use crate::completion::Completion;
 use crate::context::{AsyncEvent, Budget, Cx};
 use crate::counters::{Counter, Counters};
-use crate::frame::{self, EnvelopeCache, FrameWriter, Local};
+use crate::frame::{self, EnvelopeCache, FrameWriter, Origin};
 use crate::memory::MemoryTable;
 use crate::qp::{QpConfig, QueuePair};
 use crate::srq::{Srq, SrqAttr, SrqId};
@@ -431,14 +431,14 @@ impl Endpoint {
                     held: None,
                 },
             };
-            let local = Local {
+            let origin = Origin {
                 mac: self.config.mac,
                 gids: &self.config.gids,
                 default_hop_limit: self.config.default_hop_limit,
             };
             let mut writer = FrameWriter::new(
                 buf,
-                local,
+                origin,
                 &mut self.ip_id,
                 slot.qp.qpn(),
                 &mut slot.envelope,

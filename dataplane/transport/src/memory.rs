@@ -289,7 +289,9 @@ pub(crate) enum ScatterInto<'a> {
 
 /// Copies bytes `[offset, offset + dst.len())` of `from` into `dst`. A scatter/gather list
 /// or inline data shorter than that is an `OutOfBounds` error with key 0.
-#[inline]
+// Forced inline, as `scatter`: left to the optimizer, the packet path calls it out of line
+// and the pipeline benchmark runs about 1 % more instructions (callgrind).
+#[inline(always)]
 pub(crate) fn gather<M: MemoryTable + ?Sized>(
     mem: &M,
     pd: PdId,
@@ -297,7 +299,7 @@ pub(crate) fn gather<M: MemoryTable + ?Sized>(
     offset: u64,
     dst: &mut [u8],
 ) -> Result<(), MemoryError> {
-    let too_short = MemoryError::OutOfBounds {
+    let too_short = |dst: &[u8]| MemoryError::OutOfBounds {
         key: 0,
         addr: offset,
         len: dst.len() as u64,
@@ -307,19 +309,20 @@ pub(crate) fn gather<M: MemoryTable + ?Sized>(
             let start = offset as usize;
             let end = start + dst.len();
             if end > usize::from(*len) {
-                return Err(too_short);
+                return Err(too_short(dst));
             }
             dst.copy_from_slice(&data[start..end]);
             Ok(())
         }
         GatherFrom::Local(Gather::Sges(list)) => {
-            let done = for_each_piece(list, offset, dst.len(), |key, addr, range| {
-                mem.read(local(key, pd), addr, &mut dst[range], Access::NONE)
-            })?;
-            if done == dst.len() {
+            let mut pieces = Pieces::new(list, offset, dst.len());
+            for (lkey, addr, range) in &mut pieces {
+                mem.read(local(lkey, pd), addr, &mut dst[range], Access::NONE)?;
+            }
+            if pieces.done == dst.len() {
                 Ok(())
             } else {
-                Err(too_short)
+                Err(too_short(dst))
             }
         }
         GatherFrom::Remote { rkey, va } => mem.read(
@@ -333,7 +336,8 @@ pub(crate) fn gather<M: MemoryTable + ?Sized>(
 
 /// Copies `src` into `into` starting at byte `offset`. A scatter/gather list shorter than
 /// that is an `OutOfBounds` error with key 0 (after the bytes that fit were placed).
-#[inline]
+// Forced inline: see `gather`.
+#[inline(always)]
 pub(crate) fn scatter<M: MemoryTable + ?Sized>(
     mem: &mut M,
     pd: PdId,
@@ -343,10 +347,11 @@ pub(crate) fn scatter<M: MemoryTable + ?Sized>(
 ) -> Result<(), MemoryError> {
     match into {
         ScatterInto::Local(list) => {
-            let done = for_each_piece(list, offset, src.len(), |key, addr, range| {
-                mem.write(local(key, pd), addr, &src[range], Access::LOCAL_WRITE)
-            })?;
-            if done == src.len() {
+            let mut pieces = Pieces::new(list, offset, src.len());
+            for (lkey, addr, range) in &mut pieces {
+                mem.write(local(lkey, pd), addr, &src[range], Access::LOCAL_WRITE)?;
+            }
+            if pieces.done == src.len() {
                 Ok(())
             } else {
                 Err(MemoryError::OutOfBounds {
@@ -365,33 +370,48 @@ pub(crate) fn scatter<M: MemoryTable + ?Sized>(
     }
 }
 
-/// Walks the scatter/gather list from byte `offset` of the message for `len` bytes: calls
-/// `copy(lkey, address, range of the caller's buffer)` for each element's share, in order,
-/// and returns how many bytes the list held (less than `len` when it is too short).
-#[inline]
-fn for_each_piece(
-    list: &SgeList,
-    offset: u64,
+/// The shares of a scatter/gather list's elements in bytes `[offset, offset + len)` of a
+/// message, in order: `(lkey, address, range of the caller's buffer)`. When the walk ends,
+/// `done` is how many bytes the list held (less than `len` when it is too short).
+struct Pieces<'a> {
+    sges: core::slice::Iter<'a, crate::wqe::Sge>,
+    skip: u64,
     len: usize,
-    mut copy: impl FnMut(u32, u64, core::ops::Range<usize>) -> Result<(), MemoryError>,
-) -> Result<usize, MemoryError> {
-    let mut skip = offset;
-    let mut done = 0usize;
-    for sge in list.as_slice() {
-        if done == len {
-            break;
+    done: usize,
+}
+
+impl<'a> Pieces<'a> {
+    #[inline]
+    fn new(list: &'a SgeList, offset: u64, len: usize) -> Pieces<'a> {
+        Pieces {
+            sges: list.as_slice().iter(),
+            skip: offset,
+            len,
+            done: 0,
         }
-        let sge_len = u64::from(sge.length);
-        if skip >= sge_len {
-            skip -= sge_len;
-            continue;
-        }
-        let n = ((sge_len - skip) as usize).min(len - done);
-        copy(sge.lkey, sge.addr + skip, done..done + n)?;
-        done += n;
-        skip = 0;
     }
-    Ok(done)
+}
+
+impl Iterator for Pieces<'_> {
+    type Item = (u32, u64, core::ops::Range<usize>);
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        while self.done < self.len {
+            let sge = self.sges.next()?;
+            let sge_len = u64::from(sge.length);
+            if self.skip >= sge_len {
+                self.skip -= sge_len;
+                continue;
+            }
+            let n = ((sge_len - self.skip) as usize).min(self.len - self.done);
+            let piece = (sge.lkey, sge.addr + self.skip, self.done..self.done + n);
+            self.done += n;
+            self.skip = 0;
+            return Some(piece);
+        }
+        None
+    }
 }
 
 fn local(key: u32, pd: PdId) -> KeyRef {

@@ -203,7 +203,9 @@ const fn transport_of(qp_type: QpType) -> Transport {
 impl Headers {
     /// The roles' view of parsed wire headers; `None` for opcodes the transport does not
     /// implement.
-    #[inline]
+    // Forced inline: built in its caller's frame, the headers are not copied once more per
+    // received packet (1.4 % of the pipeline benchmark's instructions, callgrind).
+    #[inline(always)]
     pub(crate) fn from_wire(ib: &IbRepr) -> Option<Headers> {
         let (transport, kind, pos) = classify(ib.info())?;
         let b = &ib.bth;
@@ -249,41 +251,44 @@ impl Headers {
         bth.ack_request = self.ack_req;
         bth.pad_count = self.pad;
         bth.pkey = self.pkey;
-        let mut ib = IbRepr::new(bth);
         let info = opcode.info();
         let carries = |h| info.carries(h);
         use xroce_wire::ExtHeader as X;
-        if carries(X::Reth) {
-            ib.reth = Some(self.reth.unwrap_or(RethRepr {
-                va: 0,
-                rkey: xroce_wire::Rkey(0),
-                dma_len: 0,
-            }));
-        }
-        if carries(X::Aeth) {
-            ib.aeth = Some(self.aeth.unwrap_or(AethRepr {
-                syndrome: xroce_wire::Syndrome::ACK_UNLIMITED,
-                msn: 0,
-            }));
-        }
-        if carries(X::AtomicEth) {
-            ib.atomic_eth = Some(self.atomic?);
-        }
-        if carries(X::AtomicAckEth) {
-            ib.atomic_ack_eth = Some(self.atomic_ack.unwrap_or(AtomicAckEthRepr { orig_data: 0 }));
-        }
-        if carries(X::ImmDt) {
-            ib.immdt = Some(self.imm.unwrap_or(ImmDtRepr { data: 0 }));
-        }
-        if carries(X::Ieth) {
-            ib.ieth = Some(self.ieth.unwrap_or(IethRepr {
-                rkey: xroce_wire::Rkey(0),
-            }));
-        }
-        if carries(X::Deth) {
-            ib.deth = Some(self.deth?);
-        }
-        Some(ib)
+        Some(IbRepr {
+            bth,
+            rdeth: None,
+            deth: if carries(X::Deth) {
+                Some(self.deth?)
+            } else {
+                None
+            },
+            reth: carries(X::Reth).then(|| {
+                self.reth.unwrap_or(RethRepr {
+                    va: 0,
+                    rkey: xroce_wire::Rkey(0),
+                    dma_len: 0,
+                })
+            }),
+            atomic_eth: if carries(X::AtomicEth) {
+                Some(self.atomic?)
+            } else {
+                None
+            },
+            aeth: carries(X::Aeth).then(|| {
+                self.aeth.unwrap_or(AethRepr {
+                    syndrome: xroce_wire::Syndrome::ACK_UNLIMITED,
+                    msn: 0,
+                })
+            }),
+            atomic_ack_eth: carries(X::AtomicAckEth)
+                .then(|| self.atomic_ack.unwrap_or(AtomicAckEthRepr { orig_data: 0 })),
+            immdt: carries(X::ImmDt).then(|| self.imm.unwrap_or(ImmDtRepr { data: 0 })),
+            ieth: carries(X::Ieth).then(|| {
+                self.ieth.unwrap_or(IethRepr {
+                    rkey: xroce_wire::Rkey(0),
+                })
+            }),
+        })
     }
 }
 

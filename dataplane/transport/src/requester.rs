@@ -197,7 +197,8 @@ impl QueuePair {
         out.commit();
 
         if qp_type == QpType::Rc {
-            self.sq.arm_retransmit(cx.now + ack_wait(self.attr.timeout));
+            let timeout = self.attr.timeout;
+            self.sq.arm_retransmit(|| cx.now + ack_wait(timeout));
         }
         let read_or_atomic = matches!(kind, Kind::ReadRequest | Kind::CompareSwap | Kind::FetchAdd);
         let all_sent = self

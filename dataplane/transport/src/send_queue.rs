@@ -278,6 +278,7 @@ impl SendQueue {
 
     /// Starts the current entry: assigns its PSNs from the next PSN on, counts it against
     /// `max_rd_atomic` if it is a READ or atomic.
+    #[inline]
     pub(crate) fn start_current(&mut self, mtu: u32) {
         let psn = self.next_psn;
         let Some(e) = self.entries.get_mut(self.next) else {
@@ -302,7 +303,9 @@ impl SendQueue {
     /// A packet of the current entry left with `payload_len` bytes: a READ or atomic
     /// request stands for every PSN of the entry; otherwise `ends` says it was the entry's
     /// last. Returns whether the entry is now all sent (the cursor moved to the next).
-    #[inline]
+    // Forced inline (as `arm_retransmit`): called once per request packet, which the
+    // optimizer otherwise does out of line.
+    #[inline(always)]
     pub(crate) fn on_sent(
         &mut self,
         ack_req: bool,
@@ -465,11 +468,12 @@ impl SendQueue {
         self.retransmit = deadline;
     }
 
-    /// Starts the retransmit timer unless it runs.
-    #[inline]
-    pub(crate) fn arm_retransmit(&mut self, deadline: Instant) {
+    /// Starts the retransmit timer unless it runs (`deadline` is asked only then).
+    // Forced inline: see `on_sent`.
+    #[inline(always)]
+    pub(crate) fn arm_retransmit(&mut self, deadline: impl FnOnce() -> Instant) {
         if self.retransmit.is_none() {
-            self.retransmit = Some(deadline);
+            self.retransmit = Some(deadline());
         }
     }
 

@@ -90,25 +90,27 @@ impl Regions {
         &mut self.regions[index]
     }
 
-    /// The index of the first region `key` names, if any.
-    fn position(&self, key: KeyRef) -> Option<usize> {
-        self.regions.iter().position(|r| r.entry().answers(key))
+    /// The first region `key` names, if any.
+    fn lookup(&self, key: KeyRef) -> Option<&Region> {
+        self.regions.iter().find(|r| r.entry().answers(key))
     }
 
-    /// The region an access may go to and the byte range it touches there.
-    fn find(
-        &self,
-        request: &AccessRequest,
-    ) -> Result<(usize, core::ops::Range<usize>), MemoryError> {
-        let index = self.position(request.key);
-        let entry = index.map(|i| self.regions[i].entry());
-        let offset = check_access(entry.as_ref(), request)?;
-        // check_access refuses a request without a region.
-        let index = index.ok_or(MemoryError::UnknownKey(request.key.key))?;
-        // Both fit in usize: offset + len <= the region's length.
-        let start = offset as usize;
-        Ok((index, start..start + request.len as usize))
+    /// The first region `key` names, if any, to change.
+    fn lookup_mut(&mut self, key: KeyRef) -> Option<&mut Region> {
+        self.regions.iter_mut().find(|r| r.entry().answers(key))
     }
+}
+
+/// The byte range `request` touches in `region`, the region the table found under its key,
+/// if [`check_access`] lets the access through (it refuses one without a region).
+fn checked_range(
+    region: Option<&Region>,
+    request: &AccessRequest,
+) -> Result<core::ops::Range<usize>, MemoryError> {
+    let offset = check_access(region.map(Region::entry).as_ref(), request)?;
+    // Both fit in usize: offset + len <= the region's length.
+    let start = offset as usize;
+    Ok(start..start + request.len as usize)
 }
 
 impl MemoryTable for Regions {
@@ -117,10 +119,10 @@ impl MemoryTable for Regions {
             kind: KeyKind::Remote,
             ..key
         };
-        let index = self.position(rkey);
-        check_invalidate(index.map(|i| self.regions[i].entry()).as_ref(), key)?;
-        if let Some(i) = index {
-            self.regions[i].rkey = None;
+        let region = self.lookup_mut(rkey);
+        check_invalidate(region.as_deref().map(Region::entry).as_ref(), key)?;
+        if let Some(region) = region {
+            region.rkey = None;
         }
         Ok(())
     }
@@ -132,7 +134,7 @@ impl MemoryTable for Regions {
             len,
             needed,
         };
-        self.find(&request).map(|_| ())
+        checked_range(self.lookup(key), &request).map(|_| ())
     }
 
     fn read(
@@ -148,8 +150,10 @@ impl MemoryTable for Regions {
             len: dst.len() as u64,
             needed,
         };
-        let (index, range) = self.find(&request)?;
-        dst.copy_from_slice(&self.regions[index].bytes[range]);
+        let region = self.lookup(key);
+        let range = checked_range(region, &request)?;
+        let region = region.ok_or(MemoryError::UnknownKey(key.key))?;
+        dst.copy_from_slice(&region.bytes[range]);
         Ok(())
     }
 
@@ -166,14 +170,19 @@ impl MemoryTable for Regions {
             len: src.len() as u64,
             needed,
         };
-        let (index, range) = self.find(&request)?;
-        self.regions[index].bytes[range].copy_from_slice(src);
+        let region = self.lookup_mut(key);
+        let range = checked_range(region.as_deref(), &request)?;
+        let region = region.ok_or(MemoryError::UnknownKey(key.key))?;
+        region.bytes[range].copy_from_slice(src);
         Ok(())
     }
 
     fn atomic(&mut self, key: KeyRef, addr: u64, op: AtomicOp) -> Result<u64, MemoryError> {
-        let (index, range) = self.find(&AccessRequest::atomic(key, addr)?)?;
-        let bytes = &mut self.regions[index].bytes[range];
+        let request = AccessRequest::atomic(key, addr)?;
+        let region = self.lookup_mut(key);
+        let range = checked_range(region.as_deref(), &request)?;
+        let region = region.ok_or(MemoryError::UnknownKey(key.key))?;
+        let bytes = &mut region.bytes[range];
         let mut word = [0u8; 8];
         word.copy_from_slice(bytes);
         let orig = u64::from_le_bytes(word);

@@ -147,6 +147,9 @@ impl QueuePair {
     /// `response_queue_full` (the requester's timer recovers). The caller counts what the
     /// request was only when the response was queued, so that a request lands in exactly
     /// one counter.
+    // Forced inline: the acknowledgement of every request goes through here, and out of
+    // line it costs 0.4 % of the pipeline benchmark's instructions (callgrind).
+    #[inline(always)]
     pub(super) fn queue_response<M: MemoryTable + ?Sized>(
         &mut self,
         r: Response,
