@@ -5,7 +5,10 @@
 //! packet up to n; a READ response or atomic acknowledgement implicitly acknowledges every
 //! SEND and WRITE before its request (IBTA 9.7.5.1.1). A NAK acknowledges everything before
 //! its PSN. Retransmission is go-back-N from the oldest unacknowledged PSN, on the local ACK
-//! timeout (4.096 µs × 2^timeout), on a PSN sequence error NAK, or after the RNR timer.
+//! timeout (4.096 µs × 2^timeout), on a PSN sequence error NAK, or after the RNR timer. The
+//! completer retires work requests, moves the oldest unacknowledged PSN, runs the retransmit
+//! timer and asks for rewinds through the methods of the [`send_queue`](crate::send_queue),
+//! which the requester sends from.
 
 use xroce_wire::{NakCode, Syndrome};
 

@@ -1,10 +1,15 @@
 //! Queue pairs: the verbs objects that hold a send queue, a receive queue and the state of
 //! the three roles, and the entry points the endpoint calls.
 //!
-//! A [`QueuePair`] holds the three roles of rxe's decomposition, each in its own module:
-//! the [`requester`](crate::requester) (send queue → request packets), the
-//! [`responder`](crate::responder) (request packets → memory, receive completions, ACKs) and
-//! the [`completer`](crate::completer) (responses → send completions, retransmission).
+//! A [`QueuePair`] holds what the three roles of rxe's decomposition work on: the
+//! [`send_queue`](crate::send_queue) with the packets in flight, the receive queue, the
+//! completer's retry counters and the responder's state. The roles are `impl QueuePair`
+//! blocks in their own modules: the [`requester`](crate::requester) (send queue → request
+//! packets), the [`responder`](crate::responder) (request packets → memory, receive
+//! completions, ACKs) and the [`completer`](crate::completer) (responses → send
+//! completions, retransmission). A `modify` is validated by
+//! [`validate_modify`](crate::attributes::validate_modify); the queue pair applies it and
+//! tells each role what changed.
 
 use std::collections::VecDeque;
 
