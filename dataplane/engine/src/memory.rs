@@ -5,16 +5,20 @@
 //! straight between it and packet buffers; atomics use the CPU's 64-bit atomics on the
 //! shared mapping, so they are atomic with respect to the application's own atomics too.
 //! Keys are random 32-bit numbers (lkey and rkey differ), checked on every use against the
-//! protection domain, the access rights and the bounds. Protection domain numbers are
-//! unique across applications, so no application's QP can name another application's
-//! memory even with a guessed lkey.
+//! protection domain, the access rights and the bounds by the transport's
+//! [`check_access`], the check the transport's own tests and simulation run too. Protection
+//! domain numbers are unique across applications, so no application's QP can name another
+//! application's memory even with a guessed lkey.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use verbs_shm::sys::Mapping;
-use xroce_transport::{Access, AtomicOp, KeyKind, KeyRef, MemoryError, MemoryTable, PdId};
+use xroce_transport::{
+    Access, AccessRequest, AtomicOp, KeyEntry, KeyKind, KeyRef, MemoryError, MemoryTable, PdId,
+    check_access, check_invalidate,
+};
 
 /// One registered region.
 #[derive(Debug)]
@@ -38,16 +42,16 @@ pub struct Region {
 }
 
 impl Region {
-    /// The mapping offset of `[addr, addr + len)`, if it lies inside the region.
-    fn offset(&self, key: u32, addr: u64, len: u64) -> Result<usize, MemoryError> {
-        let oob = MemoryError::OutOfBounds { key, addr, len };
-        let rel = addr.checked_sub(self.iova).ok_or(oob)?;
-        let end = rel.checked_add(len).ok_or(oob)?;
-        if end > self.len {
-            return Err(oob);
+    /// What [`check_access`] checks an access against.
+    fn entry(&self) -> KeyEntry {
+        KeyEntry {
+            lkey: self.lkey,
+            rkey: self.rkey,
+            pd: self.pd,
+            access: self.access,
+            base: self.iova,
+            len: self.len,
         }
-        // rel < self.len, and start + self.len fits in the mapping (checked at insert).
-        Ok(self.start + rel as usize)
     }
 }
 
@@ -118,36 +122,36 @@ impl MrTable {
         self.regions.is_empty()
     }
 
-    fn find(&self, key: KeyRef, needed: Access) -> Result<&Region, MemoryError> {
+    /// The region a key names, if any.
+    fn lookup(&self, key: KeyRef) -> Option<&Region> {
         let lkey = match key.kind {
             KeyKind::Local => key.key,
-            KeyKind::Remote => *self
-                .by_rkey
-                .get(&key.key)
-                .ok_or(MemoryError::UnknownKey(key.key))?,
+            KeyKind::Remote => *self.by_rkey.get(&key.key)?,
         };
-        let region = self
-            .regions
-            .get(&lkey)
-            .ok_or(MemoryError::UnknownKey(key.key))?;
-        if region.pd != key.pd {
-            return Err(MemoryError::WrongPd(key.key));
-        }
-        if !region.access.contains(needed) {
-            return Err(MemoryError::AccessDenied {
-                key: key.key,
-                needed,
-            });
-        }
-        Ok(region)
+        self.regions.get(&lkey)
+    }
+
+    /// The region an access may go to and the mapping offset of its first byte.
+    fn find(&self, request: &AccessRequest) -> Result<(&Region, usize), MemoryError> {
+        let region = self.lookup(request.key);
+        let rel = check_access(region.map(Region::entry).as_ref(), request)?;
+        // check_access refuses a request without a region.
+        let region = region.ok_or(MemoryError::UnknownKey(request.key.key))?;
+        // rel + len <= region.len, and start + region.len fits in the mapping (checked at
+        // insert).
+        Ok((region, region.start + rel as usize))
     }
 }
 
 impl MemoryTable for MrTable {
     fn check(&self, key: KeyRef, addr: u64, len: u64, needed: Access) -> Result<(), MemoryError> {
-        self.find(key, needed)?
-            .offset(key.key, addr, len)
-            .map(|_| ())
+        let request = AccessRequest {
+            key,
+            addr,
+            len,
+            needed,
+        };
+        self.find(&request).map(|_| ())
     }
 
     fn read(
@@ -157,8 +161,13 @@ impl MemoryTable for MrTable {
         dst: &mut [u8],
         needed: Access,
     ) -> Result<(), MemoryError> {
-        let region = self.find(key, needed)?;
-        let at = region.offset(key.key, addr, dst.len() as u64)?;
+        let request = AccessRequest {
+            key,
+            addr,
+            len: dst.len() as u64,
+            needed,
+        };
+        let (region, at) = self.find(&request)?;
         if region.map.copy_out(at, dst) {
             Ok(())
         } else {
@@ -177,8 +186,13 @@ impl MemoryTable for MrTable {
         src: &[u8],
         needed: Access,
     ) -> Result<(), MemoryError> {
-        let region = self.find(key, needed)?;
-        let at = region.offset(key.key, addr, src.len() as u64)?;
+        let request = AccessRequest {
+            key,
+            addr,
+            len: src.len() as u64,
+            needed,
+        };
+        let (region, at) = self.find(&request)?;
         if region.map.copy_in(at, src) {
             Ok(())
         } else {
@@ -191,15 +205,7 @@ impl MemoryTable for MrTable {
     }
 
     fn atomic(&mut self, key: KeyRef, addr: u64, op: AtomicOp) -> Result<u64, MemoryError> {
-        if !addr.is_multiple_of(8) {
-            return Err(MemoryError::Misaligned(addr));
-        }
-        let needed = match key.kind {
-            KeyKind::Remote => Access::REMOTE_ATOMIC,
-            KeyKind::Local => Access::LOCAL_WRITE,
-        };
-        let region = self.find(key, needed)?;
-        let at = region.offset(key.key, addr, 8)?;
+        let (region, at) = self.find(&AccessRequest::atomic(key, addr)?)?;
         // The application address is 8-byte aligned; so is the mapping offset when the
         // region keeps the file's page alignment (it does: regions map whole pages).
         let word = region.map.u64_at(at).ok_or(MemoryError::Misaligned(addr))?;
@@ -217,19 +223,13 @@ impl MemoryTable for MrTable {
     }
 
     fn invalidate(&mut self, key: KeyRef) -> Result<(), MemoryError> {
-        let lkey = *self
-            .by_rkey
-            .get(&key.key)
-            .ok_or(MemoryError::UnknownKey(key.key))?;
-        let region = self
-            .regions
-            .get_mut(&lkey)
-            .ok_or(MemoryError::UnknownKey(key.key))?;
-        if region.pd != key.pd {
-            return Err(MemoryError::WrongPd(key.key));
-        }
+        let lkey = self.by_rkey.get(&key.key).copied();
+        let region = lkey.and_then(|lkey| self.regions.get(&lkey));
+        check_invalidate(region.map(Region::entry).as_ref(), key)?;
         self.by_rkey.remove(&key.key);
-        region.rkey = None;
+        if let Some(region) = lkey.and_then(|lkey| self.regions.get_mut(&lkey)) {
+            region.rkey = None;
+        }
         Ok(())
     }
 }

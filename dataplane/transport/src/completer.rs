@@ -5,50 +5,42 @@
 //! packet up to n; a READ response or atomic acknowledgement implicitly acknowledges every
 //! SEND and WRITE before its request (IBTA 9.7.5.1.1). A NAK acknowledges everything before
 //! its PSN. Retransmission is go-back-N from the oldest unacknowledged PSN, on the local ACK
-//! timeout (4.096 µs × 2^timeout), on a PSN sequence error NAK, or after the RNR timer.
+//! timeout (4.096 µs × 2^timeout), on a PSN sequence error NAK, or after the RNR timer. The
+//! completer retires work requests, moves the oldest unacknowledged PSN, runs the retransmit
+//! timer and asks for rewinds through the methods of the [`send_queue`](crate::send_queue),
+//! which the requester sends from.
 
-use xroce_wire::Psn;
+use xroce_wire::{NakCode, Syndrome};
 
+use crate::attributes::{QpAttr, QpState, QpType};
 use crate::completion::{Completion, CompletionQueue, WcFlags, WcStatus};
 use crate::context::{AsyncEvent, Cx};
 use crate::counters::Counter;
-use crate::memory::MemoryTable;
-use crate::packet::{Kind, NakCode, Packet, Syndrome};
-use crate::qp::{QpAttr, QpState, QpType, QueuePair, send_opcode};
-use crate::requester::{EntryState, scatter};
-use crate::time::{ack_timeout, ack_wait, rnr_timer};
+use crate::memory::{MemoryTable, ScatterInto, scatter};
+use crate::packet::{Kind, Packet};
+use crate::qp::{QueuePair, send_opcode};
+use crate::send_queue::{EntryState, Retired};
+use crate::time::{ack_timeout, ack_wait};
 use crate::wqe::{Gather, SendFlags, SendOp};
 
-/// The completer's state.
+/// The completer's own state; what it shares with the requester is in the send queue.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct CompleterState {
-    /// The oldest PSN not yet acknowledged: the next response PSN expected.
-    pub(crate) psn: Psn,
     /// Transport retries left.
     pub(crate) retry_cnt: u8,
     /// RNR retries left (7 = forever).
     pub(crate) rnr_retry: u8,
-    /// When the retransmit timer fires (with `timeout` 0, when the QP is taken for
-    /// stalled).
-    pub(crate) retrans_deadline: Option<crate::time::Instant>,
-    /// `timeout` 0 and no answer from the peer for [`crate::time::STALL_AFTER`]: the
-    /// packets in flight no longer count against the endpoint's budget and nothing new is
-    /// sent until the peer answers.
-    pub(crate) stalled: bool,
     /// A retry for a sequence error NAK started and no progress was made since: further
     /// NAKs for the same gap do not start another (rxe's `started_retry`).
     pub(crate) retry_started: bool,
+    /// The SQ_DRAINED event for the current SQD period was raised.
+    pub(crate) drained_notified: bool,
 }
 
 impl CompleterState {
-    pub(crate) fn on_sq_psn(&mut self, psn: Psn) {
-        self.psn = psn;
-    }
-
     pub(crate) fn on_flush(&mut self) {
-        self.retrans_deadline = None;
         self.retry_started = false;
-        self.stalled = false;
+        self.drained_notified = false;
     }
 
     pub(crate) fn reset_retry_counters(&mut self, attr: &QpAttr) {
@@ -77,12 +69,13 @@ impl QueuePair {
             });
             return;
         }
-        if self.comp.stalled {
+        if self.sq.stalled() {
             // The peer answers: the QP sends again (and is taken for stalled again if the
             // answers stop).
-            self.comp.stalled = false;
-            if self.comp.retrans_deadline.is_none() && self.comp.psn != self.req.psn {
-                self.comp.retrans_deadline = Some(cx.now + ack_wait(self.attr.timeout));
+            self.sq.set_stalled(false);
+            if self.sq.unacked_psn() != self.sq.next_psn() {
+                let timeout = self.attr.timeout;
+                self.sq.arm_retransmit(|| cx.now + ack_wait(timeout));
             }
         }
         let psn = pkt.h.psn;
@@ -110,19 +103,19 @@ impl QueuePair {
             }
             if psn.distance(entry.last_psn) <= 0 {
                 // p falls inside this SEND/WRITE: its packets before p are acknowledged.
-                if psn.distance(self.comp.psn) > 0 {
-                    self.comp.psn = psn;
+                if psn.distance(self.sq.unacked_psn()) > 0 {
+                    self.sq.acknowledge(psn);
                     self.on_progress(cx);
                 }
                 break;
             }
-            if entry.last_psn.distance(self.comp.psn) >= 0 {
-                self.comp.psn = entry.last_psn.next();
+            if entry.last_psn.distance(self.sq.unacked_psn()) >= 0 {
+                self.sq.acknowledge(entry.last_psn.next());
                 self.on_progress(cx);
             }
             self.complete_front(WcStatus::Success, cx);
         }
-        let diff = psn.distance(self.comp.psn);
+        let diff = psn.distance(self.sq.unacked_psn());
         if diff < 0 {
             cx.count(Counter::duplicate_response);
             return;
@@ -142,7 +135,9 @@ impl QueuePair {
         cx: &mut Cx<'_, M>,
     ) {
         // The fields needed, not the whole work request (a few hundred bytes) per packet.
-        let entry = &self.sq[0];
+        let Some(entry) = self.sq.front() else {
+            return;
+        };
         let (op, resp_bytes, len, first_psn) =
             (entry.wqe.op, entry.resp_bytes, entry.len, entry.first_psn);
         let SendOp::Read { .. } = op else {
@@ -157,11 +152,7 @@ impl QueuePair {
             self.retry_once(cx);
             return;
         }
-        if pkt
-            .h
-            .aeth
-            .is_some_and(|a| !matches!(a.syndrome, Syndrome::Ack(_)))
-        {
+        if pkt.h.aeth.is_some_and(|a| !a.syndrome.is_ack()) {
             cx.count(Counter::bad_response);
             self.fail_send(WcStatus::BadRespErr, cx);
             return;
@@ -173,8 +164,8 @@ impl QueuePair {
         // A response starting a (possibly resumed) READ may be FIRST/ONLY; MIDDLE/LAST only
         // continue one. FIRST/MIDDLE carry exactly one MTU, LAST/ONLY the rest.
         let pos = pkt.h.pos;
-        let sequence_ok = pos.is_start() || pkt.h.psn != first_psn;
-        let length_ok = if pos.is_end() {
+        let sequence_ok = pos.starts_message() || pkt.h.psn != first_psn;
+        let length_ok = if pos.ends_message() {
             n == remaining
         } else {
             n == mtu && n < remaining
@@ -185,19 +176,20 @@ impl QueuePair {
             return;
         }
         if n > 0 {
-            let Gather::Sges(sges) = &self.sq[0].wqe.data else {
+            let Some(Gather::Sges(sges)) = self.sq.front().map(|e| &e.wqe.data) else {
                 self.fail_send(WcStatus::LocQpOpErr, cx);
                 return;
             };
-            if scatter(cx.mem, self.config.pd, sges, offset, pkt.payload).is_err() {
+            let into = ScatterInto::Local(sges);
+            if scatter(cx.mem, self.config.pd, into, offset, pkt.payload).is_err() {
                 self.fail_send(WcStatus::LocProtErr, cx);
                 return;
             }
         }
-        self.sq[0].resp_bytes += n;
-        self.comp.psn = pkt.h.psn.next();
+        self.sq.on_response_bytes(n);
+        self.sq.acknowledge(pkt.h.psn.next());
         self.on_progress(cx);
-        if pos.is_end() {
+        if pos.ends_message() {
             self.complete_front(WcStatus::Success, cx);
         }
     }
@@ -208,7 +200,8 @@ impl QueuePair {
         diff: i32,
         cx: &mut Cx<'_, M>,
     ) {
-        if !self.sq[0].wqe.op.is_atomic() || pkt.h.atomic_ack.is_none() {
+        let is_atomic = self.sq.front().is_some_and(|e| e.wqe.op.is_atomic());
+        if !is_atomic || pkt.h.atomic_ack.is_none() {
             cx.count(Counter::bad_response);
             self.fail_send(WcStatus::BadRespErr, cx);
             return;
@@ -218,23 +211,26 @@ impl QueuePair {
             self.retry_once(cx);
             return;
         }
-        if pkt
-            .h
-            .aeth
-            .is_some_and(|a| !matches!(a.syndrome, Syndrome::Ack(_)))
-        {
+        if pkt.h.aeth.is_some_and(|a| !a.syndrome.is_ack()) {
             cx.count(Counter::bad_response);
             self.fail_send(WcStatus::BadRespErr, cx);
             return;
         }
-        let orig = pkt.h.atomic_ack.unwrap_or_default();
-        if let Gather::Sges(sges) = &self.sq[0].wqe.data
-            && scatter(cx.mem, self.config.pd, sges, 0, &orig.to_le_bytes()).is_err()
+        let orig = pkt.h.atomic_ack.map_or(0, |a| a.orig_data);
+        if let Some(Gather::Sges(sges)) = self.sq.front().map(|e| &e.wqe.data)
+            && scatter(
+                cx.mem,
+                self.config.pd,
+                ScatterInto::Local(sges),
+                0,
+                &orig.to_le_bytes(),
+            )
+            .is_err()
         {
             self.fail_send(WcStatus::LocProtErr, cx);
             return;
         }
-        self.comp.psn = pkt.h.psn.next();
+        self.sq.acknowledge(pkt.h.psn.next());
         self.on_progress(cx);
         self.complete_front(WcStatus::Success, cx);
     }
@@ -245,9 +241,11 @@ impl QueuePair {
             return;
         };
         let psn = pkt.h.psn;
-        let (op, last_psn) = (self.sq[0].wqe.op, self.sq[0].last_psn);
+        let Some((op, last_psn)) = self.sq.front().map(|e| (e.wqe.op, e.last_psn)) else {
+            return;
+        };
         match aeth.syndrome {
-            Syndrome::Ack(_) => {
+            Syndrome::Ack { .. } => {
                 if op.is_read_or_atomic() {
                     // A plain ACK for the PSN of a READ or atomic (the responder re-ACKing a
                     // duplicate, as rxe does) proves the request arrived but cannot carry its
@@ -256,22 +254,22 @@ impl QueuePair {
                     self.retry_once(cx);
                     return;
                 }
-                if psn.distance(self.comp.psn) >= 0 {
-                    self.comp.psn = psn.next();
+                if psn.distance(self.sq.unacked_psn()) >= 0 {
+                    self.sq.acknowledge(psn.next());
                     self.on_progress(cx);
                 }
                 if psn == last_psn {
                     self.complete_front(WcStatus::Success, cx);
                 }
             }
-            Syndrome::RnrNak(code) => {
+            Syndrome::RnrNak { timer } => {
                 // IBTA 9.7.5.2.8: everything before the NAKed PSN is acknowledged; resend it
                 // after the RNR timer.
                 cx.count(Counter::rcvd_rnr_err);
-                if psn.distance(self.comp.psn) > 0 {
-                    self.comp.psn = psn;
+                if psn.distance(self.sq.unacked_psn()) > 0 {
+                    self.sq.acknowledge(psn);
                 }
-                self.comp.retrans_deadline = None;
+                self.sq.set_retransmit(None);
                 if self.comp.rnr_retry == 0 {
                     cx.count(Counter::retry_rnr_exceeded_err);
                     self.fail_send(WcStatus::RnrRetryExcErr, cx);
@@ -280,24 +278,25 @@ impl QueuePair {
                 if self.comp.rnr_retry != 7 {
                     self.comp.rnr_retry -= 1;
                 }
-                self.req.retry = true;
-                self.req.rnr_until = Some(cx.now + rnr_timer(code));
+                self.sq.wait_rnr(cx.now + timer.duration());
             }
-            Syndrome::Nak(NakCode::PsnSeqErr) => {
+            Syndrome::Nak(NakCode::PsnSequenceError) => {
                 cx.count(Counter::rcvd_seq_err);
-                if psn.distance(self.comp.psn) > 0 {
+                if psn.distance(self.sq.unacked_psn()) > 0 {
                     // IBTA 9.7.5.2.2: the NAK acknowledges every PSN before it.
-                    self.comp.psn = psn;
+                    self.sq.acknowledge(psn);
                     self.on_progress(cx);
                 }
                 self.retry_once(cx);
             }
-            Syndrome::Nak(code) => {
-                let (counter, status) = match code {
-                    NakCode::InvalidRequest => {
+            // A reserved syndrome type is a protocol violation: taken like a NAK with a
+            // code the completer does not know.
+            Syndrome::Nak(_) | Syndrome::Reserved(_) => {
+                let (counter, status) = match aeth.syndrome {
+                    Syndrome::Nak(NakCode::InvalidRequest) => {
                         (Counter::rcvd_nak_invalid_request, WcStatus::RemInvReqErr)
                     }
-                    NakCode::RemoteAccess => {
+                    Syndrome::Nak(NakCode::RemoteAccessError) => {
                         (Counter::rcvd_nak_remote_access, WcStatus::RemAccessErr)
                     }
                     _ => (Counter::rcvd_nak_remote_op, WcStatus::RemOpErr),
@@ -311,11 +310,12 @@ impl QueuePair {
     /// The oldest unacknowledged PSN advanced.
     fn on_progress<M: MemoryTable + ?Sized>(&mut self, cx: &mut Cx<'_, M>) {
         self.comp.reset_retry_counters(&self.attr);
-        self.comp.retrans_deadline = if self.comp.psn == self.req.psn && !self.req.retry {
+        let deadline = if self.sq.idle() {
             None
         } else {
             Some(cx.now + ack_wait(self.attr.timeout))
         };
+        self.sq.set_retransmit(deadline);
     }
 
     /// Starts a retransmission unless one already started for the same gap (a sequence
@@ -338,25 +338,21 @@ impl QueuePair {
         }
         self.comp.retry_cnt -= 1;
         cx.count(Counter::completer_retry_err);
-        self.req.retry = true;
-        self.comp.retrans_deadline = None;
+        self.sq.request_rewind();
+        self.sq.set_retransmit(None);
     }
 
     /// The retransmit timer fired.
     pub(crate) fn on_retransmit_timeout<M: MemoryTable + ?Sized>(&mut self, cx: &mut Cx<'_, M>) {
-        self.comp.retrans_deadline = None;
-        let outstanding = self
-            .sq
-            .front()
-            .is_some_and(|e| e.state != EntryState::Posted);
-        if !outstanding || !matches!(self.state, QpState::Rts | QpState::Sqd) {
+        self.sq.set_retransmit(None);
+        if self.sq.drained() || !matches!(self.state, QpState::Rts | QpState::Sqd) {
             return;
         }
         if ack_timeout(self.attr.timeout).is_none() {
             // No retransmission with timeout 0: the QP waits for the peer, without holding
             // the budget of every other QP meanwhile.
-            if !self.comp.stalled {
-                self.comp.stalled = true;
+            if !self.sq.stalled() {
+                self.sq.set_stalled(true);
                 cx.count(Counter::req_stalled);
             }
             return;
@@ -372,32 +368,15 @@ impl QueuePair {
         status: WcStatus,
         cx: &mut Cx<'_, M>,
     ) {
-        // Read what is needed and drop the entry: a work request is a few hundred bytes.
-        let Some(entry) = self.sq.front() else {
+        let Some(Retired {
+            wr_id,
+            op,
+            flags: wr_flags,
+            len,
+        }) = self.sq.retire_front()
+        else {
             return;
         };
-        let (wr_id, op, wr_flags) = (entry.wqe.wr_id, entry.wqe.op, entry.wqe.flags);
-        let (last_psn, state, holds_rd_atomic, len) = (
-            entry.last_psn,
-            entry.state,
-            entry.holds_rd_atomic,
-            entry.len,
-        );
-        self.sq.pop_front();
-        if self.req.next == 0 {
-            // The requester was (re)sending this work request: the acknowledgement made
-            // that unnecessary. Continue with the next one, at the PSN after it.
-            self.req.offset = 0;
-            if self.req.psn.distance(last_psn) <= 0 && state != EntryState::Posted {
-                self.req.psn = last_psn.next();
-            }
-            // The next message starts a chunk of its own, admitted by the budget.
-            self.req.noack_pkts = 0;
-        }
-        self.req.next = self.req.next.saturating_sub(1);
-        if holds_rd_atomic {
-            self.req.rd_atomic = self.req.rd_atomic.saturating_sub(1);
-        }
         if status == WcStatus::Success && op.is_send() {
             cx.count(Counter::rdma_sends);
         }
@@ -425,19 +404,12 @@ impl QueuePair {
                 solicited: false,
             });
         }
-        if self.state == QpState::Sqd && !self.req.drained_notified && self.send_queue_drained() {
-            self.req.drained_notified = true;
+        if self.state == QpState::Sqd && !self.comp.drained_notified && self.sq.drained() {
+            self.comp.drained_notified = true;
             if self.attr.en_sqd_async_notify {
                 cx.events.push_back(AsyncEvent::SqDrained(self.config.qpn));
             }
         }
-    }
-
-    /// No work request is in flight (only unstarted ones remain).
-    pub(crate) fn send_queue_drained(&self) -> bool {
-        self.sq
-            .front()
-            .is_none_or(|e| e.state == EntryState::Posted)
     }
 
     /// Completes the oldest send work request in error and moves the QP to ERR (RC) or SQE

@@ -5,10 +5,10 @@ use std::collections::VecDeque;
 
 use xroce_wire::Qpn;
 
+use crate::attributes::Path;
 use crate::counters::{Counter, Counters};
 use crate::memory::MemoryTable;
 use crate::packet::Headers;
-use crate::qp::Path;
 use crate::srq::{Srq, SrqId};
 use crate::time::Instant;
 
@@ -73,8 +73,8 @@ pub struct Cx<'a, M: MemoryTable + ?Sized> {
     pub srq: Option<&'a mut Srq>,
     /// Asynchronous events.
     pub events: &'a mut VecDeque<AsyncEvent>,
-    /// The endpoint's budget of unacknowledged RC request packets, and how much of it the
-    /// other queue pairs hold (see [`EndpointConfig::max_inflight`](crate::endpoint::EndpointConfig)).
+    /// The endpoint's budget of unacknowledged RC request packets (its `max_inflight`), and
+    /// how much of it the other queue pairs hold.
     pub budget: Budget,
 }
 

@@ -13,15 +13,16 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 use xroce_wire::{Gid, Qpn};
 
+use crate::attributes::{AttrMask, Limits, ModifyError, QpAttr, QpState};
 use crate::completion::Completion;
 use crate::context::{AsyncEvent, Budget, Cx};
 use crate::counters::{Counter, Counters};
-use crate::frame::{self, EnvelopeCache, FrameWriter};
+use crate::frame::{self, EnvelopeCache, FrameWriter, Origin};
 use crate::memory::MemoryTable;
-use crate::qp::{AttrMask, Limits, ModifyError, PostError, QpAttr, QpConfig, QpState, QueuePair};
+use crate::qp::{QpConfig, QueuePair};
 use crate::srq::{Srq, SrqAttr, SrqId};
 use crate::time::Instant;
-use crate::wqe::{RecvWqe, SendWqe};
+use crate::wqe::{PostError, RecvWqe, SendWqe};
 
 /// A hasher for QP and SRQ numbers: they are already well spread (the engine allocates
 /// them unpredictably), so a multiply is enough.
@@ -430,9 +431,14 @@ impl Endpoint {
                     held: None,
                 },
             };
+            let origin = Origin {
+                mac: self.config.mac,
+                gids: &self.config.gids,
+                default_hop_limit: self.config.default_hop_limit,
+            };
             let mut writer = FrameWriter::new(
                 buf,
-                &self.config,
+                origin,
                 &mut self.ip_id,
                 slot.qp.qpn(),
                 &mut slot.envelope,

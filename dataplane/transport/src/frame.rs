@@ -10,11 +10,10 @@ use xroce_wire::{
     Ipv4Repr, Ipv6Repr, ParseError, Qpn, UdpChecksum, UdpRepr, VlanTag, source_port,
 };
 
+use crate::attributes::{Path, QpType};
 use crate::context::Emit;
 use crate::counters::Counter;
-use crate::endpoint::EndpointConfig;
 use crate::packet::{Headers, Net, Packet};
-use crate::qp::{Path, QpType};
 
 /// The largest frame an endpoint emits: Ethernet with a VLAN tag (18), IPv6 (40), UDP (8),
 /// the largest IB headers (BTH + AtomicETH = 40), a 4096-byte payload, pad and ICRC.
@@ -70,11 +69,20 @@ pub(crate) struct EnvelopeCache {
     template: FrameTemplate,
 }
 
+/// The local end of the frames an endpoint sends: its MAC address, its GID table (a path
+/// names its source GID by index) and the IP TTL / hop limit for paths that set none.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Origin<'a> {
+    pub(crate) mac: [u8; 6],
+    pub(crate) gids: &'a [Gid],
+    pub(crate) default_hop_limit: u8,
+}
+
 /// Writes one packet into a frame buffer: the envelope from the path and the endpoint's
 /// addresses, the IB headers, the payload the queue pair copies in, pad and ICRC.
 pub(crate) struct FrameWriter<'b> {
     buf: &'b mut [u8],
-    config: &'b EndpointConfig,
+    origin: Origin<'b>,
     ip_id: &'b mut u16,
     qpn: Qpn,
     cache: &'b mut Option<EnvelopeCache>,
@@ -86,14 +94,14 @@ pub(crate) struct FrameWriter<'b> {
 impl<'b> FrameWriter<'b> {
     pub(crate) fn new(
         buf: &'b mut [u8],
-        config: &'b EndpointConfig,
+        origin: Origin<'b>,
         ip_id: &'b mut u16,
         qpn: Qpn,
         cache: &'b mut Option<EnvelopeCache>,
     ) -> FrameWriter<'b> {
         FrameWriter {
             buf,
-            config,
+            origin,
             ip_id,
             qpn,
             cache,
@@ -110,7 +118,7 @@ impl<'b> FrameWriter<'b> {
     /// Makes the cached template the one for `path` (keeps it if nothing it was made from
     /// has changed). `None` if the path cannot be reached from here.
     fn refresh(&mut self, path: &Path, remote: Qpn, transport: QpType) -> Option<()> {
-        let sgid = *self.config.gids.get(usize::from(path.sgid_index))?;
+        let sgid = *self.origin.gids.get(usize::from(path.sgid_index))?;
         let key = (*path, sgid, remote, transport);
         if self.cache.as_ref().is_none_or(|cache| cache.key != key) {
             *self.cache = None;
@@ -128,7 +136,7 @@ impl<'b> FrameWriter<'b> {
         transport: QpType,
     ) -> Option<FrameRepr> {
         let hop_limit = if path.hop_limit == 0 {
-            self.config.default_hop_limit
+            self.origin.default_hop_limit
         } else {
             path.hop_limit
         };
@@ -173,7 +181,7 @@ impl<'b> FrameWriter<'b> {
         };
         Some(FrameRepr {
             ethernet: EthernetRepr {
-                src_addr: EthernetAddress(self.config.mac),
+                src_addr: EthernetAddress(self.origin.mac),
                 dst_addr: EthernetAddress(path.dmac),
                 vlan: path.vlan.map(|vid| VlanTag {
                     pcp: 0,
@@ -218,7 +226,7 @@ impl Emit for FrameWriter<'_> {
     }
 
     fn reaches(&self, path: &Path) -> bool {
-        self.config
+        self.origin
             .gids
             .get(usize::from(path.sgid_index))
             .is_some_and(|sgid| sgid.to_ipv4().is_some() == path.dgid.to_ipv4().is_some())

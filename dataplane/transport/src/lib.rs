@@ -4,18 +4,46 @@
 //!
 //! Packets come in as bytes ([`Endpoint::handle_frame`]) and go out as bytes
 //! ([`Endpoint::poll_transmit`]); time comes in as an argument ([`Instant`]); memory is
-//! reached through the [`MemoryTable`] trait, which checks every access. This crate never
-//! performs I/O, never spawns a thread, never reads a clock and contains no `unsafe` code.
-//! The engine drives it with real frames and real time; the tests drive it with virtual
-//! time and a lossy simulated network.
+//! reached through the [`MemoryTable`] trait, and every access is checked by one function,
+//! [`check_access`]. This crate never performs I/O, never spawns a thread, never reads a
+//! clock and contains no `unsafe` code. The engine drives it with real frames and real
+//! time; the tests drive it with virtual time and a lossy simulated network.
 //!
 //! The decomposition follows Linux rxe: one module per role — [`requester`] (`rxe_req.c`),
-//! [`responder`] (`rxe_resp.c`), [`completer`] (`rxe_comp.c`) — and the wire crate's opcode
-//! table answers every question about an opcode. Where the specification leaves room and
-//! interoperability with rxe decides, the code says so.
+//! [`responder`] (`rxe_resp.c`, a chain of named checks), [`completer`] (`rxe_comp.c`) —
+//! and the wire crate's opcode table answers every question about an opcode, in both
+//! directions. Where the specification leaves room and interoperability with rxe decides,
+//! the code says so.
+//!
+//! # Modules
+//!
+//! From the bottom up: a module uses only modules listed before it, except the three
+//! roles and [`qp`], which use each other (the roles are `impl QueuePair` blocks on the
+//! queue pair, and the queue pair calls them). No other module depends on a role.
+//!
+//! - [`attributes`]: QP types, states, attributes, access flags and the `modify_qp` state
+//!   table with its validation. Uses nothing else in the crate. [`time`]: instants and
+//!   the transport's timeouts. [`counters`]: every counter, named and described.
+//!   [`completion`]: work completions.
+//! - [`wqe`]: work requests and the errors of posting them. [`packet`]: the roles' view of
+//!   a packet, the wire crate's headers classified by the opcode table.
+//! - [`memory`]: the memory table, the one key check, scatter and gather.
+//!   [`send_queue`]: the send queue and the packets in flight, which the requester and
+//!   the completer share through its methods.
+//! - [`srq`]: shared receive queues.
+//! - [`context`]: what a queue pair borrows for one call (time, memory, counters, events,
+//!   where packets go). [`frame`]: Ethernet frames to packets and back.
+//! - [`qp`] with the roles: [`requester`] (send queue → request packets), [`responder`]
+//!   (request packets → memory, receive completions, responses), [`completer`] (responses
+//!   → send completions, retransmission).
+//! - [`endpoint`]: every queue pair and shared receive queue of one poller, scheduling,
+//!   timers, frame I/O.
+//! - [`testing`]: an in-process memory table, hosts, connections and a link for tests,
+//!   the simulation, fuzz targets and benchmarks; the engine does not use it.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod attributes;
 pub mod completer;
 pub mod completion;
 pub mod context;
@@ -27,22 +55,25 @@ pub mod packet;
 pub mod qp;
 pub mod requester;
 pub mod responder;
+pub mod send_queue;
 pub mod srq;
 pub mod testing;
 pub mod time;
 pub mod wqe;
 
+pub use attributes::{
+    Access, AttrMask, Limits, ModifyError, Path, QpAttr, QpCaps, QpState, QpType,
+};
 pub use completion::{Completion, CompletionQueue, WcFlags, WcOpcode, WcStatus};
 pub use context::{AsyncEvent, Cx, Emit};
 pub use counters::{Counter, Counters};
 pub use endpoint::{Endpoint, EndpointConfig, EndpointError, Transmit};
 pub use memory::{
-    Access, AtomicOp, KeyKind, KeyRef, MemoryError, MemoryTable, PdId, Region, Regions,
+    AccessRequest, AtomicOp, KeyEntry, KeyKind, KeyRef, MemoryError, MemoryTable, PdId,
+    check_access, check_invalidate,
 };
-pub use qp::{
-    AttrMask, Limits, ModifyError, Path, PostError, QpAttr, QpCaps, QpConfig, QpState, QpType,
-    QueuePair,
-};
+pub use qp::{QpConfig, QueuePair};
 pub use srq::{Srq, SrqAttr, SrqId};
+pub use testing::{Region, Regions};
 pub use time::Instant;
-pub use wqe::{Gather, RecvWqe, SendFlags, SendOp, SendWqe, Sge, SgeList, UdDest};
+pub use wqe::{Gather, PostError, RecvWqe, SendFlags, SendOp, SendWqe, Sge, SgeList, UdDest};

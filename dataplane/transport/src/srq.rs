@@ -3,8 +3,7 @@
 use std::collections::VecDeque;
 
 use crate::memory::PdId;
-use crate::qp::PostError;
-use crate::wqe::RecvWqe;
+use crate::wqe::{PostError, RecvWqe};
 
 /// A shared receive queue number, chosen by the engine.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]

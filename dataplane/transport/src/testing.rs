@@ -1,19 +1,195 @@
 //! Building blocks for tests, the deterministic simulation, fuzz targets and benchmarks:
-//! hosts with an endpoint and in-process memory, connected queue pairs, and a lossless
-//! in-order link. The engine does not use this module.
+//! an in-process memory table, hosts with an endpoint and that memory, connected queue
+//! pairs, and a lossless in-order link. The engine does not use this module.
 
 use std::net::Ipv4Addr;
 
 use xroce_wire::{Gid, IbMtu, Psn, Qpn};
 
+use crate::attributes::{Access, AttrMask, Limits, Path, QpAttr, QpCaps, QpState, QpType};
 use crate::endpoint::{Endpoint, EndpointConfig};
 use crate::frame::MAX_FRAME;
-use crate::memory::{Access, PdId, Region, Regions};
-use crate::qp::{AttrMask, Limits, Path, QpAttr, QpCaps, QpConfig, QpState, QpType};
+use crate::memory::{
+    AccessRequest, AtomicOp, KeyEntry, KeyKind, KeyRef, MemoryError, MemoryTable, PdId,
+    check_access, check_invalidate,
+};
+use crate::qp::QpConfig;
 use crate::time::Instant;
 
 /// The protection domain every helper uses.
 pub const PD: PdId = PdId(1);
+
+/// One region of a [`Regions`] table.
+#[derive(Clone, Debug)]
+pub struct Region {
+    /// The key local work requests use.
+    pub lkey: u32,
+    /// The key the peer uses; `None` once invalidated (SEND with invalidate).
+    pub rkey: Option<u32>,
+    /// Its protection domain.
+    pub pd: PdId,
+    /// Its rights.
+    pub access: Access,
+    /// The address of its first byte, as work requests and the peer name it.
+    pub base: u64,
+    /// Its contents.
+    pub bytes: Vec<u8>,
+}
+
+impl Region {
+    /// What [`check_access`] checks an access against.
+    pub fn entry(&self) -> KeyEntry {
+        KeyEntry {
+            lkey: self.lkey,
+            rkey: self.rkey,
+            pd: self.pd,
+            access: self.access,
+            base: self.base,
+            len: self.bytes.len() as u64,
+        }
+    }
+}
+
+/// A plain in-process [`MemoryTable`]: regions backed by `Vec<u8>`, looked up linearly and
+/// checked by [`check_access`], as the engine's table is. Used by unit tests, the
+/// deterministic simulation, the fuzz targets and the benchmarks.
+#[derive(Clone, Debug, Default)]
+pub struct Regions {
+    regions: Vec<Region>,
+}
+
+impl Regions {
+    /// An empty table.
+    pub fn new() -> Regions {
+        Regions::default()
+    }
+
+    /// Adds a region and returns its index.
+    pub fn insert(&mut self, region: Region) -> usize {
+        self.regions.push(region);
+        self.regions.len() - 1
+    }
+
+    /// Removes every region with this lkey (deregistration).
+    pub fn remove(&mut self, lkey: u32) {
+        self.regions.retain(|r| r.lkey != lkey);
+    }
+
+    /// Every region, in insertion order.
+    pub fn iter(&self) -> impl Iterator<Item = &Region> + '_ {
+        self.regions.iter()
+    }
+
+    /// The region at `index`.
+    pub fn region(&self, index: usize) -> &Region {
+        &self.regions[index]
+    }
+
+    /// The region at `index`, mutably.
+    pub fn region_mut(&mut self, index: usize) -> &mut Region {
+        &mut self.regions[index]
+    }
+
+    /// The first region `key` names, if any.
+    fn lookup(&self, key: KeyRef) -> Option<&Region> {
+        self.regions.iter().find(|r| r.entry().answers(key))
+    }
+
+    /// The first region `key` names, if any, to change.
+    fn lookup_mut(&mut self, key: KeyRef) -> Option<&mut Region> {
+        self.regions.iter_mut().find(|r| r.entry().answers(key))
+    }
+}
+
+/// The byte range `request` touches in `region`, the region the table found under its key,
+/// if [`check_access`] lets the access through (it refuses one without a region).
+fn checked_range(
+    region: Option<&Region>,
+    request: &AccessRequest,
+) -> Result<core::ops::Range<usize>, MemoryError> {
+    let offset = check_access(region.map(Region::entry).as_ref(), request)?;
+    // Both fit in usize: offset + len <= the region's length.
+    let start = offset as usize;
+    Ok(start..start + request.len as usize)
+}
+
+impl MemoryTable for Regions {
+    fn invalidate(&mut self, key: KeyRef) -> Result<(), MemoryError> {
+        let rkey = KeyRef {
+            kind: KeyKind::Remote,
+            ..key
+        };
+        let region = self.lookup_mut(rkey);
+        check_invalidate(region.as_deref().map(Region::entry).as_ref(), key)?;
+        if let Some(region) = region {
+            region.rkey = None;
+        }
+        Ok(())
+    }
+
+    fn check(&self, key: KeyRef, addr: u64, len: u64, needed: Access) -> Result<(), MemoryError> {
+        let request = AccessRequest {
+            key,
+            addr,
+            len,
+            needed,
+        };
+        checked_range(self.lookup(key), &request).map(|_| ())
+    }
+
+    fn read(
+        &self,
+        key: KeyRef,
+        addr: u64,
+        dst: &mut [u8],
+        needed: Access,
+    ) -> Result<(), MemoryError> {
+        let request = AccessRequest {
+            key,
+            addr,
+            len: dst.len() as u64,
+            needed,
+        };
+        let region = self.lookup(key);
+        let range = checked_range(region, &request)?;
+        let region = region.ok_or(MemoryError::UnknownKey(key.key))?;
+        dst.copy_from_slice(&region.bytes[range]);
+        Ok(())
+    }
+
+    fn write(
+        &mut self,
+        key: KeyRef,
+        addr: u64,
+        src: &[u8],
+        needed: Access,
+    ) -> Result<(), MemoryError> {
+        let request = AccessRequest {
+            key,
+            addr,
+            len: src.len() as u64,
+            needed,
+        };
+        let region = self.lookup_mut(key);
+        let range = checked_range(region.as_deref(), &request)?;
+        let region = region.ok_or(MemoryError::UnknownKey(key.key))?;
+        region.bytes[range].copy_from_slice(src);
+        Ok(())
+    }
+
+    fn atomic(&mut self, key: KeyRef, addr: u64, op: AtomicOp) -> Result<u64, MemoryError> {
+        let request = AccessRequest::atomic(key, addr)?;
+        let region = self.lookup_mut(key);
+        let range = checked_range(region.as_deref(), &request)?;
+        let region = region.ok_or(MemoryError::UnknownKey(key.key))?;
+        let bytes = &mut region.bytes[range];
+        let mut word = [0u8; 8];
+        word.copy_from_slice(bytes);
+        let orig = u64::from_le_bytes(word);
+        bytes.copy_from_slice(&op.apply(orig).to_le_bytes());
+        Ok(orig)
+    }
+}
 
 /// A host: an endpoint, its memory and its addresses.
 #[derive(Debug)]
@@ -58,7 +234,7 @@ impl Host {
     pub fn add_region(&mut self, key: u32, base: u64, len: usize, access: Access) -> usize {
         self.mem.insert(Region {
             lkey: key,
-            rkey: key | 0x8000_0000,
+            rkey: Some(key | 0x8000_0000),
             pd: PD,
             access,
             base,
@@ -332,4 +508,128 @@ pub fn run(
         b.endpoint.handle_timeout(now, &mut b.mem);
     }
     now
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table() -> Regions {
+        let mut t = Regions::new();
+        t.insert(Region {
+            lkey: 0x100,
+            rkey: Some(0x200),
+            pd: PdId(1),
+            access: Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+            base: 0x1000,
+            bytes: vec![0; 64],
+        });
+        t
+    }
+
+    fn remote(key: u32) -> KeyRef {
+        KeyRef {
+            key,
+            kind: KeyKind::Remote,
+            pd: PdId(1),
+        }
+    }
+
+    #[test]
+    fn write_inside_the_region_lands() {
+        let mut t = table();
+        t.write(remote(0x200), 0x1010, &[1, 2, 3], Access::REMOTE_WRITE)
+            .unwrap();
+        assert_eq!(&t.region(0).bytes[0x10..0x13], &[1, 2, 3]);
+    }
+
+    #[test]
+    fn every_violation_is_refused_and_nothing_is_written() {
+        let mut t = table();
+        let w = Access::REMOTE_WRITE;
+        assert_eq!(
+            t.write(remote(0x201), 0x1000, &[1], w),
+            Err(MemoryError::UnknownKey(0x201))
+        );
+        let wrong_pd = KeyRef {
+            pd: PdId(2),
+            ..remote(0x200)
+        };
+        assert_eq!(
+            t.write(wrong_pd, 0x1000, &[1], w),
+            Err(MemoryError::WrongPd(0x200))
+        );
+        assert!(matches!(
+            t.write(remote(0x200), 0x1000, &[1], Access::REMOTE_READ),
+            Err(MemoryError::AccessDenied { .. })
+        ));
+        // One byte past the end, one byte before the start, and an overflowing range.
+        assert!(matches!(
+            t.write(remote(0x200), 0x103f, &[1, 2], w),
+            Err(MemoryError::OutOfBounds { .. })
+        ));
+        assert!(matches!(
+            t.write(remote(0x200), 0xfff, &[1], w),
+            Err(MemoryError::OutOfBounds { .. })
+        ));
+        assert!(matches!(
+            t.check(remote(0x200), u64::MAX, 2, w),
+            Err(MemoryError::OutOfBounds { .. })
+        ));
+        // The lkey does not work as an rkey.
+        assert_eq!(
+            t.write(remote(0x100), 0x1000, &[1], w),
+            Err(MemoryError::UnknownKey(0x100))
+        );
+        assert!(t.region(0).bytes.iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn atomics_need_alignment_and_rights() {
+        let mut t = table();
+        let op = AtomicOp::FetchAdd { add: 1 };
+        assert_eq!(
+            t.atomic(remote(0x200), 0x1004, op),
+            Err(MemoryError::Misaligned(0x1004))
+        );
+        assert!(matches!(
+            t.atomic(remote(0x200), 0x1008, op),
+            Err(MemoryError::AccessDenied { .. })
+        ));
+        t.region_mut(0).access = Access::ALL;
+        assert_eq!(t.atomic(remote(0x200), 0x1008, op), Ok(0));
+        assert_eq!(t.atomic(remote(0x200), 0x1008, op), Ok(1));
+        let cas = AtomicOp::CompareSwap {
+            compare: 2,
+            swap: 7,
+        };
+        assert_eq!(t.atomic(remote(0x200), 0x1008, cas), Ok(2));
+        assert_eq!(t.atomic(remote(0x200), 0x1008, cas), Ok(7));
+    }
+
+    #[test]
+    fn an_invalidated_rkey_is_unknown_and_cannot_be_invalidated_again() {
+        let mut t = table();
+        let wrong_pd = KeyRef {
+            pd: PdId(2),
+            ..remote(0x200)
+        };
+        assert_eq!(t.invalidate(wrong_pd), Err(MemoryError::WrongPd(0x200)));
+        t.invalidate(remote(0x200)).unwrap();
+        assert_eq!(
+            t.check(remote(0x200), 0x1000, 1, Access::NONE),
+            Err(MemoryError::UnknownKey(0x200))
+        );
+        assert_eq!(
+            t.invalidate(remote(0x200)),
+            Err(MemoryError::UnknownKey(0x200))
+        );
+        // The lkey still works.
+        let local = KeyRef {
+            key: 0x100,
+            kind: KeyKind::Local,
+            pd: PdId(1),
+        };
+        assert!(t.check(local, 0x1000, 64, Access::LOCAL_WRITE).is_ok());
+    }
 }

@@ -72,14 +72,10 @@ pub(crate) fn ack_wait(timeout: u8) -> Duration {
 }
 
 /// The RNR NAK timer for a 5-bit timer code, IBTA table 45 ("Encoding for RNR NAK Timer
-/// Field"): 0 is 655.36 ms, 1 is 0.01 ms … 31 is 491.52 ms.
+/// Field"): 0 is 655.36 ms, 1 is 0.01 ms … 31 is 491.52 ms. The wire crate's
+/// [`RnrTimer`](xroce_wire::RnrTimer) holds the table.
 pub fn rnr_timer(code: u8) -> Duration {
-    const MICROS: [u32; 32] = [
-        655_360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960, 1_280, 1_920, 2_560,
-        3_840, 5_120, 7_680, 10_240, 15_360, 20_480, 30_720, 40_960, 61_440, 81_920, 122_880,
-        163_840, 245_760, 327_680, 491_520,
-    ];
-    Duration::from_micros(u64::from(MICROS[usize::from(code & 0x1f)]))
+    xroce_wire::RnrTimer::new(code).duration()
 }
 
 #[cfg(test)]

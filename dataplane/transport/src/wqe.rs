@@ -4,7 +4,7 @@
 //! each one out of the application's shared ring, validates the copy and hands it to the
 //! transport, which keeps it until it completes.
 
-use crate::qp::Path;
+use crate::attributes::{Path, QpState};
 
 /// The most scatter/gather elements one work request may carry.
 pub const MAX_SGE: usize = 16;
@@ -270,6 +270,20 @@ pub struct UdDest {
     pub remote_qpn: u32,
     /// The Q_Key; one with the high bit set means "use the QP's own Q_Key" (IBTA 10.2.5).
     pub remote_qkey: u32,
+}
+
+/// Why a work request could not be posted (`ibv_post_send`/`ibv_post_recv` errors).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PostError {
+    /// The queue is full (`ENOMEM`).
+    #[error("the work queue is full")]
+    QueueFull,
+    /// The QP is in a state that does not accept this work request (`EINVAL`).
+    #[error("the QP is in {0:?} and does not accept this work request")]
+    WrongState(QpState),
+    /// The work request is malformed for this QP (`EINVAL`): the reason says how.
+    #[error("invalid work request: {0}")]
+    Invalid(&'static str),
 }
 
 /// A send work request.

@@ -224,7 +224,7 @@ impl Player {
     fn region(&mut self, key: u32, base: u64, len: usize, access: Access) -> usize {
         self.host.mem.insert(Region {
             lkey: key,
-            rkey: key,
+            rkey: Some(key),
             pd: testing::PD,
             access,
             base,

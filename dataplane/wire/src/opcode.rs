@@ -163,6 +163,18 @@ pub enum Position {
     Only,
 }
 
+impl Position {
+    /// A message starts here: first or only.
+    pub const fn starts_message(self) -> bool {
+        matches!(self, Position::First | Position::Only)
+    }
+
+    /// A message ends here: last or only.
+    pub const fn ends_message(self) -> bool {
+        matches!(self, Position::Last | Position::Only)
+    }
+}
+
 /// Properties of an opcode, as a small bit set.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct OpcodeFlags(u16);
@@ -340,12 +352,18 @@ impl OpcodeInfo {
 
     /// Starts a message: first or only (rxe `RXE_START_MASK`).
     pub const fn starts_message(&self) -> bool {
-        matches!(self.position, Some(Position::First | Position::Only))
+        match self.position {
+            Some(position) => position.starts_message(),
+            None => false,
+        }
     }
 
     /// Ends a message: last or only (rxe `RXE_END_MASK`).
     pub const fn ends_message(&self) -> bool {
-        matches!(self.position, Some(Position::Last | Position::Only))
+        match self.position {
+            Some(position) => position.ends_message(),
+            None => false,
+        }
     }
 }
 
@@ -489,6 +507,20 @@ impl Opcode {
         &OPCODE_TABLE[usize::from(self.0)]
     }
 
+    /// The supported opcode of this transport and operation, at this position in a message,
+    /// with or without immediate data and an IETH: the table read backwards (a sender knows
+    /// what a packet does and asks for its opcode). `None` when no supported opcode has that
+    /// shape. The reverse table is built at compile time from the table itself.
+    pub const fn find(
+        transport: Transport,
+        operation: Operation,
+        position: Position,
+        immediate: bool,
+        invalidate: bool,
+    ) -> Option<Opcode> {
+        REVERSE_TABLE[reverse_index(transport, operation, position, immediate, invalidate)]
+    }
+
     /// The opcode's name, e.g. `RC_SEND_FIRST`.
     pub fn name(self) -> &'static str {
         self.info().name
@@ -522,6 +554,47 @@ impl fmt::Debug for Opcode {
 pub static OPCODE_TABLE: [OpcodeInfo; 256] = TABLE;
 
 const TABLE: [OpcodeInfo; 256] = build_table();
+
+/// Transports × operations × positions × immediate × invalidate.
+const REVERSE_LEN: usize = 7 * 11 * 4 * 2 * 2;
+
+/// [`Opcode::find`]'s table: every supported opcode at the index of its shape.
+const REVERSE_TABLE: [Option<Opcode>; REVERSE_LEN] = build_reverse_table();
+
+const fn reverse_index(
+    transport: Transport,
+    operation: Operation,
+    position: Position,
+    immediate: bool,
+    invalidate: bool,
+) -> usize {
+    let shape = (transport as usize * 11 + operation as usize) * 4 + position as usize;
+    (shape * 2 + immediate as usize) * 2 + invalidate as usize
+}
+
+const fn build_reverse_table() -> [Option<Opcode>; REVERSE_LEN] {
+    let mut reverse = [None; REVERSE_LEN];
+    let mut i = 0;
+    while i < 256 {
+        let info = &TABLE[i];
+        if let Some(position) = info.position
+            && info.is_supported()
+        {
+            let at = reverse_index(
+                info.transport,
+                info.operation,
+                position,
+                info.has_immediate(),
+                info.has_invalidate(),
+            );
+            // Two opcodes of one shape would make the table ambiguous: refuse to build.
+            assert!(reverse[at].is_none(), "two opcodes have the same shape");
+            reverse[at] = Some(info.opcode);
+        }
+        i += 1;
+    }
+    reverse
+}
 
 /// The longest header chain (BTH included) of any payload-carrying RC, UC or UD opcode:
 /// what a full-MTU packet adds to its payload. 32 bytes (RDMA WRITE Only with Immediate:
@@ -1052,6 +1125,56 @@ mod tests {
             .map(|(op, _)| op.0)
             .collect();
         assert_eq!(supported, with_constant);
+    }
+
+    #[test]
+    fn find_reads_the_table_backwards() {
+        let mut found = 0;
+        for info in OPCODE_TABLE.iter().filter(|i| i.is_supported()) {
+            let position = info.position.unwrap();
+            let opcode = Opcode::find(
+                info.transport,
+                info.operation,
+                position,
+                info.has_immediate(),
+                info.has_invalidate(),
+            );
+            assert_eq!(opcode, Some(info.opcode), "{}", info.name);
+            found += 1;
+        }
+        assert_eq!(found, 60);
+        // Shapes no opcode has.
+        use Operation::*;
+        use Position::*;
+        assert_eq!(Opcode::find(Transport::Rc, Send, First, true, false), None);
+        assert_eq!(Opcode::find(Transport::Uc, Send, Only, false, true), None);
+        assert_eq!(Opcode::find(Transport::Ud, Send, First, false, false), None);
+        assert_eq!(
+            Opcode::find(Transport::Uc, RdmaReadRequest, Only, false, false),
+            None
+        );
+        assert_eq!(Opcode::find(Transport::Xrc, Send, Only, false, false), None);
+        assert_eq!(
+            Opcode::find(Transport::Rc, Reserved, Only, false, false),
+            None
+        );
+        assert_eq!(
+            Opcode::find(Transport::Rc, RdmaWrite, Last, true, false),
+            Some(Opcode::RC_RDMA_WRITE_LAST_WITH_IMMEDIATE)
+        );
+        assert_eq!(
+            Opcode::find(Transport::Ud, Send, Only, true, false),
+            Some(Opcode::UD_SEND_ONLY_WITH_IMMEDIATE)
+        );
+    }
+
+    #[test]
+    fn positions_start_and_end_messages() {
+        use Position::*;
+        assert!(First.starts_message() && !First.ends_message());
+        assert!(!Middle.starts_message() && !Middle.ends_message());
+        assert!(!Last.starts_message() && Last.ends_message());
+        assert!(Only.starts_message() && Only.ends_message());
     }
 
     #[test]

@@ -1,0 +1,490 @@
+//! The send queue: send work requests in posting order, each with its progress, and the
+//! state of the request packets in flight. The requester sends from it and the completer
+//! retires from it; neither reaches into the other, both go through the methods here.
+//!
+//! The requester moves a cursor through the queue: the entry it sends from, the bytes of it
+//! already sent and the next PSN. It starts an entry (assigns its PSNs), reports each packet
+//! it sent, and reserves chunks of the endpoint's budget. The completer retires entries at
+//! the front as responses acknowledge them, moves the oldest unacknowledged PSN, runs the
+//! retransmit timer and, on a loss, asks for a rewind: go-back-N from the oldest
+//! unacknowledged PSN, which the requester performs before it sends again (after an RNR
+//! wait when the peer had no receive buffer). Between the two PSNs lies the window of
+//! packets in flight; a retransmission scheme other than go-back-N, or congestion control
+//! holding the window, changes what happens here, not the roles.
+
+use std::collections::VecDeque;
+
+use xroce_wire::Psn;
+
+use crate::time::Instant;
+use crate::wqe::{SendFlags, SendOp, SendWqe};
+
+/// How far a send work request has got.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum EntryState {
+    /// Not started: no PSNs assigned.
+    Posted,
+    /// PSNs assigned, some packets sent in the current pass.
+    Sending,
+    /// Every packet sent in the current pass; waiting for its acknowledgement (RC).
+    Sent,
+}
+
+/// A send work request in the send queue, with its progress. The roles read entries; only
+/// the [`SendQueue`] changes them.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SendEntry {
+    pub(crate) wqe: SendWqe,
+    pub(crate) state: EntryState,
+    /// The PSN of its first packet (READ: of its first response).
+    pub(crate) first_psn: Psn,
+    /// The PSN of its last packet (READ: of its last response).
+    pub(crate) last_psn: Psn,
+    /// The message length in bytes.
+    pub(crate) len: u64,
+    /// It counts against `max_rd_atomic` (a READ or atomic that has been sent).
+    pub(crate) holds_rd_atomic: bool,
+    /// READ: response bytes already placed.
+    pub(crate) resp_bytes: u64,
+}
+
+impl SendEntry {
+    fn new(wqe: SendWqe) -> SendEntry {
+        SendEntry {
+            wqe,
+            state: EntryState::Posted,
+            first_psn: Psn::ZERO,
+            last_psn: Psn::ZERO,
+            len: wqe.data.total_len(),
+            holds_rd_atomic: false,
+            resp_bytes: 0,
+        }
+    }
+
+    /// The number of PSNs the message uses: one per packet, and for a READ one per response
+    /// packet (IBTA 9.4.4: a READ request consumes the PSNs of its responses).
+    fn npkts(&self, mtu: u32) -> u32 {
+        if self.wqe.op.is_atomic() {
+            return 1;
+        }
+        // len <= MAX_MESSAGE (2^31), so the packet count fits in u32. A path MTU is a power
+        // of two: a shift, not a division, on the path of every packet.
+        let packets = if mtu.is_power_of_two() {
+            (self.len + u64::from(mtu) - 1) >> mtu.trailing_zeros()
+        } else {
+            self.len.div_ceil(u64::from(mtu))
+        };
+        packets.max(1) as u32
+    }
+}
+
+/// What the completer needs of a work request it retired (not the whole request: a work
+/// request is a few hundred bytes).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Retired {
+    pub(crate) wr_id: u64,
+    pub(crate) op: SendOp,
+    pub(crate) flags: SendFlags,
+    pub(crate) len: u64,
+}
+
+/// Send work requests not yet completed, oldest first, and the packets in flight.
+#[derive(Debug)]
+pub(crate) struct SendQueue {
+    entries: VecDeque<SendEntry>,
+    /// The next PSN to send.
+    next_psn: Psn,
+    /// The oldest PSN not yet acknowledged: the next response PSN expected.
+    unacked_psn: Psn,
+    /// Index of the entry being sent.
+    next: usize,
+    /// Bytes of that entry already sent (READ: already requested and answered).
+    offset: u64,
+    /// READ/atomic work requests started and not completed.
+    rd_atomic: u8,
+    /// Packets sent since the last one with AckReq.
+    noack_pkts: u32,
+    /// The PSN after the chunk the endpoint's budget admitted (reserved until acknowledged,
+    /// sent or not yet).
+    chunk_end: Option<Psn>,
+    /// Go back to the oldest unacknowledged PSN before sending anything.
+    rewind: bool,
+    /// After an RNR NAK: do not send before this time.
+    rnr_until: Option<Instant>,
+    /// When the retransmit timer fires (with `timeout` 0, when the QP is taken for
+    /// stalled).
+    retransmit: Option<Instant>,
+    /// `timeout` 0 and no answer from the peer for [`crate::time::STALL_AFTER`]: the
+    /// packets in flight no longer count against the endpoint's budget and nothing new is
+    /// sent until the peer answers.
+    stalled: bool,
+}
+
+impl SendQueue {
+    /// An empty queue with room for `capacity` work requests.
+    pub(crate) fn with_capacity(capacity: usize) -> SendQueue {
+        SendQueue {
+            entries: VecDeque::with_capacity(capacity),
+            next_psn: Psn::ZERO,
+            unacked_psn: Psn::ZERO,
+            next: 0,
+            offset: 0,
+            rd_atomic: 0,
+            noack_pkts: 0,
+            chunk_end: None,
+            rewind: false,
+            rnr_until: None,
+            retransmit: None,
+            stalled: false,
+        }
+    }
+
+    // The queue pair: posting, flushing, modifying, reporting.
+
+    /// Work requests posted and not completed.
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Appends a work request.
+    pub(crate) fn push(&mut self, wqe: SendWqe) {
+        self.entries.push_back(SendEntry::new(wqe));
+    }
+
+    /// Removes every work request, oldest first, calling `each` with its `wr_id` and
+    /// operation, and forgets what was in flight. The PSNs stay.
+    pub(crate) fn flush(&mut self, mut each: impl FnMut(u64, SendOp)) {
+        while let Some(entry) = self.entries.pop_front() {
+            each(entry.wqe.wr_id, entry.wqe.op);
+        }
+        self.next = 0;
+        self.offset = 0;
+        self.rd_atomic = 0;
+        self.noack_pkts = 0;
+        self.chunk_end = None;
+        self.rewind = false;
+        self.rnr_until = None;
+        self.retransmit = None;
+        self.stalled = false;
+    }
+
+    /// The first PSN to send (`sq_psn`): nothing before it is in flight.
+    pub(crate) fn on_sq_psn(&mut self, psn: Psn) {
+        self.next_psn = psn;
+        self.unacked_psn = psn;
+        self.chunk_end = None;
+    }
+
+    /// The next PSN to send.
+    pub(crate) fn next_psn(&self) -> Psn {
+        self.next_psn
+    }
+
+    /// The oldest PSN sent and not acknowledged.
+    pub(crate) fn unacked_psn(&self) -> Psn {
+        self.unacked_psn
+    }
+
+    /// Request packets (PSNs) sent and not acknowledged, as the endpoint's budget counts
+    /// them: none while stalled; after a timeout or during an RNR wait the packets sent are
+    /// as good as lost (the peer dropped or refused them) and are admitted afresh when they
+    /// are sent again. Counting them meanwhile would let a peer that stopped answering hold
+    /// the budget of every other QP. A chunk reserved and not yet sent counts.
+    pub(crate) fn unacked_packets(&self) -> u32 {
+        if self.stalled {
+            return 0;
+        }
+        let sent = if self.rewind || self.rnr_until.is_some() {
+            0
+        } else {
+            self.next_psn.distance(self.unacked_psn).max(0)
+        };
+        let reserved = self
+            .chunk_end
+            .map_or(0, |end| end.distance(self.unacked_psn).max(0));
+        sent.max(reserved) as u32
+    }
+
+    /// When the retransmit timer fires or the RNR wait ends, whichever is first.
+    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
+        match (self.retransmit, self.rnr_until) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Ends the RNR wait if it is over at `now`: the requester then resends from the NAKed
+    /// PSN (a rewind is pending).
+    pub(crate) fn end_rnr_wait(&mut self, now: Instant) {
+        if self.rnr_until.is_some_and(|t| t <= now) {
+            self.rnr_until = None;
+        }
+    }
+
+    // The requester.
+
+    /// Whether the requester may send at `now`: not stalled, and no RNR wait running (one
+    /// that is over ends here). A rewind asked for is performed first.
+    #[inline]
+    pub(crate) fn ready_to_send(&mut self, now: Instant, mtu: u32) -> bool {
+        if self.stalled {
+            return false;
+        }
+        if let Some(until) = self.rnr_until {
+            if now < until {
+                return false;
+            }
+            self.rnr_until = None;
+        }
+        if self.rewind {
+            self.rewind(mtu);
+        }
+        true
+    }
+
+    /// Whether the requester would send now if asked (timers aside).
+    pub(crate) fn has_work(&self) -> bool {
+        (self.rewind || self.next < self.entries.len()) && self.rnr_until.is_none() && !self.stalled
+    }
+
+    /// The entry the requester sends from.
+    #[inline]
+    pub(crate) fn current(&self) -> Option<&SendEntry> {
+        self.entries.get(self.next)
+    }
+
+    /// PSNs sent and not acknowledged.
+    #[inline]
+    pub(crate) fn window(&self) -> i32 {
+        self.next_psn.distance(self.unacked_psn)
+    }
+
+    /// READ and atomic work requests started and not completed.
+    pub(crate) fn rd_atomic(&self) -> u8 {
+        self.rd_atomic
+    }
+
+    /// Bytes of the current entry sent.
+    #[inline]
+    pub(crate) fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// Packets sent since the last one that asked for an acknowledgement.
+    #[inline]
+    pub(crate) fn noack_pkts(&self) -> u32 {
+        self.noack_pkts
+    }
+
+    /// Starts the current entry: assigns its PSNs from the next PSN on, counts it against
+    /// `max_rd_atomic` if it is a READ or atomic.
+    #[inline]
+    pub(crate) fn start_current(&mut self, mtu: u32) {
+        let psn = self.next_psn;
+        let Some(e) = self.entries.get_mut(self.next) else {
+            return;
+        };
+        let npkts = e.npkts(mtu);
+        e.first_psn = psn;
+        e.last_psn = psn.wrapping_add(npkts - 1);
+        e.state = EntryState::Sending;
+        if e.wqe.op.is_read_or_atomic() && !e.holds_rd_atomic {
+            e.holds_rd_atomic = true;
+            self.rd_atomic += 1;
+        }
+        self.offset = 0;
+    }
+
+    /// Reserves the budget for a chunk of `len` PSNs from the next PSN on.
+    pub(crate) fn reserve_chunk(&mut self, len: u32) {
+        self.chunk_end = Some(self.next_psn.wrapping_add(len));
+    }
+
+    /// A packet of the current entry left with `payload_len` bytes: a READ or atomic
+    /// request stands for every PSN of the entry; otherwise `ends` says it was the entry's
+    /// last. Returns whether the entry is now all sent (the cursor moved to the next).
+    // Forced inline (as `arm_retransmit`): called once per request packet, which the
+    // optimizer otherwise does out of line.
+    #[inline(always)]
+    pub(crate) fn on_sent(
+        &mut self,
+        ack_req: bool,
+        payload_len: u64,
+        read_or_atomic: bool,
+        ends: bool,
+    ) -> bool {
+        if ack_req {
+            self.noack_pkts = 0;
+        } else {
+            self.noack_pkts += 1;
+        }
+        if read_or_atomic {
+            if let Some(e) = self.entries.get(self.next) {
+                self.next_psn = e.last_psn.next();
+            }
+        } else {
+            self.next_psn = self.next_psn.next();
+            self.offset += payload_len;
+            if !ends {
+                return false;
+            }
+        }
+        if let Some(e) = self.entries.get_mut(self.next) {
+            e.state = EntryState::Sent;
+        }
+        self.next += 1;
+        self.offset = 0;
+        true
+    }
+
+    /// Go-back-N: resend from the oldest unacknowledged PSN (IBTA 9.7.5.1.2 for timeouts,
+    /// 9.7.5.2.2 for sequence errors).
+    fn rewind(&mut self, mtu: u32) {
+        self.rewind = false;
+        self.noack_pkts = 0;
+        // The resent packets are admitted again, chunk by chunk.
+        self.chunk_end = None;
+        let psn = self.unacked_psn;
+        let mtu = u64::from(mtu);
+        let mut resume = None;
+        for (i, e) in self.entries.iter_mut().enumerate() {
+            if e.state == EntryState::Posted {
+                break;
+            }
+            match resume {
+                None if e.last_psn.distance(psn) >= 0 => {
+                    let k = u64::from(psn.distance(e.first_psn).max(0) as u32);
+                    resume = Some((i, if e.wqe.op.is_atomic() { 0 } else { k * mtu }));
+                    e.state = EntryState::Sending;
+                }
+                None => {}
+                Some(_) => e.state = EntryState::Posted,
+            }
+        }
+        match resume {
+            Some((i, offset)) => {
+                self.next = i;
+                self.offset = offset;
+                self.next_psn = match self.entries.get(i) {
+                    Some(e) if e.wqe.op.is_atomic() => e.first_psn,
+                    _ => psn,
+                };
+            }
+            None => {
+                self.next = self
+                    .entries
+                    .iter()
+                    .position(|e| e.state == EntryState::Posted)
+                    .unwrap_or(self.entries.len());
+                self.offset = 0;
+                self.next_psn = psn;
+            }
+        }
+    }
+
+    // The completer.
+
+    /// The oldest work request.
+    #[inline]
+    pub(crate) fn front(&self) -> Option<&SendEntry> {
+        self.entries.front()
+    }
+
+    /// No work request is in flight (only unstarted ones remain).
+    pub(crate) fn drained(&self) -> bool {
+        self.entries
+            .front()
+            .is_none_or(|e| e.state == EntryState::Posted)
+    }
+
+    /// Every PSN before `psn` is acknowledged.
+    #[inline]
+    pub(crate) fn acknowledge(&mut self, psn: Psn) {
+        self.unacked_psn = psn;
+    }
+
+    /// Every PSN sent is acknowledged and no rewind is pending: the retransmit timer has
+    /// nothing to watch.
+    #[inline]
+    pub(crate) fn idle(&self) -> bool {
+        self.unacked_psn == self.next_psn && !self.rewind
+    }
+
+    /// READ: `n` more response bytes of the oldest work request were placed.
+    pub(crate) fn on_response_bytes(&mut self, n: u64) {
+        if let Some(e) = self.entries.front_mut() {
+            e.resp_bytes += n;
+        }
+    }
+
+    /// Removes the oldest work request (it completed). If the requester was (re)sending it,
+    /// the acknowledgement made that unnecessary: it continues with the next one, at the
+    /// PSN after it, and that message starts a chunk of its own, admitted by the budget.
+    #[inline]
+    pub(crate) fn retire_front(&mut self) -> Option<Retired> {
+        let entry = self.entries.front()?;
+        let retired = Retired {
+            wr_id: entry.wqe.wr_id,
+            op: entry.wqe.op,
+            flags: entry.wqe.flags,
+            len: entry.len,
+        };
+        let (last_psn, state, holds_rd_atomic) =
+            (entry.last_psn, entry.state, entry.holds_rd_atomic);
+        self.entries.pop_front();
+        if self.next == 0 {
+            self.offset = 0;
+            if self.next_psn.distance(last_psn) <= 0 && state != EntryState::Posted {
+                self.next_psn = last_psn.next();
+            }
+            self.noack_pkts = 0;
+        }
+        self.next = self.next.saturating_sub(1);
+        if holds_rd_atomic {
+            self.rd_atomic = self.rd_atomic.saturating_sub(1);
+        }
+        Some(retired)
+    }
+
+    /// Asks the requester to go back to the oldest unacknowledged PSN before it sends again.
+    pub(crate) fn request_rewind(&mut self) {
+        self.rewind = true;
+    }
+
+    /// After an RNR NAK: rewind, and send nothing before `until`.
+    pub(crate) fn wait_rnr(&mut self, until: Instant) {
+        self.rewind = true;
+        self.rnr_until = Some(until);
+    }
+
+    /// When the retransmit timer fires.
+    pub(crate) fn retransmit_deadline(&self) -> Option<Instant> {
+        self.retransmit
+    }
+
+    /// Sets or stops the retransmit timer.
+    #[inline]
+    pub(crate) fn set_retransmit(&mut self, deadline: Option<Instant>) {
+        self.retransmit = deadline;
+    }
+
+    /// Starts the retransmit timer unless it runs (`deadline` is asked only then).
+    // Forced inline: see `on_sent`.
+    #[inline(always)]
+    pub(crate) fn arm_retransmit(&mut self, deadline: impl FnOnce() -> Instant) {
+        if self.retransmit.is_none() {
+            self.retransmit = Some(deadline());
+        }
+    }
+
+    /// Whether the QP is taken for stalled.
+    #[inline]
+    pub(crate) fn stalled(&self) -> bool {
+        self.stalled
+    }
+
+    /// Takes the QP for stalled, or not.
+    pub(crate) fn set_stalled(&mut self, stalled: bool) {
+        self.stalled = stalled;
+    }
+}
