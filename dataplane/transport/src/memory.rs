@@ -405,7 +405,13 @@ impl Iterator for Pieces<'_> {
                 continue;
             }
             let n = ((sge_len - self.skip) as usize).min(self.len - self.done);
-            let piece = (sge.lkey, sge.addr + self.skip, self.done..self.done + n);
+            // A list from an application may name any address: one that does not fit fails
+            // the key's bounds check (saturated), it does not overflow here.
+            let piece = (
+                sge.lkey,
+                sge.addr.saturating_add(self.skip),
+                self.done..self.done + n,
+            );
             self.done += n;
             self.skip = 0;
             return Some(piece);
@@ -608,6 +614,21 @@ mod tests {
             scatter(&mut t, pd, ScatterInto::Local(&sges), 13, &[0; 2]),
             Err(MemoryError::OutOfBounds { key: 0, .. })
         ));
+    }
+
+    /// An element an application placed at the very top of the address space: the offset
+    /// into it does not overflow, and the access fails the key's bounds.
+    #[test]
+    fn an_element_at_the_top_of_the_address_space_is_refused_not_overflowed() {
+        let mut t = regions();
+        let pd = PdId(1);
+        let sges = list(&[(u64::MAX - 2, 8)]);
+        let mut dst = [0u8; 4];
+        assert!(matches!(
+            gather(&t, pd, GatherFrom::Local(&Gather::Sges(sges)), 4, &mut dst),
+            Err(MemoryError::OutOfBounds { .. } | MemoryError::UnknownKey(_))
+        ));
+        assert!(scatter(&mut t, pd, ScatterInto::Local(&sges), 4, &[0; 4]).is_err());
     }
 
     #[test]
