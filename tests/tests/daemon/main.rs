@@ -9,6 +9,7 @@ mod daemon_cm;
 mod daemon_control;
 mod daemon_device_node;
 mod daemon_errors;
+mod daemon_fork;
 mod daemon_hostile;
 mod daemon_hostile_wire;
 mod daemon_idle_cpu;

@@ -11,7 +11,7 @@
 //! failure or error anywhere in the suite fails it too. The other tests are skipped by the
 //! suite itself because xroce answers as a provider without the feature (memory windows,
 //! XRC, ODP, device memory, raw packet QPs, flow steering, parent domains, tag matching,
-//! CQ resizing, timestamps, importing objects, rdma_cm) or because they are for mlx5/efa
+//! CQ resizing, timestamps, importing objects, multicast) or because they are for mlx5/efa
 //! hardware, CUDA or dmabuf devices.
 //!
 //! Needs root (`#[ignore]`d: `cargo xtask test` runs it).
@@ -101,6 +101,13 @@ const MUST_PASS: &[&str] = &[
     "tests.test_qpex.QpExTestCase.test_qp_ex_ud_send_imm",
     "tests.test_qpex.QpExTestCase.test_qp_ex_ud_zero_size",
     "tests.test_qpex.QpExTestCase.test_rq_with_larger_sgl_bad_flow",
+    "tests.test_rdmacm.CMTestCase.test_rdmacm_async_read",
+    "tests.test_rdmacm.CMTestCase.test_rdmacm_async_reject_traffic",
+    "tests.test_rdmacm.CMTestCase.test_rdmacm_async_traffic",
+    "tests.test_rdmacm.CMTestCase.test_rdmacm_async_traffic_external_qp",
+    "tests.test_rdmacm.CMTestCase.test_rdmacm_async_udp_traffic",
+    "tests.test_rdmacm.CMTestCase.test_rdmacm_async_write",
+    "tests.test_rdmacm.CMTestCase.test_rdmacm_sync_traffic",
     "tests.test_relaxed_ordering.RoTestCase.test_ro_rc_traffic",
     "tests.test_relaxed_ordering.RoTestCase.test_ro_ud_traffic",
 ];

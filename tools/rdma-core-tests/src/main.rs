@@ -50,6 +50,9 @@ mkdir -p "/sys/class/infiniband/$dev/device/net/$ifname"
 exec "$@"
 "#;
 
+/// The module whose tests fork the driver's process (multiprocessing) for their two sides.
+const FORKING_TESTS: &str = "tests.test_rdmacm.";
+
 /// Debian's interpreter, the one `python3-pyverbs` is built for (not whatever `python3`
 /// comes first on `PATH`).
 const PYTHON: &str = "/usr/bin/python3";
@@ -178,7 +181,14 @@ fn run(args: &Args) -> Result<()> {
         package_version("python3-pyverbs"),
         args.timeout
     );
-    let outcomes = runner.run(ids)?;
+    // The rdma_cm tests fork their two sides from the driver: they run in a driver of
+    // their own, started fresh (see the README's known issues: a process that registered
+    // heap memory and then forks).
+    let (forking, rest): (Vec<String>, Vec<String>) = ids
+        .into_iter()
+        .partition(|id| id.starts_with(FORKING_TESTS));
+    let mut outcomes = runner.run(rest)?;
+    outcomes.extend(runner.run(forking)?);
     drop(daemon);
     drop(lab);
 

@@ -77,9 +77,23 @@ impl Cma {
     }
 
     /// The process's state: the libibverbs the process has, and xroce's daemons.
+    ///
+    /// A forked child starts afresh: the state it inherited holds its parent's connections
+    /// to the daemons (a process's requests on another's socket would take its replies)
+    /// and its parent's ids. It is left as it is, never used or freed, as a child of a
+    /// process using the kernel's rdma_cm cannot use its parent's ids either.
     pub(crate) fn global() -> &'static Cma {
-        static GLOBAL: OnceLock<Cma> = OnceLock::new();
-        GLOBAL.get_or_init(|| Cma::new(Verbs::load, daemon::connect))
+        static GLOBAL: Mutex<Option<(u32, &'static Cma)>> = Mutex::new(None);
+        let pid = std::process::id();
+        let mut global = lock(&GLOBAL);
+        match *global {
+            Some((owner, cma)) if owner == pid => cma,
+            _ => {
+                let cma: &'static Cma = Box::leak(Box::new(Cma::new(Verbs::load, daemon::connect)));
+                *global = Some((pid, cma));
+                cma
+            }
+        }
     }
 
     /// The libibverbs functions.

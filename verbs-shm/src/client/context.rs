@@ -25,6 +25,9 @@ pub(crate) struct Inner {
     doorbells: Vec<OwnedFd>,
     events: OwnedFd,
     post_bits: Mapping,
+    /// The process that opened it: a forked child shares the socket, and requests of two
+    /// processes on one socket would take each other's replies.
+    pid: u32,
 }
 
 /// How to tell a poller about new work on one QP's or SRQ's rings.
@@ -51,6 +54,9 @@ impl Inner {
         request: &Request,
         fds: &[BorrowedFd<'_>],
     ) -> Result<(Reply, Vec<OwnedFd>)> {
+        if std::process::id() != self.pid {
+            return Err(Error::OtherProcess(self.pid));
+        }
         let bytes = protocol::encode(request);
         // NOTE(unwrap): a poisoned lock means another thread panicked mid-call; the socket
         // itself is still usable, so carry on with it.
@@ -171,6 +177,7 @@ impl Context {
                 doorbells,
                 events,
                 post_bits,
+                pid: std::process::id(),
             }),
         })
     }

@@ -123,6 +123,10 @@ pub enum Error {
     /// The object broke (its ring was corrupted or its CQ overflowed).
     #[error("the object is in error (ring corrupted or CQ overrun)")]
     Broken,
+    /// The device was opened by another process (this one's parent, before a fork): a
+    /// process talks to the daemon over its own connections.
+    #[error("the device was opened by process {0}, not this one: open it again after fork")]
+    OtherProcess(u32),
 }
 
 impl Error {
@@ -136,6 +140,7 @@ impl Error {
             Error::QueueFull => libc::ENOMEM,
             Error::Invalid(_) => libc::EINVAL,
             Error::Broken => libc::EIO,
+            Error::OtherProcess(_) => libc::EPERM,
         }
     }
 }

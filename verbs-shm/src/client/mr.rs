@@ -293,7 +293,14 @@ impl Drop for Mr {
 /// file). Never removed: the application keeps using those pages.
 static SEGMENTS: Mutex<BTreeMap<usize, (usize, Arc<OwnedFd>)>> = Mutex::new(BTreeMap::new());
 
-/// What `fork` does to the moved pages: the child's become private copies.
+/// What `fork` does to the moved pages: the child's become private copies of them as they
+/// were at the fork.
+///
+/// The copies are taken in the parent, before the fork (`prepare`): copied in the child,
+/// afterwards, they would race with the parent, which goes on writing the same shared
+/// pages (its allocator's among them) while the child copies, and the child's heap would be
+/// a torn picture of its parent's. The child moves the copies over the shared pages
+/// (`child`); the parent drops them (`parent`).
 mod fork {
     use std::cell::RefCell;
     use std::collections::BTreeMap;
@@ -304,10 +311,22 @@ mod fork {
 
     type Segments = BTreeMap<usize, (usize, Arc<OwnedFd>)>;
 
+    /// A copy of the pages `[start, start + len)`, at `copy`.
+    struct Copy {
+        start: usize,
+        len: usize,
+        copy: *mut libc::c_void,
+    }
+
+    /// The registry, locked by the thread that forks (no registration moves pages until
+    /// the fork is over), and the copies made for the child.
+    struct Held {
+        segments: MutexGuard<'static, Segments>,
+        copies: Vec<Copy>,
+    }
+
     thread_local! {
-        /// The registry, locked by the thread that forks from `prepare` until `parent` or
-        /// `child`: no registration moves pages while the child's copies are made.
-        static HELD: RefCell<Option<MutexGuard<'static, Segments>>> = const { RefCell::new(None) };
+        static HELD: RefCell<Option<Held>> = const { RefCell::new(None) };
     }
 
     /// Installs the handlers, once per process (the first time pages move).
@@ -322,39 +341,80 @@ mod fork {
 
     extern "C" fn prepare() {
         // NOTE(unwrap): a poisoned registry is still consistent (entries go in whole).
-        let guard = SEGMENTS.lock().unwrap_or_else(|e| e.into_inner());
-        HELD.with(|h| *h.borrow_mut() = Some(guard));
+        let segments = SEGMENTS.lock().unwrap_or_else(|e| e.into_inner());
+        // Every page still mapped from one of the segments' files, whatever became of the
+        // rest of its segment (an application may unmap part of one).
+        let files: Vec<(u64, u64)> = segments
+            .values()
+            .filter_map(|(_, fd)| nix::sys::stat::fstat(fd).ok())
+            .map(|st| (st.st_dev, st.st_ino))
+            .collect();
+        let mut copies = Vec::new();
+        if !files.is_empty() {
+            let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+            for (start, end, dev, ino) in super::mappings(&maps) {
+                if files.contains(&(dev, ino)) {
+                    // Safety: `[start, end)` is mapped, readable memory of this process
+                    // (the kernel says so).
+                    if let Some(copy) = unsafe { snapshot(start, end - start) } {
+                        copies.push(Copy {
+                            start,
+                            len: end - start,
+                            copy,
+                        });
+                    }
+                }
+            }
+        }
+        HELD.with(|h| *h.borrow_mut() = Some(Held { segments, copies }));
     }
 
     extern "C" fn parent() {
-        HELD.with(|h| drop(h.borrow_mut().take()));
+        HELD.with(|h| {
+            if let Some(held) = h.borrow_mut().take() {
+                for c in held.copies {
+                    // Safety: a copy this handler's `prepare` mapped, used by nobody.
+                    unsafe { libc::munmap(c.copy, c.len) };
+                }
+            }
+        });
     }
 
     extern "C" fn child() {
         HELD.with(|h| {
-            let Some(mut segments) = h.borrow_mut().take() else {
+            let Some(mut held) = h.borrow_mut().take() else {
                 return;
             };
-            for (&start, &(end, _)) in segments.iter() {
-                // Safety: `[start, end)` are pages this process mapped from a memory file
-                // (a segment), page-aligned; the child runs one thread, so nothing uses
-                // them while they are swapped for a copy.
-                unsafe { privatize(start, end) };
+            for c in &held.copies {
+                // Safety: moves the copy's pages over the shared ones (the kernel unmaps
+                // those): the parent's contents at the fork, at the same addresses, private
+                // from now on. The child runs one thread, so nothing uses them meanwhile.
+                let moved = unsafe {
+                    libc::mremap(
+                        c.copy,
+                        c.len,
+                        c.len,
+                        libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
+                        c.start as *mut libc::c_void,
+                    )
+                };
+                if moved == libc::MAP_FAILED {
+                    // Safety: the copy is ours and unused.
+                    unsafe { libc::munmap(c.copy, c.len) };
+                }
             }
+            held.copies.clear();
             // The child's registrations are its own to make; these files are the parent's.
-            segments.clear();
+            held.segments.clear();
         });
     }
 
-    /// Replaces the shared pages `[start, end)` by private anonymous ones with the same
-    /// contents.
+    /// A private copy of `len` bytes at `start`, in pages of its own.
     ///
     /// # Safety
     ///
-    /// `[start, end)` is page-aligned, readable and writable mapped memory that nothing
-    /// else touches meanwhile.
-    unsafe fn privatize(start: usize, end: usize) {
-        let len = end - start;
+    /// `[start, start + len)` is page-aligned, mapped and readable.
+    unsafe fn snapshot(start: usize, len: usize) -> Option<*mut libc::c_void> {
         // Safety: a fresh anonymous mapping, placed by the kernel.
         let copy = unsafe {
             libc::mmap(
@@ -367,27 +427,90 @@ mod fork {
             )
         };
         if copy == libc::MAP_FAILED {
-            return;
+            return None;
         }
         // Safety: both ranges are `len` bytes of mapped memory and do not overlap (the
         // copy is a new mapping).
         unsafe { std::ptr::copy_nonoverlapping(start as *const u8, copy.cast::<u8>(), len) };
-        // Safety: moves the copy's pages over the shared ones (the kernel unmaps those):
-        // the same contents at the same addresses, private from now on.
-        let moved = unsafe {
-            libc::mremap(
-                copy,
-                len,
-                len,
-                libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
-                start as *mut libc::c_void,
-            )
-        };
-        if moved == libc::MAP_FAILED {
-            // Safety: the copy is ours and unused.
-            unsafe { libc::munmap(copy, len) };
+        Some(copy)
+    }
+}
+
+/// Forgets the segments overlapping `[start, end)` whose pages are no longer their files'
+/// (the application unmapped them, by `free` or `munmap`, and the addresses may hold other
+/// memory now): a registration there moves the pages afresh instead of naming a file the
+/// application does not see.
+fn forget_unmapped(
+    segments: &mut BTreeMap<usize, (usize, Arc<OwnedFd>)>,
+    start: usize,
+    end: usize,
+) {
+    let overlapping: Vec<usize> = segments
+        .range(..end)
+        .filter(|(_, (e, _))| *e > start)
+        .map(|(&s, _)| s)
+        .collect();
+    if overlapping.is_empty() {
+        return;
+    }
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+    for s in overlapping {
+        if let Some((e, fd)) = segments.get(&s)
+            && !still_mapped(&maps, s, *e, fd)
+        {
+            segments.remove(&s);
         }
     }
+}
+
+/// The mappings of `/proc/self/maps` text `maps`, in address order: start, end, and the
+/// device and inode of the file behind (0 and 0 for anonymous memory).
+fn mappings(maps: &str) -> impl Iterator<Item = (usize, usize, u64, u64)> + '_ {
+    maps.lines().filter_map(|line| {
+        let mut fields = line.split_whitespace();
+        let range = fields.next()?;
+        let _perms = fields.next()?;
+        let _offset = fields.next()?;
+        let dev = fields.next()?;
+        let inode = fields.next()?.parse::<u64>().ok()?;
+        let (a, b) = range.split_once('-')?;
+        let (a, b) = (
+            usize::from_str_radix(a, 16).ok()?,
+            usize::from_str_radix(b, 16).ok()?,
+        );
+        let (major, minor) = dev.split_once(':')?;
+        let dev = libc::makedev(
+            u32::from_str_radix(major, 16).ok()?,
+            u32::from_str_radix(minor, 16).ok()?,
+        );
+        Some((a, b, dev, inode))
+    })
+}
+
+/// Whether `[start, end)` is wholly mapped from the file `fd`, by the process's
+/// `/proc/self/maps` text `maps`.
+fn still_mapped(maps: &str, start: usize, end: usize, fd: &OwnedFd) -> bool {
+    let Ok(stat) = nix::sys::stat::fstat(fd) else {
+        return false;
+    };
+    let mut covered = start;
+    for (a, b, dev, ino) in mappings(maps) {
+        if b <= covered {
+            continue;
+        }
+        if a > covered {
+            // A hole (the lines come in address order).
+            return false;
+        }
+        if (dev, ino) != (stat.st_dev, stat.st_ino) {
+            return false;
+        }
+        covered = b;
+        if covered >= end {
+            return true;
+        }
+    }
+    false
 }
 
 /// An earlier segment: its start and its file.
@@ -408,6 +531,7 @@ unsafe fn share_range(addr: usize, len: usize) -> Result<(Vec<(OwnedFd, Piece)>,
     // still consistent (entries are inserted whole).
     fork::install();
     let mut segments = SEGMENTS.lock().unwrap_or_else(|e| e.into_inner());
+    forget_unmapped(&mut segments, start, end);
     // The plan first: (from, to, the segment already holding it), so a range that needs
     // too many pieces is refused before any page moves.
     let mut plan: Vec<(usize, usize, Option<Held>)> = Vec::new();
@@ -500,6 +624,58 @@ unsafe fn move_onto_file(start: usize, end: usize) -> Result<OwnedFd> {
 mod tests {
     use super::*;
 
+    /// A segment whose pages the application unmapped is forgotten: registering memory
+    /// mapped there later moves the new pages, it does not name the old file.
+    #[test]
+    fn pages_unmapped_since_their_registration_are_moved_afresh() {
+        let len = 2 * PAGE;
+        let map = || {
+            // Safety: a fresh anonymous mapping.
+            let p = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                    -1,
+                    0,
+                )
+            };
+            assert_ne!(p, libc::MAP_FAILED);
+            p
+        };
+        let area = map();
+        let at = area as usize;
+        // Safety: our pages.
+        let (first, _) = unsafe { share_range(at, len) }.unwrap();
+        // The application frees them (munmap), and new memory comes at the same place.
+        // Safety: ours.
+        assert_eq!(unsafe { libc::munmap(area, len) }, 0);
+        // Safety: a fixed anonymous mapping where ours was.
+        let again = unsafe {
+            libc::mmap(
+                area,
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
+                -1,
+                0,
+            )
+        };
+        assert_eq!(again, area);
+        // Safety: the new pages, ours.
+        unsafe { std::ptr::write_bytes(area.cast::<u8>(), 0x77, len) };
+        // Safety: our pages.
+        let (second, _) = unsafe { share_range(at, len) }.unwrap();
+        let ino = |fd: &OwnedFd| nix::sys::stat::fstat(fd).unwrap().st_ino;
+        assert_ne!(ino(&first[0].0), ino(&second[0].0), "a new file");
+        let mut seen = [0u8; 4];
+        nix::sys::uio::pread(&second[0].0, &mut seen, 0).unwrap();
+        assert_eq!(seen, [0x77; 4], "with the new pages' contents");
+        // Safety: ours.
+        unsafe { libc::munmap(area, len) };
+    }
+
     /// Memory moved onto a shared file stays the parent's alone after a fork: the child
     /// writes into its own copy (before the fork handlers, the two shared the pages, and a
     /// child's allocator corrupted its parent's heap).
@@ -527,12 +703,21 @@ mod tests {
         let (pieces, _) = unsafe { share_range(at + 100, 2 * PAGE) }.unwrap();
         assert_eq!(pieces.len(), 1);
         assert!(bytes.iter().all(|&b| b == 0x5a), "contents kept");
+        // The application unmaps part of the moved pages (a `free` may): the rest must
+        // still become the child's own.
+        // Safety: the third page of the area we mapped.
+        let third = unsafe { area.cast::<u8>().add(2 * PAGE) };
+        // Safety: that page, no longer used below.
+        assert_eq!(unsafe { libc::munmap(third.cast(), PAGE) }, 0);
+        let bytes = &mut bytes[..2 * PAGE];
         // Safety: the child only writes its memory and exits (no locks, no allocation).
         let pid = unsafe { libc::fork() };
         assert!(pid >= 0);
         if pid == 0 {
-            // Safety: in the child, over the moved pages.
-            unsafe { std::ptr::write_bytes(area.cast::<u8>().add(PAGE), 0xee, PAGE) };
+            // Safety: in the child, one page into the area we mapped.
+            let second = unsafe { area.cast::<u8>().add(PAGE) };
+            // Safety: a page of the moved pages, ours to write.
+            unsafe { std::ptr::write_bytes(second, 0xee, PAGE) };
             // Safety: leave at once, without the parent's atexit handlers.
             unsafe { libc::_exit(0) };
         }
