@@ -10,6 +10,7 @@
 
 use core::fmt;
 use core::ops::BitOr;
+use core::time::Duration;
 
 use xroce_wire::{Gid, IbMtu, Psn, Qpn};
 
@@ -271,6 +272,10 @@ pub struct Limits {
     /// that finds more than `RXE_MAX_PKT_PER_ACK` (64) packets sent since the last one
     /// that asked, the 66th, so the default does too.
     pub ack_req_every: u32,
+    /// The earliest a retransmission timer derived from measured round trips may expire
+    /// (the QP's own `timeout` is the latest): round trips measured on a loaded host vary,
+    /// and an early expiry resends the whole window.
+    pub min_retransmit_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -280,6 +285,7 @@ impl Default for Limits {
             max_rd_atomic: 16,
             max_unacked_psns: 512,
             ack_req_every: 66,
+            min_retransmit_timeout: Duration::from_millis(1),
         }
     }
 }

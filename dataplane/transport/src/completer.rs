@@ -4,11 +4,14 @@
 //! Responses retire work requests strictly in order. An ACK for PSN n acknowledges every
 //! packet up to n; a READ response or atomic acknowledgement implicitly acknowledges every
 //! SEND and WRITE before its request (IBTA 9.7.5.1.1). A NAK acknowledges everything before
-//! its PSN. Retransmission is go-back-N from the oldest unacknowledged PSN, on the local ACK
-//! timeout (4.096 µs × 2^timeout), on a PSN sequence error NAK, or after the RNR timer. The
-//! completer retires work requests, moves the oldest unacknowledged PSN, runs the retransmit
-//! timer and asks for rewinds through the methods of the [`send_queue`](crate::send_queue),
-//! which the requester sends from.
+//! its PSN. Retransmission is go-back-N from the oldest unacknowledged PSN, on the
+//! retransmit timer, at once on a PSN sequence error NAK, or after the RNR timer. The timer
+//! is the local ACK timeout (4.096 µs × 2^timeout) until the path is measured, then the
+//! [`recovery`](crate::recovery) state's, derived from measured round trips: an expiry
+//! before the QP's own timeout resends (again, if a NAK's resend was lost too: the gap
+//! persists) without spending the retry count. The completer retires work requests, moves
+//! the oldest unacknowledged PSN, runs the retransmit timer and asks for rewinds through the
+//! methods of the [`send_queue`](crate::send_queue), which the requester sends from.
 
 use xroce_wire::{NakCode, Syndrome};
 
@@ -20,7 +23,7 @@ use crate::memory::{MemoryTable, ScatterInto, scatter};
 use crate::packet::{Kind, Packet};
 use crate::qp::{QueuePair, send_opcode};
 use crate::send_queue::{EntryState, Retired};
-use crate::time::{ack_timeout, ack_wait};
+use crate::time::ack_timeout;
 use crate::wqe::{Gather, SendFlags, SendOp};
 
 /// The completer's own state; what it shares with the requester is in the send queue.
@@ -74,8 +77,9 @@ impl QueuePair {
             // answers stop).
             self.sq.set_stalled(false);
             if self.sq.unacked_psn() != self.sq.next_psn() {
-                let timeout = self.attr.timeout;
-                self.sq.arm_retransmit(|| cx.now + ack_wait(timeout));
+                let floor = self.config.limits.min_retransmit_timeout;
+                self.sq
+                    .arm_retransmit(cx.now, ack_timeout(self.attr.timeout), floor);
             }
         }
         let psn = pkt.h.psn;
@@ -270,6 +274,7 @@ impl QueuePair {
                     self.sq.acknowledge(psn);
                 }
                 self.sq.set_retransmit(None);
+                self.sq.recovery.on_rnr();
                 if self.comp.rnr_retry == 0 {
                     cx.count(Counter::retry_rnr_exceeded_err);
                     self.fail_send(WcStatus::RnrRetryExcErr, cx);
@@ -307,13 +312,25 @@ impl QueuePair {
         }
     }
 
-    /// The oldest unacknowledged PSN advanced.
+    /// The oldest unacknowledged PSN advanced: the retry counts start over, the path may
+    /// be measured, and the retransmit timer restarts (or stops, with nothing in flight).
     fn on_progress<M: MemoryTable + ?Sized>(&mut self, cx: &mut Cx<'_, M>) {
         self.comp.reset_retry_counters(&self.attr);
-        let deadline = if self.sq.idle() {
+        let idle = self.sq.idle();
+        let qp_timeout = ack_timeout(self.attr.timeout);
+        let acked = self.sq.unacked_psn();
+        if self
+            .sq
+            .recovery
+            .on_progress(acked, cx.now, idle, qp_timeout)
+        {
+            cx.count(Counter::rtt_samples);
+        }
+        let deadline = if idle {
             None
         } else {
-            Some(cx.now + ack_wait(self.attr.timeout))
+            let floor = self.config.limits.min_retransmit_timeout;
+            Some(cx.now + self.sq.retransmit_wait(qp_timeout, floor))
         };
         self.sq.set_retransmit(deadline);
     }
@@ -324,6 +341,7 @@ impl QueuePair {
     fn retry_once<M: MemoryTable + ?Sized>(&mut self, cx: &mut Cx<'_, M>) {
         if !self.comp.retry_started {
             self.comp.retry_started = true;
+            cx.count(Counter::prompt_retries);
             self.start_retry(cx);
         }
     }
@@ -342,13 +360,15 @@ impl QueuePair {
         self.sq.set_retransmit(None);
     }
 
-    /// The retransmit timer fired.
+    /// The retransmit timer fired. An expiry the QP's own timeout after the last progress
+    /// spends the retry count; an earlier one (the timer derived from measured round trips)
+    /// resends without spending it.
     pub(crate) fn on_retransmit_timeout<M: MemoryTable + ?Sized>(&mut self, cx: &mut Cx<'_, M>) {
         self.sq.set_retransmit(None);
         if self.sq.drained() || !matches!(self.state, QpState::Rts | QpState::Sqd) {
             return;
         }
-        if ack_timeout(self.attr.timeout).is_none() {
+        let Some(qp_timeout) = ack_timeout(self.attr.timeout) else {
             // No retransmission with timeout 0: the QP waits for the peer, without holding
             // the budget of every other QP meanwhile.
             if !self.sq.stalled() {
@@ -356,10 +376,20 @@ impl QueuePair {
                 cx.count(Counter::req_stalled);
             }
             return;
+        };
+        // A NAK's resend that made no progress since: the gap persists.
+        let gap = std::mem::take(&mut self.comp.retry_started);
+        if self.sq.recovery.on_expiry(cx.now, qp_timeout) {
+            cx.count(Counter::retransmit_timeouts);
+            self.start_retry(cx);
+            return;
         }
-        cx.count(Counter::retransmit_timeouts);
-        self.comp.retry_started = false;
-        self.start_retry(cx);
+        cx.count(Counter::adaptive_timeouts);
+        if gap {
+            cx.count(Counter::gap_retries);
+        }
+        cx.count(Counter::completer_retry_err);
+        self.sq.request_rewind();
     }
 
     /// Completes the oldest send work request with `status`.

@@ -110,7 +110,8 @@ counters! {
     rcvd_nak_remote_op,
     /// Retransmissions started (timeouts and sequence errors).
     completer_retry_err,
-    /// Retransmit timer expirations.
+    /// Expirations of the QP's own retransmit timeout (`timeout`) without progress: each
+    /// spends one of the retry count.
     retransmit_timeouts,
     /// Work requests failed because the transport retry counter was exhausted.
     retry_exceeded_err,
@@ -150,6 +151,26 @@ counters! {
     /// without an answer from its peer: it stops holding the budget and sending until the
     /// peer answers.
     req_stalled,
+    /// Times a queue pair had a request packet ready but its window of packets in flight,
+    /// bounded by what its measured round trip and delivery rate say the path needs, was
+    /// full.
+    req_held_by_window,
+    /// Times a queue pair resending after a loss held a packet back so that the resend
+    /// leaves no faster than the path delivered.
+    req_held_by_pacing,
+    /// Request packets sent again (a retransmission of any kind).
+    retransmitted_pkts,
+    /// Retransmissions started at once, without waiting for a timer: on a PSN sequence
+    /// error NAK, or on a response showing that an earlier one was lost.
+    prompt_retries,
+    /// Round trips measured (one packet timed at a time, never a retransmitted one).
+    rtt_samples,
+    /// Expiries of the retransmit timer derived from measured round trips, before the
+    /// QP's own timeout: resent without spending the retry count.
+    adaptive_timeouts,
+    /// Those of `adaptive_timeouts` that resent a gap a NAK had already made the requester
+    /// resend: the resend was lost too and the gap persisted.
+    gap_retries,
 }
 
 impl Counter {
@@ -173,6 +194,13 @@ impl Counter {
                 | Counter::send_err
                 | Counter::req_held_by_budget
                 | Counter::req_stalled
+                | Counter::req_held_by_window
+                | Counter::req_held_by_pacing
+                | Counter::retransmitted_pkts
+                | Counter::prompt_retries
+                | Counter::rtt_samples
+                | Counter::adaptive_timeouts
+                | Counter::gap_retries
         )
     }
 }

@@ -27,6 +27,9 @@
 //!   [`completion`]: work completions.
 //! - [`wqe`]: work requests and the errors of posting them. [`packet`]: the roles' view of
 //!   a packet, the wire crate's headers classified by the opcode table.
+//! - [`recovery`]: what a requester measures of its path (round trips, delivery rate) and
+//!   the loss recovery it derives: the window of packets in flight, the retransmission
+//!   timeout, the pacing of a resend.
 //! - [`memory`]: the memory table, the one key check, scatter and gather.
 //!   [`send_queue`]: the send queue and the packets in flight, which the requester and
 //!   the completer share through its methods.
@@ -53,6 +56,7 @@ pub mod frame;
 pub mod memory;
 pub mod packet;
 pub mod qp;
+pub mod recovery;
 pub mod requester;
 pub mod responder;
 pub mod send_queue;
@@ -73,6 +77,7 @@ pub use memory::{
     check_access, check_invalidate,
 };
 pub use qp::{QpConfig, QueuePair};
+pub use recovery::PathEstimate;
 pub use srq::{Srq, SrqAttr, SrqId};
 pub use testing::{Region, Regions};
 pub use time::Instant;

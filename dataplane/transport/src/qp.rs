@@ -337,6 +337,12 @@ impl QueuePair {
         self.sq.unacked_packets()
     }
 
+    /// What the requester has measured of its path: round trips, delivery rate, and the
+    /// window and retransmission timeout it derived (RC).
+    pub fn path_estimate(&self) -> crate::recovery::PathEstimate {
+        self.sq.recovery.estimate()
+    }
+
     /// Work requests posted to the send queue and not completed yet.
     pub fn send_queue_len(&self) -> usize {
         self.sq.len()
@@ -441,5 +447,6 @@ impl QueuePair {
             self.on_retransmit_timeout(cx);
         }
         self.sq.end_rnr_wait(cx.now);
+        self.sq.recovery.end_pace(cx.now);
     }
 }

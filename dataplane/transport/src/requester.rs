@@ -7,7 +7,9 @@
 //! request waits for earlier READs/atomics. It reads the send queue's entries and moves its
 //! cursor through the methods of the [`send_queue`](crate::send_queue); go-back-N
 //! retransmission rewinds the cursor to the oldest unacknowledged PSN (the completer
-//! decides when, the send queue performs it before the next packet).
+//! decides when, the send queue performs it before the next packet). Once the path is
+//! measured, the [`recovery`](crate::recovery) state bounds the window by what the path
+//! needs, asks for acknowledgements at least every half window, and paces a resend.
 
 use xroce_wire::{
     AtomicEthRepr, DethRepr, IethRepr, ImmDtRepr, Position, Psn, Qkey, RethRepr, Rkey,
@@ -16,11 +18,12 @@ use xroce_wire::{
 use crate::attributes::{QpState, QpType};
 use crate::completion::WcStatus;
 use crate::context::{Cx, Emit};
+use crate::counters::Counter;
 use crate::memory::{GatherFrom, MemoryTable, gather};
 use crate::packet::{Headers, Kind};
 use crate::qp::QueuePair;
 use crate::send_queue::EntryState;
-use crate::time::ack_wait;
+use crate::time::ack_timeout;
 use crate::wqe::{MAX_MESSAGE, SendFlags, SendOp};
 
 /// The position of the packet carrying bytes `[offset, offset + n)` of a message of
@@ -53,8 +56,7 @@ impl QueuePair {
             return false;
         };
         let qp_type = self.config.qp_type;
-        if qp_type == QpType::Rc && self.sq.window() >= self.config.limits.max_unacked_psns as i32 {
-            // The window of unacknowledged PSNs is full.
+        if qp_type == QpType::Rc && !self.window_open(cx) {
             return false;
         }
         if state == EntryState::Posted && !self.start_entry(cx) {
@@ -177,8 +179,10 @@ impl QueuePair {
             });
         }
         if qp_type == QpType::Rc {
-            let every = self.config.limits.ack_req_every.max(1);
-            h.ack_req = pos.ends_message() || self.sq.noack_pkts() + 1 >= every;
+            let every = self.ack_req_every();
+            h.ack_req = pos.ends_message()
+                || self.sq.noack_pkts() + 1 >= every
+                || (self.sq.recovery.measured() && self.sq.window() + 1 >= self.window_limit());
         }
 
         let pd = self.config.pd;
@@ -197,8 +201,17 @@ impl QueuePair {
         out.commit();
 
         if qp_type == QpType::Rc {
-            let timeout = self.attr.timeout;
-            self.sq.arm_retransmit(|| cx.now + ack_wait(timeout));
+            let floor = self.config.limits.min_retransmit_timeout;
+            self.sq
+                .arm_retransmit(cx.now, ack_timeout(self.attr.timeout), floor);
+            let fresh = psn.distance(self.sq.sent_high()) >= 0;
+            if !fresh {
+                cx.count(Counter::retransmitted_pkts);
+            }
+            let acked = self.sq.unacked_psn();
+            let recovery = &mut self.sq.recovery;
+            recovery.on_sent(psn, h.ack_req, fresh, cx.now, acked);
+            recovery.pace(psn, cx.now);
         }
         let read_or_atomic = matches!(kind, Kind::ReadRequest | Kind::CompareSwap | Kind::FetchAdd);
         let all_sent = self
@@ -265,7 +278,7 @@ impl QueuePair {
         let chunk = if read_or_atomic {
             left
         } else {
-            left.min(self.config.limits.ack_req_every.max(1))
+            left.min(self.ack_req_every())
         };
         if held == 0 || held.saturating_add(chunk) <= cx.budget.limit {
             // Reserved now: other QPs taking turns before this chunk is sent see it taken.
@@ -275,6 +288,44 @@ impl QueuePair {
         cx.budget.held = Some(chunk);
         cx.count(crate::counters::Counter::req_held_by_budget);
         false
+    }
+
+    /// The window of packets in flight: the device's `max_unacked_psns`, or less once the
+    /// path is measured.
+    #[inline]
+    fn window_limit(&self) -> i32 {
+        self.sq.recovery.window(self.config.limits.max_unacked_psns) as i32
+    }
+
+    /// Packets asked to acknowledge at least every this many.
+    #[inline]
+    fn ack_req_every(&self) -> u32 {
+        let limits = &self.config.limits;
+        self.sq
+            .recovery
+            .ack_req_every(limits.ack_req_every, limits.max_unacked_psns)
+    }
+
+    /// Whether an RC request packet may go now: the window has room, and pacing lets it.
+    /// A window full of packets none of which asked for an acknowledgement (it shrank
+    /// under them) lets one more go, which asks.
+    #[inline]
+    fn window_open<M: MemoryTable + ?Sized>(&mut self, cx: &mut Cx<'_, M>) -> bool {
+        let window = self.sq.window();
+        if window >= self.window_limit() {
+            let device = window >= self.config.limits.max_unacked_psns as i32;
+            if device || window > self.sq.noack_pkts() as i32 {
+                if !device {
+                    cx.count(Counter::req_held_by_window);
+                }
+                return false;
+            }
+        }
+        if !self.sq.recovery.may_send(cx.now) {
+            cx.count(Counter::req_held_by_pacing);
+            return false;
+        }
+        true
     }
 
     /// Whether the requester would emit a packet now if asked (ignoring timers).

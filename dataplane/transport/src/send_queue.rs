@@ -9,14 +9,18 @@
 //! retransmit timer and, on a loss, asks for a rewind: go-back-N from the oldest
 //! unacknowledged PSN, which the requester performs before it sends again (after an RNR
 //! wait when the peer had no receive buffer). Between the two PSNs lies the window of
-//! packets in flight; a retransmission scheme other than go-back-N, or congestion control
-//! holding the window, changes what happens here, not the roles.
+//! packets in flight, which the [`recovery`](crate::recovery) state bounds from what it
+//! measures of the path, with the retransmission timer and the pacing of a resend; a
+//! retransmission scheme other than go-back-N, or congestion control holding the window,
+//! changes what happens here, not the roles.
 
 use std::collections::VecDeque;
+use std::time::Duration;
 
 use xroce_wire::Psn;
 
-use crate::time::Instant;
+use crate::recovery::Recovery;
+use crate::time::{Instant, STALL_AFTER};
 use crate::wqe::{SendFlags, SendOp, SendWqe};
 
 /// How far a send work request has got.
@@ -94,6 +98,8 @@ pub(crate) struct SendQueue {
     entries: VecDeque<SendEntry>,
     /// The next PSN to send.
     next_psn: Psn,
+    /// The PSN after the last one ever sent: a packet before it is sent again.
+    sent_high: Psn,
     /// The oldest PSN not yet acknowledged: the next response PSN expected.
     unacked_psn: Psn,
     /// Index of the entry being sent.
@@ -118,6 +124,8 @@ pub(crate) struct SendQueue {
     /// packets in flight no longer count against the endpoint's budget and nothing new is
     /// sent until the peer answers.
     stalled: bool,
+    /// What the requester measures of its path and how it recovers from loss.
+    pub(crate) recovery: Recovery,
 }
 
 impl SendQueue {
@@ -126,6 +134,7 @@ impl SendQueue {
         SendQueue {
             entries: VecDeque::with_capacity(capacity),
             next_psn: Psn::ZERO,
+            sent_high: Psn::ZERO,
             unacked_psn: Psn::ZERO,
             next: 0,
             offset: 0,
@@ -136,6 +145,7 @@ impl SendQueue {
             rnr_until: None,
             retransmit: None,
             stalled: false,
+            recovery: Recovery::default(),
         }
     }
 
@@ -166,11 +176,13 @@ impl SendQueue {
         self.rnr_until = None;
         self.retransmit = None;
         self.stalled = false;
+        self.recovery.reset();
     }
 
     /// The first PSN to send (`sq_psn`): nothing before it is in flight.
     pub(crate) fn on_sq_psn(&mut self, psn: Psn) {
         self.next_psn = psn;
+        self.sent_high = psn;
         self.unacked_psn = psn;
         self.chunk_end = None;
     }
@@ -183,6 +195,12 @@ impl SendQueue {
     /// The oldest PSN sent and not acknowledged.
     pub(crate) fn unacked_psn(&self) -> Psn {
         self.unacked_psn
+    }
+
+    /// The PSN after the last one ever sent.
+    #[inline]
+    pub(crate) fn sent_high(&self) -> Psn {
+        self.sent_high
     }
 
     /// Request packets (PSNs) sent and not acknowledged, as the endpoint's budget counts
@@ -205,12 +223,17 @@ impl SendQueue {
         sent.max(reserved) as u32
     }
 
-    /// When the retransmit timer fires or the RNR wait ends, whichever is first.
+    /// When the retransmit timer fires, the RNR wait ends or pacing lets the next packet
+    /// go, whichever is first.
     pub(crate) fn poll_timeout(&self) -> Option<Instant> {
-        match (self.retransmit, self.rnr_until) {
+        let first = |a: Option<Instant>, b: Option<Instant>| match (a, b) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
-        }
+        };
+        first(
+            first(self.retransmit, self.rnr_until),
+            self.recovery.pace_deadline(),
+        )
     }
 
     /// Ends the RNR wait if it is over at `now`: the requester then resends from the NAKed
@@ -325,9 +348,12 @@ impl SendQueue {
         } else {
             self.next_psn = self.next_psn.next();
             self.offset += payload_len;
-            if !ends {
-                return false;
-            }
+        }
+        if self.next_psn.distance(self.sent_high) > 0 {
+            self.sent_high = self.next_psn;
+        }
+        if !read_or_atomic && !ends {
+            return false;
         }
         if let Some(e) = self.entries.get_mut(self.next) {
             e.state = EntryState::Sent;
@@ -342,6 +368,7 @@ impl SendQueue {
     fn rewind(&mut self, mtu: u32) {
         self.rewind = false;
         self.noack_pkts = 0;
+        self.recovery.on_rewind(self.sent_high);
         // The resent packets are admitted again, chunk by chunk.
         self.chunk_end = None;
         let psn = self.unacked_psn;
@@ -468,12 +495,37 @@ impl SendQueue {
         self.retransmit = deadline;
     }
 
-    /// Starts the retransmit timer unless it runs (`deadline` is asked only then).
+    /// How long the retransmit timer runs when armed now, for a QP whose own timeout is
+    /// `qp_timeout` (`None`: `timeout` 0, no retransmission: the stall period) and a
+    /// device floor of `floor`.
+    pub(crate) fn retransmit_wait(
+        &self,
+        qp_timeout: Option<Duration>,
+        floor: Duration,
+    ) -> Duration {
+        qp_timeout.map_or(STALL_AFTER, |t| self.recovery.retransmit_after(t, floor))
+    }
+
+    /// Starts the retransmit timer at `now` unless it runs (the wait is computed only
+    /// then).
     // Forced inline: see `on_sent`.
     #[inline(always)]
-    pub(crate) fn arm_retransmit(&mut self, deadline: impl FnOnce() -> Instant) {
+    pub(crate) fn arm_retransmit(
+        &mut self,
+        now: Instant,
+        qp_timeout: Option<Duration>,
+        floor: Duration,
+    ) {
         if self.retransmit.is_none() {
-            self.retransmit = Some(deadline());
+            self.arm_from_idle(now, qp_timeout, floor);
+        }
+    }
+
+    #[inline(never)]
+    fn arm_from_idle(&mut self, now: Instant, qp_timeout: Option<Duration>, floor: Duration) {
+        self.retransmit = Some(now + self.retransmit_wait(qp_timeout, floor));
+        if let Some(t) = qp_timeout {
+            self.recovery.on_armed(now, t);
         }
     }
 

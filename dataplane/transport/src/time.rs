@@ -65,12 +65,6 @@ pub fn ack_timeout(timeout: u8) -> Option<Duration> {
 /// perftest use: 67 ms.
 pub const STALL_AFTER: Duration = Duration::from_nanos(4096 << 14);
 
-/// How long the requester waits for an acknowledgement before it acts: the retransmit
-/// timeout, or without one [`STALL_AFTER`].
-pub(crate) fn ack_wait(timeout: u8) -> Duration {
-    ack_timeout(timeout).unwrap_or(STALL_AFTER)
-}
-
 /// The RNR NAK timer for a 5-bit timer code, IBTA table 45 ("Encoding for RNR NAK Timer
 /// Field"): 0 is 655.36 ms, 1 is 0.01 ms … 31 is 491.52 ms. The wire crate's
 /// [`RnrTimer`](xroce_wire::RnrTimer) holds the table.

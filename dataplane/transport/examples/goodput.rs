@@ -1,0 +1,254 @@
+//! Goodput of one RC queue pair through a lossy bottleneck, in virtual time: what loss
+//! recovery is worth, without a network or a daemon.
+//!
+//! Host a WRITEs 64 KiB messages to host b, `DEPTH` outstanding, for `SECS` seconds of
+//! virtual time. Frames from a to b queue for a bottleneck of `RATE` frames a second
+//! (`QUEUE` frames deep, the rest dropped) and then travel `DELAY` one way; acknowledgements
+//! travel back in `DELAY`. Both directions lose frames at random (`LOSS`, a fraction), or
+//! in runs (`BURST` frames on average). Each line gives the goodput as a fraction of the
+//! loss-free run's, the packets sent again, the timeouts and what the requester measured.
+//!
+//! ```sh
+//! cargo run --release -p xroce-transport --example goodput
+//! LOSS=0,0.01 RATE=100000 DELAY=20 cargo run --release -p xroce-transport --example goodput
+//! ```
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use xroce_transport::frame::MAX_FRAME;
+use xroce_transport::testing::{Connection, Host, connect};
+use xroce_transport::{
+    Access, Counters, Gather, Instant, Limits, QpType, SendFlags, SendOp, SendWqe, SgeList,
+};
+use xroce_wire::Qpn;
+
+const QA: Qpn = Qpn::new(0x11);
+const QB: Qpn = Qpn::new(0x22);
+const KEY: u32 = 0x1234;
+const BASE: u64 = 0x10_0000;
+const SIZE: u32 = 64 * 1024;
+
+#[derive(Clone, Copy, Debug)]
+struct Model {
+    /// Bottleneck frames per second, a to b.
+    rate: f64,
+    /// Frames the bottleneck queues.
+    queue: usize,
+    /// One-way delay.
+    delay: Duration,
+    /// Loss probability (long-run) and mean run of lost frames.
+    loss: f64,
+    burst: f64,
+    depth: usize,
+    secs: f64,
+    seed: u64,
+    min_rto: Duration,
+}
+
+/// A lossy link: independent losses, or a two-state Gilbert model with the same long-run
+/// rate and runs of `burst` frames on average.
+struct Loss {
+    rng: StdRng,
+    p: f64,
+    burst: f64,
+    bad: bool,
+}
+
+impl Loss {
+    fn lose(&mut self) -> bool {
+        if self.p <= 0.0 {
+            return false;
+        }
+        if self.burst <= 1.0 {
+            return self.rng.random_bool(self.p);
+        }
+        // Leave the bad state after a run of `burst` frames on average; enter it so that
+        // the bad state's share of frames is `p`.
+        let leave = 1.0 / self.burst;
+        let enter = (self.p * leave / (1.0 - self.p)).min(1.0);
+        self.bad = if self.bad {
+            !self.rng.random_bool(leave)
+        } else {
+            self.rng.random_bool(enter)
+        };
+        self.bad
+    }
+}
+
+struct Report {
+    goodput: f64,
+    counters: Counters,
+    window: Option<u32>,
+    srtt: Option<Duration>,
+    p99_us: f64,
+}
+
+fn run(m: Model) -> Report {
+    let limits = Limits {
+        min_retransmit_timeout: m.min_rto,
+        ..Limits::default()
+    };
+    let mut a = Host::with_limits(1, limits);
+    let mut b = Host::with_limits(2, limits);
+    a.add_region(KEY, BASE, SIZE as usize, Access::ALL);
+    b.add_region(KEY, BASE, SIZE as usize, Access::ALL);
+    let c = Connection {
+        depth: m.depth as u32 + 1,
+        ..Connection::default()
+    };
+    connect(&mut a, QA, &mut b, QB, QpType::Rc, &c, Instant::ZERO);
+    let mut loss = Loss {
+        rng: StdRng::seed_from_u64(m.seed),
+        p: m.loss,
+        burst: m.burst,
+        bad: false,
+    };
+    let wqe = |wr_id| SendWqe {
+        wr_id,
+        op: SendOp::Write {
+            remote_addr: BASE,
+            rkey: KEY | 0x8000_0000,
+        },
+        flags: SendFlags::SIGNALED,
+        data: Gather::Sges(SgeList::single(BASE, SIZE, KEY)),
+        ud: None,
+    };
+    let end = Instant::ZERO + Duration::from_secs_f64(m.secs);
+    let serialize = Duration::from_secs_f64(1.0 / m.rate);
+    let mut now = Instant::ZERO;
+    // Frames on their way, with their arrival time.
+    let mut to_b: VecDeque<(Instant, Vec<u8>)> = VecDeque::new();
+    let mut to_a: VecDeque<(Instant, Vec<u8>)> = VecDeque::new();
+    // When the bottleneck is free again.
+    let mut link_free = Instant::ZERO;
+    let mut posted_at: VecDeque<Instant> = VecDeque::new();
+    let mut next_id = 0u64;
+    let mut completed = 0u64;
+    let mut times = Vec::new();
+    let mut buf = vec![0u8; MAX_FRAME];
+    while now < end {
+        while posted_at.len() < m.depth {
+            // NOTE(unwrap): the send queue holds the depth.
+            a.endpoint.post_send(now, QA, wqe(next_id)).unwrap();
+            next_id += 1;
+            posted_at.push_back(now);
+        }
+        while let Some(t) = a.endpoint.poll_transmit(now, &mut buf, &mut a.mem) {
+            // The bottleneck: a frame waits for those ahead; a full queue drops it.
+            let start = link_free.max(now);
+            let queued = (start - now).as_secs_f64() * m.rate;
+            if queued as usize >= m.queue {
+                continue;
+            }
+            link_free = start + serialize;
+            if !loss.lose() {
+                to_b.push_back((link_free + m.delay, buf[..t.len].to_vec()));
+            }
+        }
+        while let Some(t) = b.endpoint.poll_transmit(now, &mut buf, &mut b.mem) {
+            if !loss.lose() {
+                to_a.push_back((now + m.delay, buf[..t.len].to_vec()));
+            }
+        }
+        while let Some(c) = a.endpoint.poll_completion() {
+            assert_eq!(c.status, xroce_transport::WcStatus::Success, "{c:?}");
+            if let Some(at) = posted_at.pop_front() {
+                times.push((now - at).as_secs_f64() * 1e6);
+            }
+            completed += 1;
+        }
+        while b.endpoint.poll_completion().is_some() {}
+        let next = [
+            to_b.front().map(|f| f.0),
+            to_a.front().map(|f| f.0),
+            a.endpoint.poll_timeout(),
+            b.endpoint.poll_timeout(),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        let Some(next) = next else {
+            break;
+        };
+        now = now.max(next);
+        while to_b.front().is_some_and(|f| f.0 <= now) {
+            if let Some((_, f)) = to_b.pop_front() {
+                b.endpoint.handle_frame(now, &f, &mut b.mem);
+            }
+        }
+        while to_a.front().is_some_and(|f| f.0 <= now) {
+            if let Some((_, f)) = to_a.pop_front() {
+                a.endpoint.handle_frame(now, &f, &mut a.mem);
+            }
+        }
+        a.endpoint.handle_timeout(now, &mut a.mem);
+        b.endpoint.handle_timeout(now, &mut b.mem);
+    }
+    times.sort_by(f64::total_cmp);
+    let p99 = times
+        .get(((times.len() as f64 - 1.0) * 0.99).round() as usize)
+        .copied()
+        .unwrap_or(0.0);
+    let estimate = a
+        .endpoint
+        .qp(QA)
+        .map(|q| q.path_estimate())
+        .unwrap_or_default();
+    Report {
+        goodput: completed as f64 * f64::from(SIZE) * 8.0 / m.secs,
+        counters: a.endpoint.counters().clone(),
+        window: estimate.window,
+        srtt: estimate.srtt,
+        p99_us: p99,
+    }
+}
+
+fn env<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn main() {
+    let losses: Vec<f64> = std::env::var("LOSS")
+        .unwrap_or_else(|_| "0,0.001,0.01,0.02,0.05".into())
+        .split(',')
+        .filter_map(|s| s.parse().ok())
+        .collect();
+    let model = Model {
+        rate: env("RATE", 110_000.0),
+        queue: env("QUEUE", 1024),
+        delay: Duration::from_micros(env("DELAY", 20)),
+        loss: 0.0,
+        burst: env("BURST", 1.0),
+        depth: env("DEPTH", 128),
+        secs: env("SECS", 2.0),
+        seed: env("SEED", 1),
+        min_rto: Duration::from_micros(env("MIN_RTO_US", 1000)),
+    };
+    println!("{model:?}");
+    let mut free = None;
+    for loss in losses {
+        let r = run(Model { loss, ..model });
+        let base = *free.get_or_insert(r.goodput);
+        let c = &r.counters;
+        println!(
+            "loss {:>5.2} %: {:>6.3} Gbit/s ratio {:.3}  resent {:>7}  prompt {:>5} adaptive {:>5} gap {:>4} timeouts {:>3}  window {:?} srtt {:?} p99 {:.0} µs",
+            loss * 100.0,
+            r.goodput / 1e9,
+            r.goodput / base,
+            c.retransmitted_pkts,
+            c.prompt_retries,
+            c.adaptive_timeouts,
+            c.gap_retries,
+            c.retransmit_timeouts,
+            r.window,
+            r.srtt,
+            r.p99_us,
+        );
+    }
+}

@@ -1,0 +1,489 @@
+//! Loss recovery within the standard: what a requester measures of its path, and what it
+//! does with it.
+//!
+//! Go-back-N resends everything sent after a lost packet, so what one loss costs is what
+//! the QP had in flight when it learned of it; and a loss nothing reports (the last packet
+//! before a pause, a lost NAK, a lost retransmission) waits for the QP's `timeout`, 67 ms
+//! for most applications, a hundred thousand packets on a fast path. An RDMA NIC keeps a
+//! few packets in flight on a path whose bandwidth-delay product is a few packets, and
+//! retransmits on a timer it derives from the round trips it measures; a software requester
+//! with a window of hundreds of packets and only the QP's timer falls off a cliff at 1 %
+//! loss.
+//!
+//! This module measures the path one timed packet at a time: a request packet that asks
+//! for an acknowledgement and is sent for the first time (never a retransmission, Karn's
+//! rule) is timed until the acknowledgement that covers it, which gives a round-trip sample
+//! and a delivery-rate sample (the packets acknowledged meanwhile over the time it took).
+//! From them it keeps a smoothed round trip and its variation (RFC 6298), the smallest
+//! round trip seen lately, and the largest recent delivery rate; and derives:
+//! - the **window**: packets in flight at most twice the largest rate times the smallest
+//!   round trip (IRN's bandwidth-delay-product flow control, with BBR's gain of 2 so the
+//!   window can grow when the path is faster than what it was asked to carry), never below
+//!   [`MIN_WINDOW`] and never above the device's `max_unacked_psns`; with AckReq at least
+//!   every half window, so acknowledgements clock it;
+//! - the **retransmission timeout**: the smoothed round trip plus four variations, never
+//!   below the device's `min_retransmit_timeout` (the path cannot answer sooner), never above
+//!   the QP's `timeout`, doubled for each expiry without progress. An expiry before the
+//!   QP's own timeout resends without spending the retry count: the retry count still
+//!   counts the QP's timeouts (and sequence-error NAKs), so a QP fails when it would have
+//!   without this timer, and never sooner;
+//! - the **pacing** of a retransmission: after going back, the packets sent again leave no
+//!   faster than the path delivered, one per `1 / rate`, instead of in one burst into the
+//!   queue that just lost a packet.
+//!
+//! Before the first sample nothing changes: the window is the device's, the timer the QP's
+//! and AckReq every `ack_req_every` packets, exactly as a requester without this module.
+//! Nothing here puts anything new on the wire: the packets are the standard's, only their
+//! timing and AckReq bits differ, so rxe and RDMA NICs see ordinary RC traffic.
+
+use core::time::Duration;
+
+use xroce_wire::Psn;
+
+use crate::time::Instant;
+
+/// The fewest packets the window allows in flight once measured: a path whose measured
+/// product is smaller still gets this many (round trips measured on a loaded host are
+/// noisy, and a window of a few packets would starve on the first hiccup).
+pub const MIN_WINDOW: u32 = 16;
+
+/// The window is this many times the bandwidth-delay product.
+const GAIN: u64 = 2;
+
+/// Delivery-rate samples the largest rate is taken over (one sample per round trip).
+const RATE_SAMPLES: usize = 8;
+
+/// How long the smallest round trip seen is trusted before a new sample replaces it (the
+/// path may have changed).
+const MIN_RTT_LIFETIME: Duration = Duration::from_secs(10);
+
+/// The largest backoff shift of the retransmission timeout (the QP's timeout caps it
+/// anyway).
+const MAX_BACKOFF: u32 = 16;
+
+/// The packet being timed.
+#[derive(Clone, Copy, Debug)]
+struct Timed {
+    /// Its PSN: the sample is taken when the oldest unacknowledged PSN passes it.
+    psn: Psn,
+    /// When it was sent.
+    sent_at: Instant,
+    /// The oldest unacknowledged PSN when it was sent: what was acknowledged by the time
+    /// its acknowledgement came is the delivery-rate sample.
+    acked_before: Psn,
+}
+
+/// What one requester knows of its path and how it recovers from loss (see the module
+/// documentation).
+#[derive(Clone, Debug)]
+pub(crate) struct Recovery {
+    timed: Option<Timed>,
+    /// Smoothed round trip, nanoseconds; `None` before the first sample.
+    srtt: Option<u64>,
+    /// Its mean deviation, nanoseconds.
+    rttvar: u64,
+    /// The smallest round trip seen, nanoseconds, and when.
+    min_rtt: Option<(u64, Instant)>,
+    /// The latest delivery-rate samples, packets per second (0: none).
+    rates: [u64; RATE_SAMPLES],
+    next_rate: usize,
+    /// Packets in flight allowed (`u32::MAX` before the first sample: the device's limit).
+    window: u32,
+    /// The retransmission timeout before backoff; `None` before the first sample.
+    rto: Option<Duration>,
+    /// Expiries of the retransmission timer since the last progress.
+    backoff: u32,
+    /// When an expiry spends the retry count: the QP's own timeout after the last progress
+    /// (or the last expiry that spent it).
+    retry_due: Option<Instant>,
+    /// After going back: packets before this PSN are being sent again, and paced.
+    resend_until: Option<Psn>,
+    /// The next paced packet may not leave before this.
+    pace_until: Option<Instant>,
+}
+
+impl Default for Recovery {
+    fn default() -> Recovery {
+        Recovery {
+            timed: None,
+            srtt: None,
+            rttvar: 0,
+            min_rtt: None,
+            rates: [0; RATE_SAMPLES],
+            next_rate: 0,
+            window: u32::MAX,
+            rto: None,
+            backoff: 0,
+            retry_due: None,
+            resend_until: None,
+            pace_until: None,
+        }
+    }
+}
+
+/// A round-trip measurement, for tests and diagnostics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PathEstimate {
+    /// Smoothed round trip.
+    pub srtt: Option<Duration>,
+    /// The smallest round trip seen lately.
+    pub min_rtt: Option<Duration>,
+    /// The largest recent delivery rate, packets per second.
+    pub rate: u64,
+    /// Packets in flight allowed (`None`: not measured yet, the device's limit).
+    pub window: Option<u32>,
+    /// The retransmission timeout before backoff (`None`: the QP's).
+    pub rto: Option<Duration>,
+}
+
+impl Recovery {
+    /// Forgets everything (the QP was reset or its send queue flushed: the next messages may
+    /// go elsewhere).
+    pub(crate) fn reset(&mut self) {
+        *self = Recovery::default();
+    }
+
+    /// Packets in flight allowed, with `max` the device's limit.
+    #[inline]
+    pub(crate) fn window(&self, max: u32) -> u32 {
+        self.window.min(max)
+    }
+
+    /// Whether the path has been measured.
+    #[inline]
+    pub(crate) fn measured(&self) -> bool {
+        self.srtt.is_some()
+    }
+
+    /// The AckReq interval: `every` (rxe's), or half the window when that is less.
+    #[inline]
+    pub(crate) fn ack_req_every(&self, every: u32, max: u32) -> u32 {
+        every.min(self.window(max) / 2).max(1)
+    }
+
+    /// A request packet with PSN `psn` left at `now`: timed if it asks for an
+    /// acknowledgement, is sent for the first time and nothing else is being timed.
+    #[inline]
+    pub(crate) fn on_sent(
+        &mut self,
+        psn: Psn,
+        ack_req: bool,
+        fresh: bool,
+        now: Instant,
+        acked: Psn,
+    ) {
+        if ack_req && fresh && self.timed.is_none() {
+            self.timed = Some(Timed {
+                psn,
+                sent_at: now,
+                acked_before: acked,
+            });
+        }
+    }
+
+    /// Every PSN before `acked` is acknowledged at `now`: a sample if the timed packet is
+    /// among them (returns whether one was taken). Progress: the backoff ends and the
+    /// retry count's deadline moves on (none when `idle`, nothing in flight).
+    pub(crate) fn on_progress(
+        &mut self,
+        acked: Psn,
+        now: Instant,
+        idle: bool,
+        qp_timeout: Option<Duration>,
+    ) -> bool {
+        self.backoff = 0;
+        self.retry_due = match qp_timeout {
+            Some(t) if !idle => Some(now + t),
+            _ => None,
+        };
+        if let Some(until) = self.resend_until
+            && acked.distance(until) >= 0
+        {
+            self.resend_until = None;
+            self.pace_until = None;
+        }
+        let Some(timed) = self.timed.filter(|t| acked.distance(t.psn) > 0) else {
+            return false;
+        };
+        self.timed = None;
+        let rtt = now.saturating_duration_since(timed.sent_at);
+        let delivered = acked.distance(timed.acked_before).max(0) as u64;
+        self.sample(rtt, delivered, now)
+    }
+
+    /// One round-trip sample of `rtt` over which `delivered` packets were acknowledged;
+    /// returns whether it taught anything.
+    fn sample(&mut self, rtt: Duration, delivered: u64, now: Instant) -> bool {
+        let rtt = u64::try_from(rtt.as_nanos()).unwrap_or(u64::MAX);
+        if rtt == 0 {
+            // Time did not move (a caller with a frozen clock): nothing learned.
+            return false;
+        }
+        // RFC 6298 2.2 and 2.3.
+        match self.srtt {
+            None => {
+                self.srtt = Some(rtt);
+                self.rttvar = rtt / 2;
+            }
+            Some(srtt) => {
+                self.rttvar = (3 * self.rttvar + srtt.abs_diff(rtt)) / 4;
+                self.srtt = Some((7 * srtt + rtt) / 8);
+            }
+        }
+        let min_rtt = match self.min_rtt {
+            Some((m, at)) if m <= rtt && now.saturating_duration_since(at) < MIN_RTT_LIFETIME => m,
+            _ => {
+                self.min_rtt = Some((rtt, now));
+                rtt
+            }
+        };
+        self.rates[self.next_rate] = delivered.saturating_mul(1_000_000_000) / rtt;
+        self.next_rate = (self.next_rate + 1) % RATE_SAMPLES;
+        let rate = self.rate();
+        let bdp = u128::from(rate) * u128::from(min_rtt) * u128::from(GAIN);
+        let window = bdp.div_ceil(1_000_000_000);
+        self.window = u32::try_from(window).unwrap_or(u32::MAX).max(MIN_WINDOW);
+        let srtt = self.srtt.unwrap_or(rtt);
+        self.rto = Some(Duration::from_nanos(srtt.saturating_add(4 * self.rttvar)));
+        true
+    }
+
+    /// The largest recent delivery rate, packets per second.
+    fn rate(&self) -> u64 {
+        self.rates.iter().copied().max().unwrap_or(0)
+    }
+
+    /// How long the retransmission timer runs when armed now: the QP's `timeout` until the
+    /// path is measured, then the measured timeout at least `floor`, doubled for each expiry
+    /// without progress, at most the QP's timeout.
+    pub(crate) fn retransmit_after(&self, qp_timeout: Duration, floor: Duration) -> Duration {
+        match self.rto {
+            None => qp_timeout,
+            Some(rto) => rto
+                .max(floor)
+                .saturating_mul(1 << self.backoff.min(MAX_BACKOFF))
+                .min(qp_timeout),
+        }
+    }
+
+    /// The retransmission timer was armed at `now` with nothing outstanding before: the
+    /// retry count's deadline starts.
+    pub(crate) fn on_armed(&mut self, now: Instant, qp_timeout: Duration) {
+        if self.retry_due.is_none() {
+            self.retry_due = Some(now + qp_timeout);
+        }
+    }
+
+    /// The retransmission timer expired at `now`: whether this expiry spends the retry
+    /// count (the QP's own timeout has passed since the last progress). Either way the
+    /// timer backs off.
+    pub(crate) fn on_expiry(&mut self, now: Instant, qp_timeout: Duration) -> bool {
+        self.backoff = (self.backoff + 1).min(MAX_BACKOFF);
+        let spends = self.retry_due.is_none_or(|due| now >= due);
+        if spends {
+            self.retry_due = Some(now + qp_timeout);
+        }
+        spends
+    }
+
+    /// An RNR NAK: the peer answered, and the wait that follows is not a loss.
+    pub(crate) fn on_rnr(&mut self) {
+        self.retry_due = None;
+        self.backoff = 0;
+    }
+
+    /// The requester goes back to resend what it sent from the oldest unacknowledged PSN up
+    /// to `sent_high` (exclusive): the timed packet may be resent, so its sample would be
+    /// ambiguous (Karn); the resent packets are paced.
+    pub(crate) fn on_rewind(&mut self, sent_high: Psn) {
+        self.timed = None;
+        self.resend_until = Some(sent_high);
+        self.pace_until = None;
+    }
+
+    /// Whether a packet may leave at `now` (pacing).
+    #[inline]
+    pub(crate) fn may_send(&self, now: Instant) -> bool {
+        self.pace_until.is_none_or(|t| now >= t)
+    }
+
+    /// The pacing deadline passed at `now`: it is forgotten, so that it is never reported
+    /// as a timer again (the endpoint would run an expired timer for ever).
+    pub(crate) fn end_pace(&mut self, now: Instant) {
+        if self.pace_until.is_some_and(|t| now >= t) {
+            self.pace_until = None;
+        }
+    }
+
+    /// When pacing lets the next packet go, if it holds one back.
+    pub(crate) fn pace_deadline(&self) -> Option<Instant> {
+        self.pace_until
+    }
+
+    /// Packet `psn` left at `now`: if it is resent during a retransmission, the next one
+    /// waits one packet time at the measured rate.
+    #[inline]
+    pub(crate) fn pace(&mut self, psn: Psn, now: Instant) {
+        let Some(until) = self.resend_until else {
+            return;
+        };
+        if psn.distance(until) >= 0 {
+            self.resend_until = None;
+            self.pace_until = None;
+            return;
+        }
+        if let Some(gap) = 1_000_000_000u64.checked_div(self.rate()) {
+            self.pace_until = Some(now + Duration::from_nanos(gap));
+        }
+    }
+
+    /// What is known of the path.
+    pub(crate) fn estimate(&self) -> PathEstimate {
+        PathEstimate {
+            srtt: self.srtt.map(Duration::from_nanos),
+            min_rtt: self.min_rtt.map(|(m, _)| Duration::from_nanos(m)),
+            rate: self.rate(),
+            window: self.measured().then_some(self.window),
+            rto: self.rto,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(micros: u64) -> Instant {
+        Instant::from_nanos(micros * 1000)
+    }
+
+    /// Times packet `psn` sent at `sent` (µs) and acknowledged with everything before
+    /// `acked` at `ack` (µs), `before` being the oldest unacknowledged PSN when it left.
+    fn round_trip(r: &mut Recovery, psn: u32, before: u32, sent: u64, acked: u32, ack: u64) {
+        r.on_sent(Psn::new(psn), true, true, at(sent), Psn::new(before));
+        r.on_progress(
+            Psn::new(acked),
+            at(ack),
+            false,
+            Some(Duration::from_millis(67)),
+        );
+    }
+
+    #[test]
+    fn unmeasured_it_changes_nothing() {
+        let r = Recovery::default();
+        assert_eq!(r.window(512), 512);
+        assert_eq!(r.ack_req_every(66, 512), 66);
+        let qp = Duration::from_millis(67);
+        assert_eq!(r.retransmit_after(qp, Duration::from_micros(200)), qp);
+        assert!(r.may_send(at(0)));
+    }
+
+    #[test]
+    fn the_window_is_twice_the_measured_product_within_its_bounds() {
+        let mut r = Recovery::default();
+        // 100 packets acknowledged over a 100 µs round trip: a million packets a second,
+        // a product of 100 packets, a window of 200.
+        round_trip(&mut r, 200, 101, 0, 201, 100);
+        assert_eq!(r.window(512), 200);
+        assert_eq!(r.ack_req_every(66, 512), 66);
+        assert_eq!(r.window(150), 150, "never above the device's limit");
+        // A slow path: 2 packets over 100 µs is a product of 2; the largest recent rate
+        // still holds the window up.
+        round_trip(&mut r, 300, 299, 1000, 301, 1100);
+        assert_eq!(r.window(512), 200);
+        let mut slow = Recovery::default();
+        round_trip(&mut slow, 10, 8, 0, 11, 100);
+        assert_eq!(slow.window(512), MIN_WINDOW, "never below the minimum");
+        assert_eq!(slow.ack_req_every(66, 512), MIN_WINDOW / 2);
+    }
+
+    #[test]
+    fn a_frozen_clock_measures_nothing_and_a_resend_is_never_timed() {
+        let mut r = Recovery::default();
+        round_trip(&mut r, 10, 0, 5, 11, 5);
+        assert!(!r.measured());
+        r.on_sent(Psn::new(20), true, false, at(0), Psn::new(0));
+        r.on_progress(Psn::new(21), at(50), false, None);
+        assert!(!r.measured(), "a retransmitted packet gives no sample");
+        r.on_sent(Psn::new(30), true, true, at(0), Psn::new(0));
+        r.on_rewind(Psn::new(31));
+        r.on_progress(Psn::new(31), at(50), false, None);
+        assert!(!r.measured(), "going back discards the timed packet");
+    }
+
+    #[test]
+    fn the_timeout_follows_the_round_trip_between_its_floor_and_the_qps() {
+        let mut r = Recovery::default();
+        round_trip(&mut r, 10, 0, 0, 11, 100);
+        // RFC 6298: srtt 100 µs, rttvar 50 µs: 300 µs.
+        let qp = Duration::from_millis(67);
+        assert_eq!(
+            r.retransmit_after(qp, Duration::from_micros(10)),
+            Duration::from_micros(300)
+        );
+        assert_eq!(
+            r.retransmit_after(qp, Duration::from_millis(1)),
+            Duration::from_millis(1)
+        );
+        assert_eq!(
+            r.retransmit_after(Duration::from_micros(250), Duration::ZERO),
+            Duration::from_micros(250)
+        );
+        // Each expiry doubles it; progress ends the backoff.
+        r.on_armed(at(0), qp);
+        assert!(!r.on_expiry(at(300), qp));
+        assert_eq!(
+            r.retransmit_after(qp, Duration::ZERO),
+            Duration::from_micros(600)
+        );
+        assert!(!r.on_expiry(at(900), qp));
+        assert_eq!(
+            r.retransmit_after(qp, Duration::ZERO),
+            Duration::from_micros(1200)
+        );
+        r.on_progress(Psn::new(12), at(1000), false, Some(qp));
+        assert_eq!(
+            r.retransmit_after(qp, Duration::ZERO),
+            Duration::from_micros(300)
+        );
+    }
+
+    #[test]
+    fn only_an_expiry_a_qp_timeout_after_progress_spends_the_retry_count() {
+        let qp = Duration::from_millis(10);
+        let mut r = Recovery::default();
+        r.on_armed(at(0), qp);
+        assert!(!r.on_expiry(at(1_000), qp));
+        assert!(!r.on_expiry(at(9_999), qp));
+        assert!(r.on_expiry(at(10_000), qp));
+        assert!(!r.on_expiry(at(15_000), qp));
+        assert!(r.on_expiry(at(20_000), qp));
+        // Progress moves the deadline a QP timeout on.
+        r.on_progress(Psn::new(1), at(25_000), false, Some(qp));
+        assert!(!r.on_expiry(at(30_000), qp));
+        assert!(r.on_expiry(at(35_000), qp));
+        // Without a measurement the timer is the QP's: every expiry spends it.
+        let mut plain = Recovery::default();
+        plain.on_armed(at(0), qp);
+        assert!(plain.on_expiry(at(10_000), qp));
+        assert!(plain.on_expiry(at(20_000), qp));
+    }
+
+    #[test]
+    fn a_resend_leaves_at_the_measured_rate() {
+        let mut r = Recovery::default();
+        // A million packets a second: one every microsecond.
+        round_trip(&mut r, 200, 101, 0, 201, 100);
+        r.on_rewind(Psn::new(210));
+        assert!(r.may_send(at(200)));
+        r.pace(Psn::new(201), at(200));
+        assert!(!r.may_send(at(200)));
+        assert_eq!(r.pace_deadline(), Some(at(201)));
+        assert!(r.may_send(at(201)));
+        // New packets are not paced; the resend ends there.
+        r.pace(Psn::new(210), at(201));
+        assert!(r.may_send(at(201)));
+        assert_eq!(r.pace_deadline(), None);
+    }
+}
