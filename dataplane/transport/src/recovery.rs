@@ -486,4 +486,22 @@ mod tests {
         assert!(r.may_send(at(201)));
         assert_eq!(r.pace_deadline(), None);
     }
+
+    #[test]
+    fn a_pacing_deadline_that_passed_is_no_longer_a_timer() {
+        let mut r = Recovery::default();
+        round_trip(&mut r, 200, 101, 0, 201, 100);
+        r.on_rewind(Psn::new(210));
+        r.pace(Psn::new(201), at(200));
+        r.end_pace(at(200));
+        assert_eq!(r.pace_deadline(), Some(at(201)), "not yet");
+        // The QP could not send at the deadline (its window was full, say): the deadline
+        // is forgotten, or the endpoint would run it again and again at the same instant.
+        r.end_pace(at(201));
+        assert_eq!(r.pace_deadline(), None);
+        assert!(r.may_send(at(201)));
+        // The resend goes on paced.
+        r.pace(Psn::new(202), at(205));
+        assert_eq!(r.pace_deadline(), Some(at(206)));
+    }
 }

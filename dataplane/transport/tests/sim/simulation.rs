@@ -25,8 +25,8 @@ use rand::{Rng, SeedableRng};
 use xroce_transport::frame::MAX_FRAME;
 use xroce_transport::testing::{Connection, Host, connect};
 use xroce_transport::{
-    Access, Completion, CompletionQueue, Gather, Instant, QpState, QpType, RecvWqe, SendFlags,
-    SendOp, SendWqe, SgeList, UdDest, WcFlags, WcOpcode, WcStatus,
+    Access, Completion, CompletionQueue, Gather, Instant, Limits, QpState, QpType, RecvWqe,
+    SendFlags, SendOp, SendWqe, SgeList, UdDest, WcFlags, WcOpcode, WcStatus,
 };
 use xroce_wire::{IbMtu, Psn, Qpn};
 
@@ -51,6 +51,10 @@ pub(crate) struct SimConfig {
     pub near_wrap: bool,
     /// Let receive queues run dry now and then (RNR NAKs).
     pub starve_receives: bool,
+    /// The RC QPs' local ACK timeout code.
+    pub timeout: u8,
+    /// The hosts' floor of the retransmission timeout derived from measured round trips.
+    pub min_rto: Duration,
 }
 
 impl SimConfig {
@@ -68,6 +72,8 @@ impl SimConfig {
             mtu: IbMtu::Mtu1024,
             near_wrap: seed % 2 == 1,
             starve_receives: seed.is_multiple_of(3),
+            timeout: 8,
+            min_rto: Limits::default().min_retransmit_timeout,
         }
     }
 }
@@ -351,8 +357,12 @@ impl Sim {
     }
 
     fn new(cfg: SimConfig) -> Sim {
-        let mut a = Host::new(1);
-        let mut b = Host::new(2);
+        let limits = Limits {
+            min_retransmit_timeout: cfg.min_rto,
+            ..Limits::default()
+        };
+        let mut a = Host::with_limits(1, limits);
+        let mut b = Host::with_limits(2, limits);
         let mtu = cfg.mtu.bytes();
         let slot_len = 4 * mtu + 64;
         let flow_specs: [(QpType, Side, u32, u32); 8] = [
@@ -374,7 +384,7 @@ impl Sim {
         b.add_region(KEY, BASE, region_len, Access::ALL);
         let mut conn = Connection {
             mtu: cfg.mtu,
-            timeout: 8,
+            timeout: cfg.timeout,
             retry_cnt: RETRY_CNT,
             rnr_retry: 7,
             min_rnr_timer: 1,

@@ -1,0 +1,475 @@
+//! Loss recovery within the standard, one requester against one responder over a modelled
+//! path: a bottleneck that serialises the request direction and a fixed delay each way, in
+//! virtual time. What is checked, each test one property of the
+//! [`recovery`](xroce_transport::recovery) module:
+//! - once the path is measured, the window of packets in flight is what the path needs,
+//!   far below the device's limit, and the requester keeps to it;
+//! - a sequence-error NAK resends at once, and only what was in flight;
+//! - a gap that persists (the resend lost too) or a lost last packet is resent on the timer
+//!   derived from measured round trips, never sooner than the device's floor and long before
+//!   the QP's own `timeout`;
+//! - a resend leaves paced, never in one burst;
+//! - a peer that stops answering fails the QP no sooner than the QP's `timeout` and retry
+//!   count say, as without the measured timer.
+//!
+//! Every test also checks that every message completes once, in order, with its data.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use xroce_transport::frame::MAX_FRAME;
+use xroce_transport::testing::{Connection, Host, connect};
+use xroce_transport::{
+    Access, Completion, Counter, Gather, Instant, Limits, QpType, SendFlags, SendOp, SendWqe,
+    SgeList, WcStatus,
+};
+use xroce_wire::{Frame, Psn, Qpn};
+
+const QA: Qpn = Qpn::new(0x11);
+const QB: Qpn = Qpn::new(0x22);
+const KEY: u32 = 0x1234;
+const RKEY: u32 = KEY | 0x8000_0000;
+const BASE: u64 = 0x10_0000;
+/// 16 KiB messages: 16 packets at the default 1024-byte path MTU.
+const MSG: u32 = 16 * 1024;
+/// Messages the source region holds (a message's source and destination are its slot).
+const SLOTS: u32 = 64;
+/// The device's floor of the measured retransmission timeout in these tests.
+const FLOOR: Duration = Duration::from_micros(200);
+
+/// A request packet host a sent.
+#[derive(Clone, Copy, Debug)]
+struct Sent {
+    at: Instant,
+    psn: Psn,
+    /// Sent before (a retransmission).
+    again: bool,
+}
+
+/// The two hosts and the path between them.
+struct Path {
+    a: Host,
+    b: Host,
+    now: Instant,
+    /// One-way delay, each direction.
+    delay: Duration,
+    /// Time a request frame takes through the bottleneck.
+    serialise: Duration,
+    /// When the bottleneck is free again.
+    free: Instant,
+    to_b: VecDeque<(Instant, Vec<u8>)>,
+    to_a: VecDeque<(Instant, Vec<u8>)>,
+    /// Every request packet host a sent, in order.
+    sent: Vec<Sent>,
+    /// The PSN after the highest host a ever sent.
+    high: Option<Psn>,
+    /// Completions of host a, in order.
+    completions: Vec<Completion>,
+    next_wr: u64,
+    /// Once the window is measured, host a's packets in flight after each request packet
+    /// it sent, with the window then: (in flight, window).
+    in_flight: Vec<(u32, u32)>,
+}
+
+impl Path {
+    fn new(timeout: u8, retry_cnt: u8) -> Path {
+        let limits = Limits {
+            min_retransmit_timeout: FLOOR,
+            ..Limits::default()
+        };
+        let mut a = Host::with_limits(1, limits);
+        let mut b = Host::with_limits(2, limits);
+        let len = (SLOTS * MSG) as usize;
+        a.add_region(KEY, BASE, len, Access::ALL);
+        b.add_region(KEY, BASE, len, Access::ALL);
+        for (i, byte) in a.mem.region_mut(0).bytes.iter_mut().enumerate() {
+            *byte = (i * 7 % 251) as u8;
+        }
+        let c = Connection {
+            timeout,
+            retry_cnt,
+            depth: 256,
+            ..Connection::default()
+        };
+        connect(&mut a, QA, &mut b, QB, QpType::Rc, &c, Instant::ZERO);
+        Path {
+            a,
+            b,
+            now: Instant::ZERO,
+            delay: Duration::from_micros(20),
+            serialise: Duration::from_micros(10),
+            free: Instant::ZERO,
+            to_b: VecDeque::new(),
+            to_a: VecDeque::new(),
+            sent: Vec::new(),
+            high: None,
+            completions: Vec::new(),
+            next_wr: 0,
+            in_flight: Vec::new(),
+        }
+    }
+
+    /// Posts one signaled WRITE of a whole slot.
+    fn post(&mut self) {
+        let slot = u64::from((self.next_wr % u64::from(SLOTS)) as u32 * MSG);
+        let w = SendWqe {
+            wr_id: self.next_wr,
+            op: SendOp::Write {
+                remote_addr: BASE + slot,
+                rkey: RKEY,
+            },
+            flags: SendFlags::SIGNALED,
+            data: Gather::Sges(SgeList::single(BASE + slot, MSG, KEY)),
+            ud: None,
+        };
+        self.a.endpoint.post_send(self.now, QA, w).expect("post");
+        self.next_wr += 1;
+    }
+
+    /// Messages posted and not completed.
+    fn outstanding(&self) -> usize {
+        self.next_wr as usize - self.completions.len()
+    }
+
+    /// Runs until `until` (virtual) or until nothing is left to do, keeping `depth` messages
+    /// outstanding while fewer than `messages` have been posted. `lose` sees every request
+    /// packet host a sends (with whether it is a retransmission) and every response of host
+    /// b, and says whether the path loses it.
+    fn run(
+        &mut self,
+        until: Instant,
+        depth: usize,
+        messages: u64,
+        lose: &mut dyn FnMut(&Sent, bool) -> bool,
+    ) {
+        let mut buf = vec![0u8; MAX_FRAME];
+        let mut steps = 0u32;
+        while self.now < until {
+            steps += 1;
+            assert!(steps < 5_000_000, "no end in sight at {:?}", self.now);
+            while self.outstanding() < depth && self.next_wr < messages {
+                self.post();
+            }
+            while let Some(t) = self
+                .a
+                .endpoint
+                .poll_transmit(self.now, &mut buf, &mut self.a.mem)
+            {
+                let frame = &buf[..t.len];
+                let psn = Frame::parse(frame).expect("a's frame parses").ib.bth.psn;
+                let again = self.high.is_some_and(|h| psn.distance(h) < 0);
+                if !again {
+                    self.high = Some(psn.next());
+                }
+                let s = Sent {
+                    at: self.now,
+                    psn,
+                    again,
+                };
+                self.sent.push(s);
+                if let Some(qp) = self.a.endpoint.qp(QA)
+                    && let Some(window) = qp.path_estimate().window
+                {
+                    let flight = psn.next().distance(qp.oldest_unacked_psn());
+                    self.in_flight.push((flight as u32, window));
+                }
+                let start = self.free.max(self.now);
+                self.free = start + self.serialise;
+                if !lose(&s, true) {
+                    self.to_b
+                        .push_back((self.free + self.delay, frame.to_vec()));
+                }
+            }
+            while let Some(t) = self
+                .b
+                .endpoint
+                .poll_transmit(self.now, &mut buf, &mut self.b.mem)
+            {
+                let frame = &buf[..t.len];
+                let psn = Frame::parse(frame).expect("b's frame parses").ib.bth.psn;
+                let s = Sent {
+                    at: self.now,
+                    psn,
+                    again: false,
+                };
+                if !lose(&s, false) {
+                    self.to_a.push_back((self.now + self.delay, frame.to_vec()));
+                }
+            }
+            while let Some(c) = self.a.endpoint.poll_completion() {
+                self.completions.push(c);
+            }
+            while self.b.endpoint.poll_completion().is_some() {}
+            let next = [
+                self.to_b.front().map(|f| f.0),
+                self.to_a.front().map(|f| f.0),
+                self.a.endpoint.poll_timeout(),
+                self.b.endpoint.poll_timeout(),
+            ]
+            .into_iter()
+            .flatten()
+            .min();
+            let Some(next) = next else {
+                return;
+            };
+            self.now = self.now.max(next);
+            while self.to_b.front().is_some_and(|f| f.0 <= self.now) {
+                let (_, f) = self.to_b.pop_front().expect("a frame");
+                self.b.endpoint.handle_frame(self.now, &f, &mut self.b.mem);
+            }
+            while self.to_a.front().is_some_and(|f| f.0 <= self.now) {
+                let (_, f) = self.to_a.pop_front().expect("a frame");
+                self.a.endpoint.handle_frame(self.now, &f, &mut self.a.mem);
+            }
+            self.a.endpoint.handle_timeout(self.now, &mut self.a.mem);
+            self.b.endpoint.handle_timeout(self.now, &mut self.b.mem);
+        }
+    }
+
+    /// Every message posted completed once, successfully and in order, and its data is at
+    /// host b.
+    fn check_all_delivered(&self) {
+        assert_eq!(
+            self.completions.len() as u64,
+            self.next_wr,
+            "every message completes"
+        );
+        for (i, c) in self.completions.iter().enumerate() {
+            assert_eq!(c.wr_id, i as u64, "completions in posting order");
+            assert_eq!(c.status, WcStatus::Success, "{c:?}");
+        }
+        let n = (self.next_wr.min(u64::from(SLOTS)) as u32 * MSG) as usize;
+        assert!(
+            self.a.mem.region(0).bytes[..n] == self.b.mem.region(0).bytes[..n],
+            "the data arrived intact"
+        );
+    }
+
+    fn count(&self, c: Counter) -> u64 {
+        self.a.endpoint.counters().value(c)
+    }
+
+    /// The send times of every transmission of `psn`.
+    fn times_of(&self, psn: Psn) -> Vec<Instant> {
+        self.sent
+            .iter()
+            .filter(|s| s.psn == psn)
+            .map(|s| s.at)
+            .collect()
+    }
+}
+
+fn at(d: Duration) -> Instant {
+    Instant::ZERO + d
+}
+
+/// The QP's own timeout at code 14, as perftest asks: 67 ms.
+const QP_TIMEOUT_14: Duration = Duration::from_nanos(4096 << 14);
+
+#[test]
+fn once_measured_the_window_is_what_the_path_needs_and_is_kept() {
+    let mut p = Path::new(14, 7);
+    p.run(at(Duration::from_millis(30)), 32, u64::MAX, &mut |_, _| {
+        false
+    });
+    let estimate = p.a.endpoint.qp(QA).expect("qp").path_estimate();
+    let window = estimate.window.expect("the path is measured");
+    // The path: 100 000 packets a second through the bottleneck, a round trip of 50 µs
+    // unloaded: a product of five packets. The window stays within a small multiple of
+    // the product at its least loaded (the minimum of 16 included), far from the device's
+    // 512.
+    assert!((16..=64).contains(&window), "{estimate:?}");
+    assert!(p.count(Counter::rtt_samples) > 10);
+    assert!(p.count(Counter::req_held_by_window) > 0);
+    // Once measured, the requester never sends beyond its window (one more, asking for an
+    // acknowledgement, when the window shrank under packets that did not ask).
+    assert!(p.in_flight.len() > 1000);
+    for &(flight, window) in &p.in_flight {
+        assert!(flight <= window + 1, "{flight} in flight, window {window}");
+    }
+    // Nothing was lost: nothing was sent twice.
+    assert_eq!(p.count(Counter::retransmitted_pkts), 0);
+    assert_eq!(p.count(Counter::completer_retry_err), 0);
+    // Finish what is outstanding.
+    let end = p.now + Duration::from_millis(10);
+    let posted = p.next_wr;
+    p.run(end, 0, posted, &mut |_, _| false);
+    p.check_all_delivered();
+}
+
+/// Runs 5 ms loss-free to measure the path, then loses the first transmission of the
+/// request packet with the `nth` fresh PSN after that (and of its `also` later
+/// transmissions), and runs until every one of `messages` messages completed.
+fn lose_one(nth: usize, also: usize, messages: u64) -> (Path, Psn) {
+    let mut p = Path::new(14, 7);
+    p.run(at(Duration::from_millis(5)), 16, messages, &mut |_, _| {
+        false
+    });
+    assert!(
+        p.a.endpoint
+            .qp(QA)
+            .expect("qp")
+            .path_estimate()
+            .window
+            .is_some()
+    );
+    let mut fresh = 0usize;
+    let mut victim: Option<Psn> = None;
+    let mut lost = 0usize;
+    let end = p.now + Duration::from_millis(40);
+    p.run(end, 16, messages, &mut |s, request| {
+        if !request {
+            return false;
+        }
+        if !s.again && victim.is_none() {
+            fresh += 1;
+            if fresh == nth {
+                victim = Some(s.psn);
+            }
+        }
+        if victim == Some(s.psn) && lost <= also {
+            lost += 1;
+            return true;
+        }
+        false
+    });
+    let victim = victim.expect("the victim was sent");
+    (p, victim)
+}
+
+#[test]
+fn a_nak_resends_at_once_and_only_what_was_in_flight() {
+    let (p, victim) = lose_one(100, 0, 200);
+    p.check_all_delivered();
+    assert_eq!(p.count(Counter::rcvd_seq_err), 1, "one sequence-error NAK");
+    assert_eq!(p.count(Counter::prompt_retries), 1);
+    assert_eq!(p.count(Counter::adaptive_timeouts), 0);
+    assert_eq!(p.count(Counter::retransmit_timeouts), 0);
+    assert_eq!(p.times_of(victim).len(), 2, "sent twice");
+    // Go-back-N resent what was in flight, which the window bounds.
+    let window =
+        p.a.endpoint
+            .qp(QA)
+            .expect("qp")
+            .path_estimate()
+            .window
+            .expect("measured");
+    let resent = p.count(Counter::retransmitted_pkts);
+    assert!(
+        resent >= 1 && resent <= u64::from(window) + 1,
+        "{resent} resent, window {window}"
+    );
+}
+
+#[test]
+fn a_gap_that_persists_is_resent_on_the_measured_timer() {
+    // The first transmission and the NAK's resend are both lost: the responder NAKs a
+    // gap once, so only the timer can find it again.
+    let (p, victim) = lose_one(100, 1, 200);
+    p.check_all_delivered();
+    assert_eq!(p.count(Counter::prompt_retries), 1);
+    assert_eq!(p.count(Counter::gap_retries), 1);
+    assert!(p.count(Counter::adaptive_timeouts) >= 1);
+    assert_eq!(
+        p.count(Counter::retransmit_timeouts),
+        0,
+        "the retry count is not spent"
+    );
+    let times = p.times_of(victim);
+    assert_eq!(times.len(), 3, "{times:?}");
+    let wait = times[2] - times[1];
+    assert!(wait >= FLOOR, "never sooner than the floor: {wait:?}");
+    assert!(
+        wait < QP_TIMEOUT_14 / 10,
+        "long before the QP's timeout: {wait:?}"
+    );
+}
+
+#[test]
+fn a_lost_last_packet_is_resent_on_the_measured_timer() {
+    // 100 messages of 16 packets: lose the very last packet once; nothing after it can
+    // draw a NAK.
+    let mut p = Path::new(14, 7);
+    p.run(at(Duration::from_millis(5)), 16, 100, &mut |_, _| false);
+    assert!(p.next_wr < 100, "still posting");
+    let last = Psn::new(0x100).wrapping_add(100 * 16 - 1);
+    let mut lost = false;
+    let end = p.now + Duration::from_millis(40);
+    p.run(end, 16, 100, &mut |s, request| {
+        if request && s.psn == last && !lost {
+            lost = true;
+            return true;
+        }
+        false
+    });
+    assert!(lost);
+    p.check_all_delivered();
+    assert_eq!(p.count(Counter::rcvd_seq_err), 0);
+    assert!(p.count(Counter::adaptive_timeouts) >= 1);
+    assert_eq!(p.count(Counter::retransmit_timeouts), 0);
+    let times = p.times_of(last);
+    assert_eq!(times.len(), 2, "{times:?}");
+    let wait = times[1] - times[0];
+    assert!(wait >= FLOOR && wait < QP_TIMEOUT_14 / 10, "{wait:?}");
+}
+
+#[test]
+fn a_resend_leaves_paced() {
+    let (p, _) = lose_one(100, 0, 200);
+    p.check_all_delivered();
+    assert!(p.count(Counter::req_held_by_pacing) > 0);
+    // The resent packets leave one by one, each later than the one before.
+    let resent: Vec<&Sent> = p.sent.iter().filter(|s| s.again).collect();
+    assert!(resent.len() > 2, "{resent:?}");
+    for w in resent.windows(2) {
+        assert!(w[1].at > w[0].at, "a burst: {w:?}");
+    }
+}
+
+#[test]
+fn a_silent_peer_fails_the_qp_no_sooner_than_its_timeout_and_retry_count_say() {
+    // Timeout code 10 (4.2 ms) and 3 retries: without the measured timer the QP fails at
+    // the fourth expiry of its own timeout; with it, resends come sooner but the retry
+    // count is spent only each `timeout` without progress.
+    let qp_timeout = Duration::from_nanos(4096 << 10);
+    let mut p = Path::new(10, 3);
+    p.run(at(Duration::from_millis(5)), 16, 50, &mut |_, _| false);
+    assert!(
+        p.a.endpoint
+            .qp(QA)
+            .expect("qp")
+            .path_estimate()
+            .rto
+            .is_some()
+    );
+    let silence = p.now;
+    let end = p.now + Duration::from_secs(1);
+    let posted = p.next_wr;
+    p.run(end, 16, posted, &mut |_, _| true);
+    let failed = p
+        .completions
+        .iter()
+        .position(|c| c.status != WcStatus::Success)
+        .expect("the QP failed");
+    assert_eq!(p.completions[failed].status, WcStatus::RetryExcErr);
+    assert_eq!(p.count(Counter::retry_exceeded_err), 1);
+    assert_eq!(
+        p.count(Counter::retransmit_timeouts),
+        4,
+        "each retry, and the last expiry"
+    );
+    assert!(
+        p.count(Counter::adaptive_timeouts) > 0,
+        "resent sooner meanwhile"
+    );
+    // The run ended at the expiry that failed the QP (nothing is left to do after it):
+    // no sooner than four QP timeouts after the peer fell silent, and not much later.
+    // (The last progress came at most a round trip before the silence.)
+    let took = p.now - silence + Duration::from_micros(100);
+    assert!(took >= 4 * qp_timeout && took < 8 * qp_timeout, "{took:?}");
+    assert!(
+        p.completions[failed..]
+            .iter()
+            .all(|c| c.status != WcStatus::Success)
+    );
+}
