@@ -342,6 +342,7 @@ impl QueuePair {
         if !self.comp.retry_started {
             self.comp.retry_started = true;
             cx.count(Counter::prompt_retries);
+            self.sq.recovery.on_gap_shown();
             self.start_retry(cx);
         }
     }

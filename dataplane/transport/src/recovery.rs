@@ -18,7 +18,9 @@
 //! round trip seen lately, and the largest recent delivery rate; and derives:
 //! - the **window**: packets in flight at most twice the largest rate times the smallest
 //!   round trip (IRN's bandwidth-delay-product flow control, with BBR's gain of 2 so the
-//!   window can grow when the path is faster than what it was asked to carry), never below
+//!   window can grow when the path is faster than what it was asked to carry), the round
+//!   trip lengthened by the largest recent delay that neither it nor a queue explains (a
+//!   host whose threads share cores answers late now and then), never below
 //!   [`MIN_WINDOW`] and never above the device's `max_unacked_psns`; with AckReq at least
 //!   every half window, so acknowledgements clock it;
 //! - the **retransmission timeout**: the smoothed round trip plus four variations, never
@@ -28,8 +30,11 @@
 //!   counts the QP's timeouts (and sequence-error NAKs), so a QP fails when it would have
 //!   without this timer, and never sooner;
 //! - the **pacing** of a retransmission: after going back, the packets sent again leave no
-//!   faster than the path delivered, one per `1 / rate`, instead of in one burst into the
-//!   queue that just lost a packet.
+//!   faster than the path delivered, in bursts of half a window (at least [`PACE_BURST`]
+//!   packets) one burst time at the measured rate apart, instead of all at once into the
+//!   queue that just lost a packet. Bursts, not single packets: a software poller that
+//!   waits between packets gives its core away (or sleeps) each time, which on a busy host
+//!   costs far more than the wait.
 //!
 //! Before the first sample nothing changes: the window is the device's, the timer the QP's
 //! and AckReq every `ack_req_every` packets, exactly as a requester without this module.
@@ -46,6 +51,10 @@ use crate::time::Instant;
 /// product is smaller still gets this many (round trips measured on a loaded host are
 /// noisy, and a window of a few packets would starve on the first hiccup).
 pub const MIN_WINDOW: u32 = 16;
+
+/// The fewest packets a paced resend sends back to back before it waits (it sends half a
+/// window when that is more).
+pub const PACE_BURST: u32 = 16;
 
 /// The window is this many times the bandwidth-delay product.
 const GAIN: u64 = 2;
@@ -86,6 +95,9 @@ pub(crate) struct Recovery {
     min_rtt: Option<(u64, Instant)>,
     /// The latest delivery-rate samples, packets per second (0: none).
     rates: [u64; RATE_SAMPLES],
+    /// Of the same samples, what each round trip took beyond what the path explains,
+    /// nanoseconds.
+    excess: [u64; RATE_SAMPLES],
     next_rate: usize,
     /// Packets in flight allowed (`u32::MAX` before the first sample: the device's limit).
     window: u32,
@@ -100,6 +112,12 @@ pub(crate) struct Recovery {
     resend_until: Option<Psn>,
     /// The next paced packet may not leave before this.
     pace_until: Option<Instant>,
+    /// Packets of the current paced burst sent.
+    burst: u32,
+    /// The peer showed a gap since the last rewind or expiry.
+    peer_saw_gap: bool,
+    /// Resent packets may be timed (the resend is one the peer asked for).
+    time_resends: bool,
 }
 
 impl Default for Recovery {
@@ -110,6 +128,7 @@ impl Default for Recovery {
             rttvar: 0,
             min_rtt: None,
             rates: [0; RATE_SAMPLES],
+            excess: [0; RATE_SAMPLES],
             next_rate: 0,
             window: u32::MAX,
             rto: None,
@@ -117,6 +136,9 @@ impl Default for Recovery {
             retry_due: None,
             resend_until: None,
             pace_until: None,
+            burst: 0,
+            peer_saw_gap: false,
+            time_resends: false,
         }
     }
 }
@@ -172,7 +194,7 @@ impl Recovery {
         now: Instant,
         acked: Psn,
     ) {
-        if ack_req && fresh && self.timed.is_none() {
+        if ack_req && (fresh || self.time_resends) && self.timed.is_none() {
             self.timed = Some(Timed {
                 psn,
                 sent_at: now,
@@ -208,12 +230,14 @@ impl Recovery {
         self.timed = None;
         let rtt = now.saturating_duration_since(timed.sent_at);
         let delivered = acked.distance(timed.acked_before).max(0) as u64;
-        self.sample(rtt, delivered, now)
+        let in_flight = timed.psn.distance(timed.acked_before).max(0) as u64 + 1;
+        self.sample(rtt, delivered, in_flight, now)
     }
 
-    /// One round-trip sample of `rtt` over which `delivered` packets were acknowledged;
-    /// returns whether it taught anything.
-    fn sample(&mut self, rtt: Duration, delivered: u64, now: Instant) -> bool {
+    /// One round-trip sample of `rtt` over which `delivered` packets were acknowledged, of
+    /// a packet sent with `in_flight` packets in flight (itself included); returns whether
+    /// it taught anything.
+    fn sample(&mut self, rtt: Duration, delivered: u64, in_flight: u64, now: Instant) -> bool {
         let rtt = u64::try_from(rtt.as_nanos()).unwrap_or(u64::MAX);
         if rtt == 0 {
             // Time did not move (a caller with a frozen clock): nothing learned.
@@ -238,9 +262,21 @@ impl Recovery {
             }
         };
         self.rates[self.next_rate] = delivered.saturating_mul(1_000_000_000) / rtt;
-        self.next_rate = (self.next_rate + 1) % RATE_SAMPLES;
         let rate = self.rate();
-        let bdp = u128::from(rate) * u128::from(min_rtt) * u128::from(GAIN);
+        // What the round trip took beyond what the path explains: the smallest round trip,
+        // or the time the packets ahead of it took at the path's rate (a queue, ours),
+        // whichever is more. A host whose threads share cores answers late now and then;
+        // a window of the smallest round trip alone would idle the path each time. The
+        // excess of a queue is not counted, so the window does not feed on its own queue.
+        let queued = in_flight
+            .saturating_mul(1_000_000_000)
+            .checked_div(rate)
+            .unwrap_or(0);
+        self.excess[self.next_rate] = rtt.saturating_sub(min_rtt.max(queued));
+        self.next_rate = (self.next_rate + 1) % RATE_SAMPLES;
+        let excess = self.excess.iter().copied().max().unwrap_or(0);
+        let covered = min_rtt.saturating_add(excess);
+        let bdp = u128::from(rate) * u128::from(covered) * u128::from(GAIN);
         let window = bdp.div_ceil(1_000_000_000);
         self.window = u32::try_from(window).unwrap_or(u32::MAX).max(MIN_WINDOW);
         let srtt = self.srtt.unwrap_or(rtt);
@@ -279,6 +315,7 @@ impl Recovery {
     /// timer backs off.
     pub(crate) fn on_expiry(&mut self, now: Instant, qp_timeout: Duration) -> bool {
         self.backoff = (self.backoff + 1).min(MAX_BACKOFF);
+        self.peer_saw_gap = false;
         let spends = self.retry_due.is_none_or(|due| now >= due);
         if spends {
             self.retry_due = Some(now + qp_timeout);
@@ -292,13 +329,24 @@ impl Recovery {
         self.backoff = 0;
     }
 
+    /// The peer showed a gap at the oldest unacknowledged PSN (a sequence-error NAK, or a
+    /// response after a missing one): the resend that follows may be timed.
+    pub(crate) fn on_gap_shown(&mut self) {
+        self.peer_saw_gap = true;
+    }
+
     /// The requester goes back to resend what it sent from the oldest unacknowledged PSN up
     /// to `sent_high` (exclusive): the timed packet may be resent, so its sample would be
-    /// ambiguous (Karn); the resent packets are paced.
+    /// ambiguous (Karn); the resent packets are paced. A resend the peer asked for by
+    /// showing a gap is timed all the same: the peer dropped every packet after the gap, so
+    /// only a resent packet can be acknowledged (under loss, go-back-N resends so often
+    /// that fresh packets alone would leave the path unmeasured).
     pub(crate) fn on_rewind(&mut self, sent_high: Psn) {
         self.timed = None;
+        self.time_resends = std::mem::take(&mut self.peer_saw_gap);
         self.resend_until = Some(sent_high);
         self.pace_until = None;
+        self.burst = 0;
     }
 
     /// Whether a packet may leave at `now` (pacing).
@@ -320,10 +368,11 @@ impl Recovery {
         self.pace_until
     }
 
-    /// Packet `psn` left at `now`: if it is resent during a retransmission, the next one
-    /// waits one packet time at the measured rate.
+    /// Packet `psn` left at `now`: if it is resent during a retransmission and ends a
+    /// burst, the next one waits a burst time at the measured rate (`max`: the device's
+    /// window).
     #[inline]
-    pub(crate) fn pace(&mut self, psn: Psn, now: Instant) {
+    pub(crate) fn pace(&mut self, psn: Psn, now: Instant, max: u32) {
         let Some(until) = self.resend_until else {
             return;
         };
@@ -332,7 +381,14 @@ impl Recovery {
             self.pace_until = None;
             return;
         }
-        if let Some(gap) = 1_000_000_000u64.checked_div(self.rate()) {
+        let burst = (self.window(max) / 2).max(PACE_BURST);
+        self.burst += 1;
+        if self.burst < burst {
+            return;
+        }
+        self.burst = 0;
+        let burst = u64::from(burst) * 1_000_000_000;
+        if let Some(gap) = burst.checked_div(self.rate()) {
             self.pace_until = Some(now + Duration::from_nanos(gap));
         }
     }
@@ -396,6 +452,40 @@ mod tests {
         round_trip(&mut slow, 10, 8, 0, 11, 100);
         assert_eq!(slow.window(512), MIN_WINDOW, "never below the minimum");
         assert_eq!(slow.ack_req_every(66, 512), MIN_WINDOW / 2);
+    }
+
+    #[test]
+    fn a_resend_the_peer_asked_for_is_timed() {
+        let mut r = Recovery::default();
+        r.on_sent(Psn::new(10), true, true, at(0), Psn::new(0));
+        // A NAK for PSN 5: the timed packet will be resent, its sample is lost.
+        r.on_gap_shown();
+        r.on_rewind(Psn::new(11));
+        r.on_sent(Psn::new(8), true, false, at(100), Psn::new(5));
+        r.on_progress(Psn::new(9), at(150), false, None);
+        assert_eq!(r.estimate().srtt, Some(Duration::from_micros(50)));
+        // A rewind on a timeout: resends are not timed.
+        r.on_expiry(at(200), Duration::from_millis(1));
+        r.on_rewind(Psn::new(11));
+        r.on_sent(Psn::new(9), true, false, at(300), Psn::new(9));
+        r.on_progress(Psn::new(10), at(310), false, None);
+        assert_eq!(r.estimate().srtt, Some(Duration::from_micros(50)));
+    }
+
+    #[test]
+    fn late_answers_widen_the_window_and_a_queue_does_not() {
+        // 100 packets over 100 µs: a million a second, a window of 200.
+        let mut r = Recovery::default();
+        round_trip(&mut r, 200, 101, 0, 201, 100);
+        assert_eq!(r.window(4096), 200);
+        // 400 in flight answered in 400 µs: a queue of our own making, explained by the
+        // rate; the window stays.
+        round_trip(&mut r, 700, 301, 1000, 701, 1400);
+        assert_eq!(r.window(4096), 200);
+        // 50 in flight answered in 300 µs: 200 µs more than the path explains (a late
+        // poller); the window covers it.
+        round_trip(&mut r, 800, 751, 2000, 801, 2300);
+        assert_eq!(r.window(4096), 600);
     }
 
     #[test]
@@ -470,20 +560,31 @@ mod tests {
         assert!(plain.on_expiry(at(20_000), qp));
     }
 
+    /// Sends the resent packets `from..to` at `now`.
+    fn burst(r: &mut Recovery, from: u32, to: u32, now: Instant) {
+        for psn in from..to {
+            assert!(r.may_send(now), "{psn}");
+            r.pace(Psn::new(psn), now, 32);
+        }
+    }
+
     #[test]
-    fn a_resend_leaves_at_the_measured_rate() {
+    fn a_resend_leaves_in_bursts_at_the_measured_rate() {
         let mut r = Recovery::default();
-        // A million packets a second: one every microsecond.
+        // A million packets a second: with a window of 32 (the device's limit here), a
+        // burst of 16 every 16 µs.
         round_trip(&mut r, 200, 101, 0, 201, 100);
-        r.on_rewind(Psn::new(210));
-        assert!(r.may_send(at(200)));
-        r.pace(Psn::new(201), at(200));
+        r.on_rewind(Psn::new(250));
+        burst(&mut r, 201, 201 + PACE_BURST - 1, at(200));
+        assert!(r.may_send(at(200)), "the burst goes on");
+        r.pace(Psn::new(216), at(200), 32);
         assert!(!r.may_send(at(200)));
-        assert_eq!(r.pace_deadline(), Some(at(201)));
-        assert!(r.may_send(at(201)));
+        assert_eq!(r.pace_deadline(), Some(at(216)));
+        assert!(r.may_send(at(216)));
+        burst(&mut r, 217, 230, at(216));
         // New packets are not paced; the resend ends there.
-        r.pace(Psn::new(210), at(201));
-        assert!(r.may_send(at(201)));
+        r.pace(Psn::new(250), at(217), 32);
+        assert!(r.may_send(at(217)));
         assert_eq!(r.pace_deadline(), None);
     }
 
@@ -491,17 +592,17 @@ mod tests {
     fn a_pacing_deadline_that_passed_is_no_longer_a_timer() {
         let mut r = Recovery::default();
         round_trip(&mut r, 200, 101, 0, 201, 100);
-        r.on_rewind(Psn::new(210));
-        r.pace(Psn::new(201), at(200));
+        r.on_rewind(Psn::new(250));
+        burst(&mut r, 201, 201 + PACE_BURST, at(200));
         r.end_pace(at(200));
-        assert_eq!(r.pace_deadline(), Some(at(201)), "not yet");
+        assert_eq!(r.pace_deadline(), Some(at(216)), "not yet");
         // The QP could not send at the deadline (its window was full, say): the deadline
         // is forgotten, or the endpoint would run it again and again at the same instant.
-        r.end_pace(at(201));
+        r.end_pace(at(216));
         assert_eq!(r.pace_deadline(), None);
-        assert!(r.may_send(at(201)));
+        assert!(r.may_send(at(216)));
         // The resend goes on paced.
-        r.pace(Psn::new(202), at(205));
-        assert_eq!(r.pace_deadline(), Some(at(206)));
+        burst(&mut r, 217, 217 + PACE_BURST, at(220));
+        assert_eq!(r.pace_deadline(), Some(at(236)));
     }
 }

@@ -211,7 +211,7 @@ impl QueuePair {
             let acked = self.sq.unacked_psn();
             let recovery = &mut self.sq.recovery;
             recovery.on_sent(psn, h.ack_req, fresh, cx.now, acked);
-            recovery.pace(psn, cx.now);
+            recovery.pace(psn, cx.now, self.config.limits.max_unacked_psns);
         }
         let read_or_atomic = matches!(kind, Kind::ReadRequest | Kind::CompareSwap | Kind::FetchAdd);
         let all_sent = self

@@ -66,6 +66,27 @@ pub(crate) struct LossPoint {
     pub(crate) completion_p99_us: f64,
     /// Why the point failed (its QP is in error: the retry budget ran out), if it did.
     pub(crate) error: Option<String>,
+    /// Host a's loss recovery counters over the point: how it resent and what held it.
+    #[serde(default)]
+    pub(crate) recovery: Recovery,
+}
+
+/// Host a's loss recovery counters over one point (the transport's counters of the same
+/// names).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub(crate) struct Recovery {
+    /// Resends started at once (a sequence-error NAK, a response showing a loss).
+    pub(crate) prompt_retries: u64,
+    /// Expiries of the timer derived from measured round trips.
+    pub(crate) adaptive_timeouts: u64,
+    /// Those that resent a gap a NAK's resend had not filled.
+    pub(crate) gap_retries: u64,
+    /// Round trips measured.
+    pub(crate) rtt_samples: u64,
+    /// Times the measured window held a packet back.
+    pub(crate) held_by_window: u64,
+    /// Times pacing held a resent packet back.
+    pub(crate) held_by_pacing: u64,
 }
 
 /// What the loss test runs.
@@ -162,6 +183,14 @@ pub(crate) fn run(
             frames_dropped: counters.a_to_b.dropped + counters.b_to_a.dropped,
             retransmit_timeouts: delta("retransmit_timeouts"),
             seq_naks: delta("rcvd_seq_err"),
+            recovery: Recovery {
+                prompt_retries: delta("prompt_retries"),
+                adaptive_timeouts: delta("adaptive_timeouts"),
+                gap_retries: delta("gap_retries"),
+                rtt_samples: delta("rtt_samples"),
+                held_by_window: delta("req_held_by_window"),
+                held_by_pacing: delta("req_held_by_pacing"),
+            },
             ..LossPoint::default()
         };
         match measured {

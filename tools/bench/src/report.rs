@@ -468,6 +468,31 @@ impl Report {
                     p.completion_p99_us
                 );
             }
+            let _ = writeln!(
+                o,
+                "\nLoss recovery at host a (the transport's counters): resends started at once, on the measured timer, of a persisting gap; round trips measured; packets held by the window and by pacing"
+            );
+            let _ = writeln!(
+                o,
+                "{:>7} {:>6} {:>10} | {:>8} {:>8} {:>6} | {:>8} | {:>10} {:>10}",
+                "loss %", "burst", "mode", "prompt", "timer", "gap", "RTTs", "window", "pacing"
+            );
+            for p in self.loss.iter().filter(|p| p.error.is_none()) {
+                let r = &p.recovery;
+                let _ = writeln!(
+                    o,
+                    "{:>7} {:>6} {:>10} | {:>8} {:>8} {:>6} | {:>8} | {:>10} {:>10}",
+                    p.loss_percent,
+                    p.loss_burst,
+                    p.mode,
+                    r.prompt_retries,
+                    r.adaptive_timeouts,
+                    r.gap_retries,
+                    r.rtt_samples,
+                    r.held_by_window,
+                    r.held_by_pacing
+                );
+            }
         }
 
         if !self.latency.is_empty() {
