@@ -20,7 +20,8 @@
 //!   round trip (IRN's bandwidth-delay-product flow control, with BBR's gain of 2 so the
 //!   window can grow when the path is faster than what it was asked to carry), the round
 //!   trip lengthened by the largest recent delay that neither it nor a queue explains (a
-//!   host whose threads share cores answers late now and then), never below
+//!   host whose threads share cores answers late now and then; an allowance given up at
+//!   each loss, when a wide window costs its width), never below
 //!   [`MIN_WINDOW`] and never above the device's `max_unacked_psns`; with AckReq at least
 //!   every half window, so acknowledgements clock it;
 //! - the **retransmission timeout**: the smoothed round trip plus four variations, never
@@ -274,14 +275,33 @@ impl Recovery {
             .unwrap_or(0);
         self.excess[self.next_rate] = rtt.saturating_sub(min_rtt.max(queued));
         self.next_rate = (self.next_rate + 1) % RATE_SAMPLES;
-        let excess = self.excess.iter().copied().max().unwrap_or(0);
-        let covered = min_rtt.saturating_add(excess);
-        let bdp = u128::from(rate) * u128::from(covered) * u128::from(GAIN);
-        let window = bdp.div_ceil(1_000_000_000);
-        self.window = u32::try_from(window).unwrap_or(u32::MAX).max(MIN_WINDOW);
+        self.update_window();
         let srtt = self.srtt.unwrap_or(rtt);
         self.rto = Some(Duration::from_nanos(srtt.saturating_add(4 * self.rttvar)));
         true
+    }
+
+    /// The window from the largest recent rate, the smallest round trip and the largest
+    /// recent excess (none before the first sample).
+    fn update_window(&mut self) {
+        let Some((min_rtt, _)) = self.min_rtt else {
+            return;
+        };
+        let excess = self.excess.iter().copied().max().unwrap_or(0);
+        let covered = min_rtt.saturating_add(excess);
+        let bdp = u128::from(self.rate()) * u128::from(covered) * u128::from(GAIN);
+        let window = bdp.div_ceil(1_000_000_000);
+        self.window = u32::try_from(window).unwrap_or(u32::MAX).max(MIN_WINDOW);
+    }
+
+    /// A loss (the peer showed a gap, or the timer expired): whatever go-back-N has in
+    /// flight is resent, so the allowance for late answers is given up and the window
+    /// falls back to twice the product of the smallest round trip until late answers
+    /// widen it again. Without loss a late answer costs a little idle time; with loss, a
+    /// wide window costs its whole width at every loss.
+    fn on_loss(&mut self) {
+        self.excess = [0; RATE_SAMPLES];
+        self.update_window();
     }
 
     /// The largest recent delivery rate, packets per second.
@@ -316,6 +336,7 @@ impl Recovery {
     pub(crate) fn on_expiry(&mut self, now: Instant, qp_timeout: Duration) -> bool {
         self.backoff = (self.backoff + 1).min(MAX_BACKOFF);
         self.peer_saw_gap = false;
+        self.on_loss();
         let spends = self.retry_due.is_none_or(|due| now >= due);
         if spends {
             self.retry_due = Some(now + qp_timeout);
@@ -333,6 +354,7 @@ impl Recovery {
     /// response after a missing one): the resend that follows may be timed.
     pub(crate) fn on_gap_shown(&mut self) {
         self.peer_saw_gap = true;
+        self.on_loss();
     }
 
     /// The requester goes back to resend what it sent from the oldest unacknowledged PSN up
@@ -486,6 +508,9 @@ mod tests {
         // poller); the window covers it.
         round_trip(&mut r, 800, 751, 2000, 801, 2300);
         assert_eq!(r.window(4096), 600);
+        // Until a loss: the window falls back to the product of the smallest round trip.
+        r.on_gap_shown();
+        assert_eq!(r.window(4096), 200);
     }
 
     #[test]
