@@ -110,6 +110,13 @@ impl IbCm {
         let Some(state) = self.state(id) else {
             return Counter::rcvd_unmatched;
         };
+        if state == CmState::ReqSent
+            && rej.reason == RejectReason::INVALID_SERVICE_ID
+            && rej.message_rejected == MsgResponse::REQ
+            && self.retry_for_listener(now, id)
+        {
+            return Counter::rej_no_listener_yet;
+        }
         match state {
             CmState::ReqSent
             | CmState::MraReqRcvd

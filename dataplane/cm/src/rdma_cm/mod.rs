@@ -16,6 +16,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::Duration;
 
 use xroce_transport::{Instant, QpType};
 use xroce_wire::{CommId, Gid, Guid, PortSpace, Psn, Qpn, ServiceId};
@@ -69,6 +70,9 @@ pub struct Config {
     pub packet_life_time: u8,
     /// The ephemeral port range.
     pub port_range: (u16, u16),
+    /// How long a REQ waits for a listener before REJ 8 ([`IbCmConfig::listen_grace`];
+    /// Linux: zero).
+    pub listen_grace: Duration,
 }
 
 impl Config {
@@ -80,6 +84,7 @@ impl Config {
             mad_hi_tid: 1,
             packet_life_time: IBOE_PACKET_LIFETIME,
             port_range: EPHEMERAL_PORTS,
+            listen_grace: Duration::ZERO,
         }
     }
 }
@@ -117,6 +122,7 @@ impl RdmaCm {
                 ca_guid: config.ca_guid,
                 ack_delay: config.ack_delay,
                 hi_tid: config.mad_hi_tid,
+                listen_grace: config.listen_grace,
             },
             random.as_mut(),
         );

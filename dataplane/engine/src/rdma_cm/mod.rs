@@ -194,11 +194,19 @@ impl std::fmt::Debug for CmService {
     }
 }
 
+/// How long a REQ for a port nobody listens on waits for a listener before it is refused
+/// (REJ 8): an application that listens a moment after telling its peer to connect (over
+/// another channel, as perftest's `-R` does between its two connections) still gets the
+/// connection, on a host busy enough to make it late.
+pub const LISTEN_GRACE: std::time::Duration = std::time::Duration::from_millis(250);
+
 impl CmService {
     /// The rdma_cm of a port, naming its CA by `node_guid`.
     pub fn new(node_guid: u64, port: CmPort, resolve: Resolver) -> std::io::Result<CmService> {
         let random = OsRandom(rand::rngs::StdRng::from_os_rng());
-        let mut cm = RdmaCm::new(Config::new(Guid(node_guid)), Box::new(random));
+        let mut config = Config::new(Guid(node_guid));
+        config.listen_grace = LISTEN_GRACE;
+        let mut cm = RdmaCm::new(config, Box::new(random));
         for gid in &port.gids {
             cm.add_local_address(gid.to_ip());
         }
