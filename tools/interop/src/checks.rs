@@ -53,7 +53,109 @@ pub(super) enum Program {
         size: u32,
         iters: u32,
     },
+    /// An unmodified Debian program that connects through rdma_cm, on both sides (the
+    /// xroce side on the drop-in `libibverbs.so.1` and `librdmacm.so.1`).
+    RdmaCm(CmTool),
 }
+
+/// A program of [`Program::RdmaCm`]: its two command lines. `{addr}` is the server's
+/// address (the server binds it, the client connects to it), `{dev}` the side's device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct CmTool {
+    pub(super) name: &'static str,
+    /// The server; empty for none (the client expects its connection rejected).
+    pub(super) server: &'static str,
+    pub(super) client: &'static str,
+    /// The rdma_cm port the server listens on, for the client to wait for.
+    pub(super) port: u16,
+}
+
+impl CmTool {
+    /// The command line of one side.
+    pub(super) fn line(template: &str, addr: &str, dev: &str) -> String {
+        template.replace("{addr}", addr).replace("{dev}", dev)
+    }
+}
+
+/// The rdma_cm checks: every program of `rdmacm-utils` with a client and a server,
+/// perftest's `-R` variants (SIDR for UD), and a connection to a port nobody listens on
+/// (REJ, reason 8). Each runs both ways, so each side disconnects first once (the client
+/// sends the DREQ).
+pub(super) const CM_TOOLS: &[CmTool] = &[
+    CmTool {
+        name: "rping -C 100 -V",
+        server: "rping -s -a {addr} -C 100 -S 64 -V",
+        client: "rping -c -a {addr} -C 100 -S 64 -V",
+        port: 7174,
+    },
+    CmTool {
+        name: "ucmatose -c 4 -C 20",
+        server: "ucmatose -b {addr} -c 4 -C 20 -S 4096",
+        client: "ucmatose -s {addr} -c 4 -C 20 -S 4096",
+        port: 7471,
+    },
+    CmTool {
+        name: "udaddy -c 4 -C 20",
+        server: "udaddy -b {addr} -c 4 -C 20",
+        client: "udaddy -s {addr} -c 4 -C 20",
+        port: 7174,
+    },
+    CmTool {
+        name: "rdma_server/rdma_client",
+        server: "rdma_server -s {addr}",
+        client: "rdma_client -s {addr}",
+        port: 7471,
+    },
+    CmTool {
+        name: "ib_write_bw -R 64 KiB x20",
+        server: "ib_write_bw -R -d {dev} -F -s 65536 -n 20",
+        client: "ib_write_bw -R -d {dev} -F -s 65536 -n 20 {addr}",
+        port: 18515,
+    },
+    CmTool {
+        name: "ib_read_bw -R 64 KiB x20",
+        server: "ib_read_bw -R -d {dev} -F -s 65536 -n 20",
+        client: "ib_read_bw -R -d {dev} -F -s 65536 -n 20 {addr}",
+        port: 18515,
+    },
+    CmTool {
+        name: "ib_send_bw -R 64 KiB x20",
+        server: "ib_send_bw -R -d {dev} -F -s 65536 -n 20",
+        client: "ib_send_bw -R -d {dev} -F -s 65536 -n 20 {addr}",
+        port: 18515,
+    },
+    CmTool {
+        name: "ib_send_bw -R -c UD 512 B x20",
+        server: "ib_send_bw -R -c UD -d {dev} -F -s 512 -n 20",
+        client: "ib_send_bw -R -c UD -d {dev} -F -s 512 -n 20 {addr}",
+        port: 18515,
+    },
+    CmTool {
+        name: "ib_write_lat -R 64 B x100",
+        server: "ib_write_lat -R -d {dev} -F -s 64 -n 100",
+        client: "ib_write_lat -R -d {dev} -F -s 64 -n 100 {addr}",
+        port: 18515,
+    },
+    CmTool {
+        name: "ib_read_lat -R 64 B x100",
+        server: "ib_read_lat -R -d {dev} -F -s 64 -n 100",
+        client: "ib_read_lat -R -d {dev} -F -s 64 -n 100 {addr}",
+        port: 18515,
+    },
+    CmTool {
+        name: "ib_send_lat -R 64 B x100",
+        server: "ib_send_lat -R -d {dev} -F -s 64 -n 100",
+        client: "ib_send_lat -R -d {dev} -F -s 64 -n 100 {addr}",
+        port: 18515,
+    },
+    CmTool {
+        name: "reject: rping to a port nobody listens on",
+        server: "",
+        client: "out=$(rping -c -a {addr} -p 7999 -C 1 2>&1); echo \"$out\"; \
+                 echo \"$out\" | grep -q 'RDMA_CM_EVENT_REJECTED, error 8'",
+        port: 0,
+    },
+];
 
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Check {
@@ -88,6 +190,7 @@ impl Check {
                 size: s,
                 iters,
             } => format!("drop-in {program} {} x{iters}", size(s)),
+            Program::RdmaCm(tool) => format!("rdma_cm {}", tool.name),
         }
     }
 }
@@ -131,6 +234,14 @@ pub(super) fn checks() -> Vec<Check> {
                     size,
                     iters,
                 },
+                server,
+            });
+        }
+    }
+    for tool in CM_TOOLS {
+        for server in [Side::Rxe, Side::Xroce] {
+            all.push(Check {
+                program: Program::RdmaCm(*tool),
                 server,
             });
         }

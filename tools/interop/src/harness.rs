@@ -12,8 +12,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use xroce_lab::{Lab, LabConfig, netns};
 
-use super::checks::{Check, Outcome, Program, Row, Side, figures, is_anomaly, last_line};
+use super::checks::{Check, CmTool, Outcome, Program, Row, Side, figures, is_anomaly, last_line};
 use super::local::LocalRxe;
+use super::mads;
 use super::peer::{Choice, Peer, PeerKind};
 use super::process::{Proc, signal, tcp_listening};
 use super::vm::{self, Finished, Vm, VmConfig};
@@ -95,6 +96,11 @@ pub enum Handshake {
     Pingpong,
     /// perftest: the server listens on TCP 18515 (its clients do not retry).
     Perftest,
+    /// A program connecting through rdma_cm: the server listens on this rdma_cm port (the
+    /// rxe side's `rdma resource show cm_id` lists it; xroced counts its listening ids).
+    RdmaCm(u16),
+    /// No server to wait for (it runs nothing).
+    None,
 }
 
 /// One exchange between the two sides: the server starts first, then the client.
@@ -507,7 +513,7 @@ impl Harness {
             secs: 0.0,
             detail: String::new(),
         };
-        if let Program::DropIn { .. } = check.program
+        if let Program::DropIn { .. } | Program::RdmaCm(_) = check.program
             && let Err(why) = &self.drop_in
         {
             row.outcome = Outcome::Skip;
@@ -614,6 +620,36 @@ impl Harness {
                 }
                 (rxe, x, env)
             }
+            Program::RdmaCm(tool) => {
+                let lib = self
+                    .drop_in
+                    .as_ref()
+                    .map(|p| p.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                let env = vec![("LD_LIBRARY_PATH".to_owned(), lib)];
+                let addr = match check.server {
+                    Side::Rxe => PEER_IP.to_string(),
+                    Side::Xroce => XROCE_IP.to_string(),
+                };
+                let (rxe_template, x_template) = if rxe_is_client {
+                    (tool.client, tool.server)
+                } else {
+                    (tool.server, tool.client)
+                };
+                let rxe = match CmTool::line(rxe_template, &addr, dev) {
+                    line if line.is_empty() => "true".to_owned(),
+                    line => line,
+                };
+                let x_line = CmTool::line(x_template, &addr, DEVICE);
+                let x: Vec<String> = if x_line.is_empty() {
+                    vec!["true".into()]
+                } else if x_line.contains(['$', ';', '|']) {
+                    vec!["sh".into(), "-c".into(), x_line]
+                } else {
+                    x_line.split_whitespace().map(str::to_owned).collect()
+                };
+                (rxe, x, env)
+            }
         }
     }
 
@@ -623,6 +659,8 @@ impl Harness {
         let handshake = match check.program {
             Program::Pingpong { .. } => Handshake::Pingpong,
             Program::DropIn { .. } => Handshake::Perftest,
+            Program::RdmaCm(CmTool { port: 0, .. }) => Handshake::None,
+            Program::RdmaCm(tool) => Handshake::RdmaCm(tool.port),
         };
         let exchange = Exchange {
             title: format!("{} (server: {})", check.name(), check.server.name()),
@@ -660,9 +698,14 @@ impl Harness {
         match ex.server {
             Side::Rxe => {
                 let mut job = self.peer.spawn(&ex.rxe)?;
-                if ex.handshake == Handshake::Perftest
-                    && !self.peer.listening(18515, Duration::from_secs(60))?
-                {
+                let listening = match ex.handshake {
+                    Handshake::Perftest => self.peer.listening(18515, Duration::from_secs(60))?,
+                    Handshake::RdmaCm(port) => {
+                        self.peer.cm_listening(port, Duration::from_secs(60))?
+                    }
+                    Handshake::Pingpong | Handshake::None => true,
+                };
+                if !listening {
                     self.peer.kill(&mut job);
                     let output = job.output();
                     fs::write(&log, format!("## rxe ({place}): {}\n{output}", ex.rxe))?;
@@ -695,6 +738,8 @@ impl Harness {
                             fs::read_to_string(&p.stdout).is_ok_and(|t| t.contains("local address"))
                         }
                         Handshake::Perftest => tcp_listening(&ns, 18515),
+                        Handshake::RdmaCm(_) => self.xroced_stat("cm_listening") > 0,
+                        Handshake::None => true,
                     };
                     if listening {
                         break;
@@ -858,6 +903,60 @@ impl Harness {
             }
         }
         row
+    }
+
+    /// Checks the connection manager's MADs in the capture ([`check_capture`] stopped it):
+    /// xroce's, field by field against rxe's, and the transaction ID, address and flow
+    /// label rules on both sides; every problem goes to `cm-mads.txt` in the run directory.
+    ///
+    /// [`check_capture`]: Harness::check_capture
+    pub(super) fn check_cm_mads(&self) -> Row {
+        let started = Instant::now();
+        let mut row = Row {
+            check: "CM MADs xroce sent, against rxe's".into(),
+            server: "-",
+            client: "-",
+            outcome: Outcome::Fail,
+            secs: 0.0,
+            detail: String::new(),
+        };
+        let pcap = self.run_dir.join("capture.pcap");
+        if !pcap.is_file() {
+            row.outcome = Outcome::Skip;
+            row.detail = "no capture".into();
+            return row;
+        }
+        match mads::check(&pcap, XROCE_IP.into()) {
+            Err(e) => row.detail = format!("{e:#}"),
+            Ok(f) => {
+                let mut text = String::new();
+                for p in f.problems.iter().chain(&f.peer_oddities) {
+                    let _ = writeln!(text, "{p}");
+                }
+                let _ = fs::write(self.run_dir.join("cm-mads.txt"), text);
+                row.outcome = if f.xroce_mads == 0 {
+                    Outcome::Skip
+                } else if f.problems.is_empty() {
+                    Outcome::Pass
+                } else {
+                    Outcome::Fail
+                };
+                row.detail = f.summary();
+            }
+        }
+        row.secs = started.elapsed().as_secs_f64();
+        row
+    }
+
+    /// One of the daemon's counters or gauges (0 when it cannot be read).
+    fn xroced_stat(&self, name: &str) -> u64 {
+        netns::run_in(self.xroce_ns(), || {
+            verbs_shm::client::Context::open(DEVICE).and_then(|c| c.stats())
+        })
+        .ok()
+        .and_then(Result::ok)
+        .and_then(|stats| stats.into_iter().find(|(k, _)| k == name))
+        .map_or(0, |(_, v)| v)
     }
 
     /// The daemon's counters (all of them), also written to the run directory.

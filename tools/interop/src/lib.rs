@@ -26,8 +26,12 @@
 //! directions: `ibv_rc_pingpong`, `ibv_uc_pingpong` and `ibv_ud_pingpong` against
 //! `xroce-pingpong`; and, once the drop-in `libibverbs.so.1` can run them, the Debian
 //! `ibv_rc_pingpong`, `ib_send_bw`, `ib_write_bw`, `ib_read_bw`, `ib_atomic_bw` and the
-//! three latency tests on the xroce side too ([`checks`]). Everything crossing the wire (the
-//! tap, or `xr-b`) is captured and every RoCEv2 packet's ICRC is checked ([`harness`]).
+//! three latency tests on the xroce side too; and the programs that connect through
+//! rdma_cm (`rping`, `ucmatose`, `udaddy`, `rdma_server`/`rdma_client`, perftest's `-R`
+//! variants, SIDR for UD, a reject) on the drop-in `librdmacm.so.1` ([`checks`]). Everything
+//! crossing the wire (the tap, or `xr-b`) is captured, every RoCEv2 packet's ICRC is checked
+//! ([`harness`]), and the connection manager's MADs xroce sent are compared with rxe's
+//! ([`mads`]).
 //!
 //! `cargo xtask bench --peer rxe` runs perftest across the same lab: [`prepare`],
 //! [`Harness::start`] and [`Harness::run_exchange`] are shared.
@@ -43,6 +47,7 @@ mod elf;
 mod harness;
 mod image;
 mod local;
+mod mads;
 mod peer;
 mod process;
 mod vm;
@@ -304,6 +309,7 @@ pub fn run(args: &Args) -> Result<()> {
     }
     let traffic = rows.iter().any(|r| r.outcome != Outcome::Skip);
     rows.push(h.check_capture(args.capture.as_deref(), traffic));
+    rows.push(h.check_cm_mads());
     let counters = h.counters();
 
     println!();

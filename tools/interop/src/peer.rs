@@ -166,6 +166,20 @@ impl Peer {
         }
     }
 
+    /// Waits until an rdma_cm id listens on `port` on the peer (its kernel lists it in
+    /// `rdma resource show cm_id`: `... state LISTEN ... src-addr 10.77.0.2:7174 ...`).
+    pub(crate) fn cm_listening(&mut self, port: u16, timeout: Duration) -> Result<bool> {
+        let polls = timeout.as_millis() / 50;
+        let f = self.run(
+            &format!(
+                "n=0; while ! rdma resource show cm_id 2>/dev/null | grep LISTEN | grep -q ':{port} '; do \
+                 usleep 50000; n=$((n + 1)); [ $n -gt {polls} ] && exit 1; done; exit 0"
+            ),
+            timeout + Duration::from_secs(30),
+        )?;
+        Ok(f.ok())
+    }
+
     /// Stops the peer: powers the VM off, or deletes the local device.
     pub(crate) fn shutdown(&mut self) {
         match self {
