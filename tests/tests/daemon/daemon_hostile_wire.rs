@@ -349,7 +349,7 @@ fn hostile_frames_land_in_counters_and_touch_nothing() {
     frames.push((
         "wrong P_Key",
         vec![forger.frame(&wrong_pkey, &evil)],
-        "rcvd_bad_pkey",
+        "bad_pkey_cntr",
     ));
     let mut elsewhere = Forger::new(&hosts.lab);
     if let xroce_wire::IpRepr::Ipv4(ref mut ip) = elsewhere.envelope.ip {
@@ -492,7 +492,7 @@ fn hostile_frames_land_in_counters_and_touch_nothing() {
             "rcvd_icrc_err",
             "rcvd_malformed",
             "rcvd_unknown_qpn",
-            "rcvd_bad_pkey",
+            "bad_pkey_cntr",
             "rcvd_wrong_dgid",
         ];
         for c in dropped_early.iter().filter(|c| *c != name) {
