@@ -696,6 +696,95 @@ fn a_first_shorter_than_the_mtu_is_nakked_invalid_request() {
 }
 
 #[test]
+fn a_reth_longer_than_2_pow_31_is_nakked_invalid_request() {
+    let (mut a, mut b) = pair(QpType::Rc);
+    let f = request(&mut a, write(64));
+    let long = rewrite(&f[0], |_, ib, _| {
+        ib.reth.as_mut().unwrap().dma_len = (1 << 31) + 1;
+    });
+    nak_round_trip(
+        &mut a,
+        &mut b,
+        &[long],
+        NakCode::InvalidRequest,
+        Counter::sent_nak_invalid_request,
+        Counter::rcvd_nak_invalid_request,
+    );
+}
+
+#[test]
+fn a_misaligned_atomic_is_nakked_invalid_request() {
+    let (mut a, mut b) = pair(QpType::Rc);
+    let f = request(&mut a, fetch_add(1));
+    let odd = rewrite(&f[0], |_, ib, _| ib.atomic_eth.as_mut().unwrap().va += 4);
+    nak_round_trip(
+        &mut a,
+        &mut b,
+        &[odd],
+        NakCode::InvalidRequest,
+        Counter::sent_nak_invalid_request,
+        Counter::rcvd_nak_invalid_request,
+    );
+}
+
+#[test]
+fn a_read_to_a_qp_that_takes_none_is_nakked_invalid_request() {
+    // max_dest_rd_atomic 0 on B (and max_rd_atomic 0 on A, which then posts a WRITE that
+    // is turned into a READ on the way).
+    let c = Connection {
+        max_rd_atomic: 0,
+        ..Connection::default()
+    };
+    let (mut a, mut b) = pair_with(QpType::Rc, &c);
+    let f = request(&mut a, write(64));
+    let read = rewrite(&f[0], |_, ib, payload| {
+        ib.bth.opcode = Opcode::RC_RDMA_READ_REQUEST;
+        payload.clear();
+    });
+    nak_round_trip(
+        &mut a,
+        &mut b,
+        &[read],
+        NakCode::InvalidRequest,
+        Counter::sent_nak_invalid_request,
+        Counter::rcvd_nak_invalid_request,
+    );
+}
+
+#[test]
+fn an_rc_send_longer_than_its_receive_is_nakked_invalid_request() {
+    let (mut a, mut b) = pair(QpType::Rc);
+    b.endpoint.post_recv(NOW, QB, recv(1, 16)).unwrap();
+    let f = request(&mut a, wqe(1, SendOp::Send, 0, 64));
+    nak_round_trip(
+        &mut a,
+        &mut b,
+        &f,
+        NakCode::InvalidRequest,
+        Counter::sent_nak_invalid_request,
+        Counter::rcvd_nak_invalid_request,
+    );
+    let c = b.endpoint.poll_completion().unwrap();
+    assert_eq!((c.wr_id, c.status), (1, WcStatus::LocLenErr));
+}
+
+#[test]
+fn a_send_with_invalidate_of_a_foreign_rkey_is_nakked_invalid_request() {
+    let (mut a, mut b) = pair(QpType::Rc);
+    b.endpoint.post_recv(NOW, QB, recv(1, 256)).unwrap();
+    let inv = SendOp::SendWithInv { rkey: 0x0bad_0001 };
+    let f = request(&mut a, wqe(1, inv, 0, 64));
+    nak_round_trip(
+        &mut a,
+        &mut b,
+        &f,
+        NakCode::InvalidRequest,
+        Counter::sent_nak_invalid_request,
+        Counter::rcvd_nak_invalid_request,
+    );
+}
+
+#[test]
 fn a_write_with_a_bad_rkey_is_nakked_remote_access() {
     let (mut a, mut b) = pair(QpType::Rc);
     let f = request(&mut a, write(64));
@@ -838,6 +927,27 @@ fn a_plain_ack_for_a_read_lands_in_response_out_of_seq() {
         1,
         "resent at once"
     );
+}
+
+#[test]
+fn a_read_response_into_a_local_buffer_that_refuses_it_fails_the_read() {
+    // rxe's `do_read`: the requester's own buffer refuses the data (here its lkey is not
+    // a region's): the READ completes with a local protection error; no drop, no NAK.
+    let (mut a, mut b) = pair(QpType::Rc);
+    let op = SendOp::Read {
+        remote_addr: BASE + 0x8000,
+        rkey: RKEY,
+    };
+    let mut w = wqe(1, op, 0, 64);
+    w.data = Gather::Sges(SgeList::single(BASE, 64, 0x9999));
+    let f = request(&mut a, w);
+    give(&mut b, &f[0]);
+    let response = take(&mut b);
+    let before = counters(&a);
+    give(&mut a, &response[0]);
+    assert_counted(&a, &before, &[]);
+    let c = a.endpoint.poll_completion().unwrap();
+    assert_eq!((c.wr_id, c.status), (1, WcStatus::LocProtErr));
 }
 
 #[test]
