@@ -400,6 +400,10 @@ impl Host for NetlinkHost {
         }
     }
 
+    fn is_privileged(&self, pid: i32) -> bool {
+        has_capability(pid, CAP_NET_RAW)
+    }
+
     fn resolver(&self) -> Resolver {
         let (ifindex, timeout) = (self.ifindex, self.timeout);
         Arc::new(move |dgid: xroce_wire::Gid| {
@@ -409,5 +413,40 @@ impl Host for NetlinkHost {
                 Err(e) => Err(e.to_string()),
             }
         })
+    }
+}
+
+/// `CAP_NET_RAW`'s bit in a capability set.
+const CAP_NET_RAW: u32 = 13;
+
+/// Whether process `pid` has capability `cap` in its effective set (the `CapEff` line of
+/// `/proc/PID/status`); `false` when that cannot be read (the process is gone).
+fn has_capability(pid: i32, cap: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .as_deref()
+        .and_then(effective_capabilities)
+        .is_some_and(|set| set >> cap & 1 == 1)
+}
+
+/// The effective capability set of a `/proc/PID/status` text.
+fn effective_capabilities(status: &str) -> Option<u64> {
+    let line = status.lines().find_map(|l| l.strip_prefix("CapEff:"))?;
+    u64::from_str_radix(line.trim(), 16).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_effective_capabilities_are_read_from_proc_status() {
+        let status = "Name:\tx\nCapInh:\t0000000000000000\nCapEff:\t0000000000002000\n";
+        assert_eq!(effective_capabilities(status), Some(1 << CAP_NET_RAW));
+        assert_eq!(effective_capabilities("Name:\tx\n"), None);
+        // This test process: as root it has everything, otherwise (usually) nothing.
+        let root = nix::unistd::geteuid().is_root();
+        assert_eq!(has_capability(std::process::id() as i32, CAP_NET_RAW), root);
+        assert!(!has_capability(-1, CAP_NET_RAW));
     }
 }

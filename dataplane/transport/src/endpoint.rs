@@ -373,7 +373,8 @@ impl Endpoint {
             events: &mut self.events,
             budget: Budget::UNLIMITED,
         };
-        slot.qp.handle_packet(&received.packet, &mut cx);
+        slot.qp
+            .handle_packet(&received.packet, &self.config.gids, &mut cx);
         queues!(self).after(slot, now, qpn, true);
     }
 

@@ -128,7 +128,8 @@ impl Headers {
     }
 }
 
-/// The network layer a request arrived over, for UD receives (the 40-byte GRH area) and
+/// The network layer a packet arrived over: its addresses, which a connected queue pair
+/// checks against its path, and its IP header, for UD receives (the 40-byte GRH area) and
 /// address handles built from completions.
 #[derive(Clone, Copy, Debug)]
 pub struct Net<'a> {
@@ -136,6 +137,10 @@ pub struct Net<'a> {
     pub ip_header: &'a [u8],
     /// The source GID (from the source IP address).
     pub sgid: Gid,
+    /// The destination GID (from the destination IP address).
+    pub dgid: Gid,
+    /// Whether the packet came over IPv6 (its GIDs may still be IPv4-mapped in form).
+    pub ipv6: bool,
 }
 
 /// A received packet.

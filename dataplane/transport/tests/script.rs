@@ -436,7 +436,7 @@ fn ud_send_with_the_wrong_qkey_is_dropped_and_counted() {
     a.endpoint.post_send(Instant::ZERO, QA, wqe).unwrap();
     exchange(&mut a, &mut b, Instant::ZERO, &mut lossless);
     assert!(completions(&mut b).is_empty());
-    assert_eq!(b.endpoint.counters().rcvd_bad_qkey, 1);
+    assert_eq!(b.endpoint.counters().qkey_viol_cntr, 1);
 }
 
 #[test]

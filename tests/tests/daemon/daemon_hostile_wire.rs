@@ -85,13 +85,13 @@ fn pattern(seed: u64, len: usize) -> Vec<u8> {
 }
 
 /// An AF_PACKET socket bound to one interface, for frames exactly as given.
-struct RawSocket {
+pub(crate) struct RawSocket {
     fd: std::os::fd::OwnedFd,
 }
 
 impl RawSocket {
     /// Opens it in the calling thread's network namespace.
-    fn open(interface: &str) -> std::io::Result<RawSocket> {
+    pub(crate) fn open(interface: &str) -> std::io::Result<RawSocket> {
         use std::os::fd::FromRawFd;
         let name = std::ffi::CString::new(interface).unwrap();
         // Safety: `name` is a valid C string.
@@ -125,7 +125,7 @@ impl RawSocket {
         Ok(RawSocket { fd })
     }
 
-    fn send(&self, frame: &[u8]) {
+    pub(crate) fn send(&self, frame: &[u8]) {
         use std::os::fd::AsRawFd;
         // Safety: `frame` is a live buffer of the given length.
         let n = unsafe { libc::send(self.fd.as_raw_fd(), frame.as_ptr().cast(), frame.len(), 0) };
@@ -349,7 +349,7 @@ fn hostile_frames_land_in_counters_and_touch_nothing() {
     frames.push((
         "wrong P_Key",
         vec![forger.frame(&wrong_pkey, &evil)],
-        "rcvd_bad_pkey",
+        "bad_pkey_cntr",
     ));
     let mut elsewhere = Forger::new(&hosts.lab);
     if let xroce_wire::IpRepr::Ipv4(ref mut ip) = elsewhere.envelope.ip {
@@ -492,7 +492,7 @@ fn hostile_frames_land_in_counters_and_touch_nothing() {
             "rcvd_icrc_err",
             "rcvd_malformed",
             "rcvd_unknown_qpn",
-            "rcvd_bad_pkey",
+            "bad_pkey_cntr",
             "rcvd_wrong_dgid",
         ];
         for c in dropped_early.iter().filter(|c| *c != name) {

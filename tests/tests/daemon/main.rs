@@ -22,4 +22,5 @@ mod daemon_many_qps;
 mod daemon_multiqueue;
 mod daemon_rc;
 mod daemon_verbs;
+mod daemon_wire_trust;
 mod examples;

@@ -100,6 +100,8 @@ pub(super) struct FakeHost {
     pub(super) neighbour: Neighbour,
     /// What every resolution ends with.
     pub(super) resolved: Result<Option<[u8; 6]>, String>,
+    /// Whether every process is privileged (`CAP_NET_RAW`).
+    pub(super) privileged: bool,
 }
 
 impl Default for FakeHost {
@@ -115,6 +117,7 @@ impl Default for FakeHost {
             },
             neighbour: Neighbour::Mac([2, 0, 0, 0, 0, 2]),
             resolved: Ok(Some([2, 0, 0, 0, 0, 3])),
+            privileged: true,
         }
     }
 }
@@ -131,6 +134,10 @@ impl Host for FakeHost {
     fn resolver(&self) -> Resolver {
         let outcome = self.resolved.clone();
         Arc::new(move |_| outcome.clone())
+    }
+
+    fn is_privileged(&self, _pid: i32) -> bool {
+        self.privileged
     }
 }
 

@@ -121,7 +121,16 @@ pub trait Host {
     fn lookup(&mut self, dgid: Gid) -> Neighbour;
     /// What waits for a pending destination.
     fn resolver(&self) -> Resolver;
+    /// Whether process `pid` is privileged for the network as the kernel's verbs mean it
+    /// (`CAP_NET_RAW`): only such a process may give a queue pair a controlled Q_Key.
+    fn is_privileged(&self, pid: i32) -> bool;
 }
+
+/// The bit that makes a Q_Key a controlled one (IBTA 10.2.5): a work request carrying it
+/// sends the queue pair's own Q_Key, and only a privileged process may give a queue pair
+/// such a Q_Key (the kernel's verbs refuse others `EPERM`), so that an unprivileged one
+/// cannot receive the datagrams of services that use them (QP1's 0x80010000 among them).
+pub const CONTROLLED_QKEY: u32 = 0x8000_0000;
 
 /// How the control plane reaches one poller: a command goes in, the poller is woken, and
 /// the answer comes back on the channel the command carries.

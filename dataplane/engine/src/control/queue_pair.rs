@@ -8,7 +8,7 @@ use xroce_transport::{AttrMask, Limits, PdId, QpConfig, SrqId};
 
 use super::convert::{qp_attr_from_protocol, qp_attr_to_protocol, qp_type, transport_caps};
 use super::registry::{Object, QpInfo};
-use super::{Answer, Control, MAX_QUEUE, MAX_RD_ATOMIC, Refusal};
+use super::{Answer, CONTROLLED_QKEY, Control, MAX_QUEUE, MAX_RD_ATOMIC, Refusal};
 use crate::poller::{Command, QpSetup};
 
 /// Capacities within what the daemon supports.
@@ -201,6 +201,20 @@ impl Control {
     ) -> Result<Reply, Refusal> {
         let qpn = self.qpn_of(id, qp)?;
         let mask = AttrMask(mask);
+        let pid = self.registry.conn(id).pid;
+        if mask.contains(AttrMask::QKEY)
+            && attr.qkey & CONTROLLED_QKEY != 0
+            && !self.host.is_privileged(pid)
+        {
+            return Err(Refusal::new(
+                libc::EPERM,
+                format!(
+                    "Q_Key {:#x} is a controlled Q_Key (its high bit is set): only a process \
+                     with CAP_NET_RAW may give one to a queue pair",
+                    attr.qkey
+                ),
+            ));
+        }
         let mut t = qp_attr_from_protocol(attr, mask).map_err(Refusal::invalid)?;
         if mask.contains(AttrMask::AV) {
             t.path = self.path(id, &attr.ah_attr)?;
@@ -483,6 +497,51 @@ mod tests {
         refused(fx.ask(to_rtr(qp, 1)), libc::EINVAL, "no GID at index 1");
         assert_eq!(fx.commands(), before);
         assert!(fx.control.parking.is_none());
+    }
+
+    /// A UD QP to INIT with `qkey`.
+    fn ud_to_init(qp: u32, qkey: u32) -> Request {
+        let attr = protocol::QpAttr {
+            qp_state: QpState::Init as u32,
+            port_num: 1,
+            qkey,
+            ..protocol::QpAttr::default()
+        };
+        let mask = AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::QKEY;
+        Request::ModifyQp {
+            qp,
+            attr,
+            mask: mask.0,
+        }
+    }
+
+    #[test]
+    fn only_a_privileged_process_gives_a_queue_pair_a_controlled_qkey() {
+        for privileged in [false, true] {
+            let host = FakeHost {
+                privileged,
+                ..FakeHost::default()
+            };
+            let mut fx = Fixture::with(AppLimits::default(), host);
+            let pd = fx.pd();
+            let cq = fx.cq();
+            let Ok(Reply::Qp { qp, .. }) = fx.ask(create(pd, cq, 4, None, caps(1, 1))) else {
+                panic!("no UD QP");
+            };
+            let before = fx.commands();
+            let controlled = fx.ask(ud_to_init(qp, 0x8001_0000));
+            if privileged {
+                assert_eq!(controlled, Ok(Reply::Done));
+            } else {
+                refused(
+                    controlled,
+                    libc::EPERM,
+                    "Q_Key 0x80010000 is a controlled Q_Key",
+                );
+                assert_eq!(fx.commands(), before, "nothing reached the poller");
+                assert_eq!(fx.ask(ud_to_init(qp, 0x1111_1111)), Ok(Reply::Done));
+            }
+        }
     }
 
     #[test]

@@ -133,8 +133,12 @@ pub struct CmServiceCounters {
     pub gsi_rcvd: u64,
     /// QP1 frames dropped: malformed or bad ICRC.
     pub gsi_malformed: u64,
+    /// QP1 frames dropped: addressed to none of the port's GIDs.
+    pub gsi_wrong_dgid: u64,
     /// QP1 frames dropped: not a UD SEND Only.
     pub gsi_not_ud_send: u64,
+    /// QP1 frames dropped: a P_Key not in the port's table.
+    pub gsi_bad_pkey: u64,
     /// QP1 frames dropped: wrong Q_Key.
     pub gsi_bad_qkey: u64,
     /// QP1 frames dropped: not one 256-byte MAD.
@@ -260,7 +264,9 @@ impl CmService {
         let mut v: Vec<(String, u64)> = [
             ("cm_gsi_rcvd", c.gsi_rcvd),
             ("cm_gsi_malformed", c.gsi_malformed),
+            ("cm_gsi_wrong_dgid", c.gsi_wrong_dgid),
             ("cm_gsi_not_ud_send", c.gsi_not_ud_send),
+            ("cm_gsi_bad_pkey", c.gsi_bad_pkey),
             ("cm_gsi_bad_qkey", c.gsi_bad_qkey),
             ("cm_gsi_bad_length", c.gsi_bad_length),
             ("cm_gsi_sent", c.gsi_sent),
@@ -316,7 +322,7 @@ impl CmService {
     /// A frame that came to QP1.
     pub fn handle_frame(&mut self, frame: &[u8]) {
         self.counters.gsi_rcvd += 1;
-        match gsi::parse(frame) {
+        match gsi::parse(frame, &self.port.gids) {
             Ok(got) => {
                 self.learned.insert(got.from.remote, got.src_mac);
                 let now = self.now();
@@ -327,7 +333,9 @@ impl CmService {
                 let c = &mut self.counters;
                 match drop {
                     GsiDrop::Malformed => c.gsi_malformed += 1,
+                    GsiDrop::WrongDgid => c.gsi_wrong_dgid += 1,
                     GsiDrop::NotUdSend => c.gsi_not_ud_send += 1,
+                    GsiDrop::BadPkey => c.gsi_bad_pkey += 1,
                     GsiDrop::BadQkey => c.gsi_bad_qkey += 1,
                     GsiDrop::BadLength => c.gsi_bad_length += 1,
                 }
