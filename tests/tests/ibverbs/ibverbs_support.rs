@@ -16,6 +16,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use xroce_artifacts::{Profile, Target};
+use xroce_impair::Impairment;
+use xroce_impair::process::ImpairProcess;
 use xroce_lab::daemons::TwoHosts;
 use xroce_lab::{LabConfig, Side};
 
@@ -105,6 +107,8 @@ fn artifact(package: &'static str, lib: &'static str) -> PathBuf {
 /// A lab with a daemon on each host and the library to run tools with.
 #[derive(Debug)]
 pub struct Bench {
+    /// The impairment router's forwarder, if the lab has one (stopped first).
+    pub impair: Option<ImpairProcess>,
     /// The library (dropped after the hosts).
     pub library: Library,
     /// The hosts and their daemons.
@@ -121,7 +125,28 @@ impl Bench {
     pub fn start_with(extra: &[&str]) -> Bench {
         let library = Library::build();
         let hosts = TwoHosts::start(&LabConfig::default(), extra).expect("lab with two daemons");
-        Bench { library, hosts }
+        Bench {
+            impair: None,
+            library,
+            hosts,
+        }
+    }
+
+    /// A fresh lab whose hosts are joined through a router namespace, where the
+    /// `xroce-impair` forwarder impairs RoCEv2 frames both ways as `impairment` says.
+    pub fn impaired(impairment: &Impairment) -> Bench {
+        let library = Library::build();
+        let config = LabConfig {
+            router: true,
+            ..LabConfig::default()
+        };
+        let hosts = TwoHosts::start(&config, &[]).expect("lab with a router and two daemons");
+        let impair = ImpairProcess::start(&hosts.lab, impairment).expect("impairment router");
+        Bench {
+            impair: Some(impair),
+            library,
+            hosts,
+        }
     }
 
     /// The IPv4 address of `side`, as tools take it.

@@ -11,5 +11,6 @@ mod ibverbs_support;
 mod ibverbs_utils;
 mod interop_oob;
 mod interop_pingpong;
+mod rdma_cm_load;
 mod rdma_cm_tools;
 mod rdma_core_suite;
