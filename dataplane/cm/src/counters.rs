@@ -129,6 +129,11 @@ counters! {
     /// on, or the wrong QP type. Answered with REJ 28 or SIDR_REP status 2, as Linux does.
     /// (The MAD itself counts as delivered: the CM handed it to rdma_cm.)
     req_refused,
+    /// Connection requests a listener had no room for: as many unanswered as its
+    /// `rdma_listen` backlog allows. A REQ is dropped without an answer (its sender's
+    /// retransmission may find room); a SIDR_REQ gets SIDR_REP status 2, as Linux does.
+    /// (The MAD counts as delivered: the CM handed it to rdma_cm.)
+    req_over_backlog,
 }
 
 impl Counter {

@@ -521,9 +521,9 @@ impl CmService {
                 self.emit_simple(id, verbs_shm::cm::event::ROUTE_RESOLVED, 0);
                 Ok(CmReply::Done)
             }
-            CmRequest::Listen { id, .. } => {
+            CmRequest::Listen { id, backlog } => {
                 let id = self.mine(conn, id)?;
-                self.cm.listen(id)?;
+                self.cm.listen_with_backlog(id, backlog)?;
                 Ok(CmReply::Done)
             }
             CmRequest::Connect { id, param } => {
