@@ -36,8 +36,8 @@ fn rping_between_two_daemons_and_in_loopback() {
             bench.cm_pair(
                 Side::A,
                 client_side,
-                &["rping", "-s", "-a", &a, "-C", "100", "-V", "-S", "1024"],
-                &["rping", "-c", "-a", &a, "-C", "100", "-V", "-S", "1024"],
+                &["rping", "-s", "-a", &a, "-C", "1000", "-V", "-S", "1024"],
+                &["rping", "-c", "-a", &a, "-C", "1000", "-V", "-S", "1024"],
             ),
         );
         assert!(
@@ -62,8 +62,8 @@ fn ucmatose_and_udaddy_between_two_daemons_and_in_loopback() {
             bench.cm_pair(
                 Side::A,
                 client_side,
-                &["ucmatose", "-b", &a, "-c", "8", "-C", "20"],
-                &["ucmatose", "-s", &a, "-c", "8", "-C", "20"],
+                &["ucmatose", "-b", &a, "-c", "16", "-C", "100"],
+                &["ucmatose", "-s", &a, "-c", "16", "-C", "100"],
             ),
         );
         assert!(client.stdout.contains("test complete"), "{client}");
