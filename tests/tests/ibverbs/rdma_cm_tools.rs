@@ -165,8 +165,8 @@ fn connecting_to_nobody_fails_with_the_events_librdmacm_users_expect() {
     );
 }
 
-/// `kill -9` of a connected rping server: its daemon disconnects for it, and the client
-/// hears DISCONNECTED and ends.
+/// `kill -9` of either side of a connected rping: the killed side's daemon disconnects
+/// for it, and the other side hears DISCONNECTED and ends.
 #[test]
 #[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]
 fn a_killed_peer_disconnects_the_other() {
@@ -174,26 +174,33 @@ fn a_killed_peer_disconnects_the_other() {
     let _one_at_a_time = serial();
     let bench = Bench::start();
     let a = bench.address(Side::A);
-    // No count: the ping-pong goes on until one side goes.
-    let mut server = bench.spawn(Side::A, &["rping", "-s", "-a", &a, "-v"]);
-    bench.wait_cm_listening(Side::A, 1, &mut server);
-    let client = bench.spawn(Side::B, &["rping", "-c", "-a", &a, "-v"]);
-    std::thread::sleep(Duration::from_millis(500));
-    server.kill();
-    let started = Instant::now();
-    let client = client.finish();
-    assert!(
-        started.elapsed() < Duration::from_secs(30),
-        "the client waited {:?}",
-        started.elapsed()
-    );
-    let text = format!("{}{}", client.stdout, client.stderr);
-    assert!(
-        text.contains("DISCONNECT") || text.contains("RDMA_CM_EVENT_DISCONNECTED"),
-        "{client}"
-    );
-    assert!(
-        client.stdout.contains("ping data"),
-        "it had pinged: {client}"
-    );
+    for kill_server in [true, false] {
+        // No count: the ping-pong goes on until one side goes.
+        let mut server = bench.spawn(Side::A, &["rping", "-s", "-a", &a, "-v"]);
+        bench.wait_cm_listening(Side::A, 1, &mut server);
+        let mut client = bench.spawn(Side::B, &["rping", "-c", "-a", &a, "-v"]);
+        std::thread::sleep(Duration::from_millis(500));
+        let (victim, survivor) = if kill_server {
+            (&mut server, client)
+        } else {
+            (&mut client, server)
+        };
+        victim.kill();
+        let started = Instant::now();
+        let survivor = survivor.finish();
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the survivor waited {:?}",
+            started.elapsed()
+        );
+        let text = format!("{}{}", survivor.stdout, survivor.stderr);
+        assert!(
+            text.contains("DISCONNECT") || text.contains("RDMA_CM_EVENT_DISCONNECTED"),
+            "{survivor}"
+        );
+        assert!(
+            survivor.stdout.contains("ping data"),
+            "it had pinged: {survivor}"
+        );
+    }
 }
