@@ -10,7 +10,15 @@ use xroce_lab::Side;
 
 use crate::ibverbs_support::{Bench, Finished, require_tools, serial};
 
-const UTILS: &[&str] = &["rping", "ucmatose", "udaddy", "rdma_server", "rdma_client"];
+const UTILS: &[&str] = &[
+    "rping",
+    "ucmatose",
+    "udaddy",
+    "rdma_server",
+    "rdma_client",
+    "rdma_xserver",
+    "rdma_xclient",
+];
 
 /// Checks a pair's outcome: both exited 0.
 fn both_ok(what: &str, (server, client): (Finished, Finished)) -> (Finished, Finished) {
@@ -99,6 +107,18 @@ fn rdma_server_and_rdma_client() {
         ),
     );
     assert!(client.stdout.contains("rdma_client: end 0"), "{client}");
+    // rdma_xclient sends 16 bytes inline on a QP that asked for no inline data: rxe
+    // grants one element's worth, and so does xroce.
+    let (_, client) = both_ok(
+        "rdma_xserver/rdma_xclient",
+        bench.cm_pair(
+            Side::A,
+            Side::B,
+            &["rdma_xserver", "-p", "7472"],
+            &["rdma_xclient", "-s", &a, "-p", "7472"],
+        ),
+    );
+    assert!(client.stdout.contains("rdma_xclient: end 0"), "{client}");
 }
 
 /// perftest with `-R`: every bandwidth and latency test, RC, and SEND over UD.

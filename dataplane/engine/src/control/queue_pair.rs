@@ -70,14 +70,21 @@ impl RingLayout {
         }
     }
 
-    /// What the QP is granted for what it asked.
+    /// What the QP is granted for what it asked. A send entry has room for the larger of
+    /// its scatter/gather list and its inline data, and each grows to fill it, as rxe
+    /// sizes its send queue (`rxe_qp_init_req`): one element asked for brings 16 bytes of
+    /// inline data, which programs written on rxe use without asking (rdma_xclient).
     fn granted(&self, caps: &QpCaps, srq: bool) -> QpCaps {
+        let sge = size_of::<contract::Sge>();
+        let entry = (caps.max_send_sge.max(1) as usize * sge)
+            .max(caps.max_inline_data as usize)
+            .min(contract::MAX_INLINE);
         QpCaps {
             max_send_wr: self.sq_entries,
             max_recv_wr: self.rq_entries,
-            max_send_sge: caps.max_send_sge.max(1),
+            max_send_sge: (entry / sge) as u32,
             max_recv_sge: if srq { 0 } else { caps.max_recv_sge.max(1) },
-            max_inline_data: caps.max_inline_data,
+            max_inline_data: entry as u32,
         }
     }
 }
@@ -333,6 +340,26 @@ mod tests {
         assert_eq!(with_srq.len, with_srq.rq_offset);
         let granted = with_srq.granted(&caps(0, 9), true);
         assert_eq!((granted.max_recv_wr, granted.max_recv_sge), (0, 0));
+    }
+
+    #[test]
+    fn a_send_entry_fits_the_larger_of_its_elements_and_its_inline_data_as_on_rxe() {
+        let l = RingLayout::new(&caps(4, 4), false);
+        let grant = |sge: u32, inline: u32| {
+            let asked = QpCaps {
+                max_send_sge: sge,
+                max_inline_data: inline,
+                ..caps(4, 4)
+            };
+            let g = l.granted(&asked, false);
+            (g.max_send_sge, g.max_inline_data)
+        };
+        assert_eq!(grant(1, 0), (1, 16), "one element brings 16 bytes inline");
+        assert_eq!(grant(0, 0), (1, 16));
+        assert_eq!(grant(4, 16), (4, 64));
+        assert_eq!(grant(1, 100), (6, 100), "inline data brings elements");
+        assert_eq!(grant(16, 0), (16, 256));
+        assert_eq!(grant(2, 256), (16, 256));
     }
 
     #[test]
