@@ -16,7 +16,7 @@ use verbs_shm::sys::{self, Mapping};
 use xroce_transport::{Endpoint, EndpointConfig, Limits};
 use xroce_wire::IbMtu;
 
-use crate::control::{AppLimits, Control, Host, Neighbour, PollerLink, Resolver};
+use crate::control::{AccessPolicy, AppLimits, Control, Host, Neighbour, PollerLink, Resolver};
 use crate::device_node::DeviceNode;
 use crate::handoff;
 use crate::poller::{Command, GsiLink, Poller, PollerConfig};
@@ -52,6 +52,8 @@ pub struct DaemonConfig {
     pub map_budget: Option<usize>,
     /// Make `/dev/infiniband/uverbs-<device>` while running ([`crate::device_node`]).
     pub device_node: bool,
+    /// Who may open the device.
+    pub access: AccessPolicy,
 }
 
 /// The largest path MTU the daemon supports: a 4096-byte AF_XDP frame holds a 2048-byte
@@ -243,7 +245,9 @@ pub fn run(cfg: DaemonConfig, mut host: Box<dyn Host>) -> Result<()> {
     let links = pollers.iter().map(|p| p.link.clone()).collect();
     let mut control = Control::new(&cfg.device, listener, links, wake_fd, host, cfg.limits)
         .context("creating the control plane's resolution doorbell")?
-        .with_gsi(gsi_rx, gsi.bell.clone());
+        .with_gsi(gsi_rx, gsi.bell.clone())
+        .with_access(cfg.access.clone());
+    info!("{} may open {}", cfg.access.allowed(), cfg.device);
     if let Some(areas) = cfg.map_budget {
         control = control.with_map_budget(areas);
     }

@@ -18,7 +18,7 @@ use std::time::Duration;
 use anyhow::{Context as _, Result, bail};
 use clap::{Parser, Subcommand, ValueEnum};
 use serde::Deserialize;
-use xroce_engine::control::AppLimits;
+use xroce_engine::control::{AccessPolicy, AppLimits};
 use xroce_engine::daemon::{DaemonConfig, NetlinkHost, run};
 use xroce_engine::poller::IdlePolicy;
 use xroce_engine::umem::HugepagePolicy;
@@ -108,6 +108,14 @@ struct Args {
     /// before it uses an RDMA device).
     #[arg(long)]
     no_device_node: bool,
+    /// Only these users (names or uids), the members of --allow-groups, and root may open
+    /// the device (default: every user of the network namespace).
+    #[arg(long, value_delimiter = ',', value_name = "USERS")]
+    allow_users: Option<Vec<String>>,
+    /// Only the members of these groups (names or gids; `rdma` is the convention), the
+    /// --allow-users, and root may open the device (default: every user).
+    #[arg(long, value_delimiter = ',', value_name = "GROUPS")]
+    allow_groups: Option<Vec<String>>,
     /// More logging (`-vv` debug, `-vvv` trace; `RUST_LOG` overrides).
     #[arg(short, long, action = clap::ArgAction::Count)]
     verbose: u8,
@@ -169,6 +177,8 @@ struct FileConfig {
     spin_us: Option<u64>,
     yield_us: Option<u64>,
     device_node: Option<bool>,
+    allow_users: Option<Vec<String>>,
+    allow_groups: Option<Vec<String>>,
 }
 
 fn main() {
@@ -242,6 +252,10 @@ fn main_with(args: Args) -> Result<()> {
     if !frames.is_power_of_two() || !(64..=1 << 20).contains(&frames) {
         bail!("--frames must be a power of two from 64 to 1048576 (got {frames})");
     }
+    let access = AccessPolicy::resolve(
+        &args.allow_users.or(file.allow_users).unwrap_or_default(),
+        &args.allow_groups.or(file.allow_groups).unwrap_or_default(),
+    )?;
     let cfg = DaemonConfig {
         interface: netdev.clone(),
         device: args.name.or(file.name).unwrap_or_else(|| "xroce0".into()),
@@ -271,6 +285,7 @@ fn main_with(args: Args) -> Result<()> {
         limits,
         map_budget: args.map_budget,
         device_node: !args.no_device_node && file.device_node.unwrap_or(true),
+        access,
     };
     let mut host = NetlinkHost::new(&netdev)?;
     if let Some(ms) = args.resolve_timeout_ms {
@@ -384,6 +399,12 @@ mod tests {
                 Some(d.max_pds)
             )
         );
+        assert_eq!(c.allow_users.as_deref(), Some(&[][..]), "every user");
+        assert_eq!(c.allow_groups.as_deref(), Some(&[][..]));
+        let c =
+            parse_config("allow_users = [\"alice\", \"1001\"]\nallow_groups = [\"rdma\"]").unwrap();
+        assert_eq!(c.allow_users.unwrap(), ["alice", "1001"]);
+        assert_eq!(c.allow_groups.unwrap(), ["rdma"]);
         assert!(
             parse_config("queus = 2").is_err(),
             "a misspelt key must be refused"
