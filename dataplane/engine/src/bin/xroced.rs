@@ -21,6 +21,7 @@ use serde::Deserialize;
 use xroce_engine::control::{AccessPolicy, AppLimits};
 use xroce_engine::daemon::{DaemonConfig, NetlinkHost, run};
 use xroce_engine::poller::IdlePolicy;
+use xroce_engine::privileges::User;
 use xroce_engine::umem::HugepagePolicy;
 use xroce_engine::xdp::AttachRequest;
 use xroce_engine::xsk::ZeroCopy;
@@ -116,6 +117,11 @@ struct Args {
     /// --allow-users, and root may open the device (default: every user).
     #[arg(long, value_delimiter = ',', value_name = "GROUPS")]
     allow_groups: Option<Vec<String>>,
+    /// The user to run as once set up, with CAP_NET_ADMIN alone (a name, UID or UID:GID;
+    /// default when started as root: `xroce` if it exists, else `nobody`; when started as
+    /// another user, that user).
+    #[arg(long)]
+    user: Option<String>,
     /// More logging (`-vv` debug, `-vvv` trace; `RUST_LOG` overrides).
     #[arg(short, long, action = clap::ArgAction::Count)]
     verbose: u8,
@@ -135,6 +141,20 @@ enum Sub {
         /// Counters that are zero too.
         #[arg(long)]
         all: bool,
+    },
+    /// The device node's keeper, started by the daemon: removes the node when the
+    /// daemon's pipe on its standard input closes.
+    #[command(hide = true)]
+    KeepDeviceNode {
+        /// The node's open file, inherited.
+        #[arg(long)]
+        fd: i32,
+        /// The node.
+        #[arg(long)]
+        path: PathBuf,
+        /// The user to run as.
+        #[arg(long)]
+        user: Option<String>,
     },
 }
 
@@ -179,6 +199,7 @@ struct FileConfig {
     device_node: Option<bool>,
     allow_users: Option<Vec<String>>,
     allow_groups: Option<Vec<String>>,
+    user: Option<String>,
 }
 
 fn main() {
@@ -204,8 +225,13 @@ fn main() {
 }
 
 fn main_with(args: Args) -> Result<()> {
-    if let Some(Sub::Stat { name, qp, all }) = &args.command {
-        return stat(name, *qp, *all);
+    match &args.command {
+        Some(Sub::Stat { name, qp, all }) => return stat(name, *qp, *all),
+        Some(Sub::KeepDeviceNode { fd, path, user }) => {
+            let user = user.as_deref().map(User::resolve).transpose()?;
+            return Ok(xroce_engine::device_node::keep(*fd, path, user.as_ref())?);
+        }
+        None => {}
     }
     let file = match (&args.config, &args.config_if_present) {
         (Some(path), _) => read_config(path)?,
@@ -256,6 +282,20 @@ fn main_with(args: Args) -> Result<()> {
         &args.allow_users.or(file.allow_users).unwrap_or_default(),
         &args.allow_groups.or(file.allow_groups).unwrap_or_default(),
     )?;
+    let user = match args.user.or(file.user) {
+        Some(name) => Some(User::resolve(&name)?),
+        None if nix::unistd::geteuid().is_root() => {
+            let user = User::default_for_daemon()?;
+            if user.name == "nobody" {
+                tracing::warn!(
+                    "no user xroce: running as nobody after setup, a user other processes share \
+                     (create a system user xroce, or give --user)"
+                );
+            }
+            Some(user)
+        }
+        None => None,
+    };
     let cfg = DaemonConfig {
         interface: netdev.clone(),
         device: args.name.or(file.name).unwrap_or_else(|| "xroce0".into()),
@@ -286,6 +326,7 @@ fn main_with(args: Args) -> Result<()> {
         map_budget: args.map_budget,
         device_node: !args.no_device_node && file.device_node.unwrap_or(true),
         access,
+        user,
     };
     let mut host = NetlinkHost::new(&netdev)?;
     if let Some(ms) = args.resolve_timeout_ms {
@@ -405,6 +446,25 @@ mod tests {
             parse_config("allow_users = [\"alice\", \"1001\"]\nallow_groups = [\"rdma\"]").unwrap();
         assert_eq!(c.allow_users.unwrap(), ["alice", "1001"]);
         assert_eq!(c.allow_groups.unwrap(), ["rdma"]);
+        assert_eq!(
+            parse_config("user = \"xroce\"").unwrap().user.as_deref(),
+            Some("xroce")
+        );
+        let args = Args::try_parse_from([
+            "xroced",
+            "--netdev",
+            "eth1",
+            "--allow-users",
+            "alice,1001",
+            "--allow-groups",
+            "rdma",
+            "--user",
+            "64000:64000",
+        ])
+        .unwrap();
+        assert_eq!(args.allow_users.unwrap(), ["alice", "1001"]);
+        assert_eq!(args.allow_groups.unwrap(), ["rdma"]);
+        assert_eq!(args.user.as_deref(), Some("64000:64000"));
         assert!(
             parse_config("queus = 2").is_err(),
             "a misspelt key must be refused"
