@@ -1,10 +1,12 @@
 //! Least privilege: the capabilities the daemon keeps after setup, and how it gives up the
 //! rest.
 //!
-//! Setting up takes root, or a list of capabilities: loading and attaching the XDP program
-//! (`CAP_BPF` or `CAP_SYS_ADMIN`, `CAP_NET_ADMIN`), AF_XDP sockets (`CAP_NET_RAW`) whose
-//! buffers are pinned (`CAP_IPC_LOCK`), and the device node in `/dev` (`CAP_MKNOD`, and
-//! root's or `CAP_DAC_OVERRIDE`'s right to write there). After setup the daemon parses
+//! Setting up takes root, or the capabilities of [`SETUP`]: loading and attaching the XDP
+//! program (`CAP_BPF`, `CAP_PERFMON` for the verifier to accept its packet pointer
+//! arithmetic, `CAP_NET_ADMIN`; `CAP_SYS_ADMIN` instead of the first two on kernels older
+//! than 5.8), AF_XDP sockets (`CAP_NET_RAW`) whose buffers are pinned (`CAP_IPC_LOCK`),
+//! and the device node in `/dev` (`CAP_MKNOD`, and `CAP_DAC_OVERRIDE` to write in that
+//! root-owned directory; without them the daemon runs without a node). After setup the daemon parses
 //! frames from the wire and descriptors from applications for the rest of its life, so it
 //! gives all of that up, while it is still one thread (capabilities belong to each thread;
 //! every thread started afterwards inherits the result): it becomes a user of its own
@@ -63,6 +65,8 @@ impl CapSet {
     pub const SYS_ADMIN: u32 = 21;
     /// `CAP_MKNOD`.
     pub const MKNOD: u32 = 27;
+    /// `CAP_PERFMON`.
+    pub const PERFMON: u32 = 38;
     /// `CAP_BPF`.
     pub const BPF: u32 = 39;
 
@@ -158,6 +162,28 @@ const NAMES: [&str; 41] = [
     "BPF",
     "CHECKPOINT_RESTORE",
 ];
+
+/// What setting up takes when the daemon is not started as root (what the shipped service
+/// grants it): see the module's documentation.
+pub const SETUP: CapSet = CapSet::of(&[
+    CapSet::NET_ADMIN,
+    CapSet::NET_RAW,
+    CapSet::IPC_LOCK,
+    CapSet::BPF,
+    CapSet::PERFMON,
+    CapSet::MKNOD,
+    CapSet::DAC_OVERRIDE,
+]);
+
+/// Of [`SETUP`], what the daemon cannot start without (`CAP_SYS_ADMIN` stands for
+/// `CAP_BPF` and `CAP_PERFMON`); the device node's two may be missing.
+pub fn missing_for_setup(held: CapSet) -> CapSet {
+    let mut needed = SETUP.without(CapSet::of(&[CapSet::MKNOD, CapSet::DAC_OVERRIDE]));
+    if held.has(CapSet::SYS_ADMIN) {
+        needed = needed.without(CapSet::of(&[CapSet::BPF, CapSet::PERFMON]));
+    }
+    needed.without(held)
+}
 
 /// What the daemon keeps after setup (see the module's documentation).
 pub const KEPT: CapSet = CapSet::of(&[CapSet::NET_ADMIN]);
@@ -501,6 +527,29 @@ mod tests {
         assert_eq!(NAMES[CapSet::IPC_LOCK as usize], "IPC_LOCK");
         assert_eq!(NAMES[CapSet::MKNOD as usize], "MKNOD");
         assert_eq!(NAMES[CapSet::SYS_ADMIN as usize], "SYS_ADMIN");
+    }
+
+    #[test]
+    fn setup_takes_bpf_and_perfmon_or_sys_admin_and_keeps_less() {
+        assert_eq!(
+            SETUP.to_string(),
+            "CAP_DAC_OVERRIDE CAP_NET_ADMIN CAP_NET_RAW CAP_IPC_LOCK CAP_MKNOD CAP_PERFMON CAP_BPF"
+        );
+        assert_eq!(
+            KEPT.without(SETUP),
+            CapSet::default(),
+            "nothing kept is new"
+        );
+        assert_eq!(missing_for_setup(SETUP), CapSet::default());
+        let node_less = SETUP.without(CapSet::of(&[CapSet::MKNOD, CapSet::DAC_OVERRIDE]));
+        assert_eq!(missing_for_setup(node_less), CapSet::default());
+        let bpf = CapSet::of(&[CapSet::BPF, CapSet::PERFMON]);
+        let old_kernel = CapSet(node_less.without(bpf).0 | 1 << CapSet::SYS_ADMIN);
+        assert_eq!(missing_for_setup(old_kernel), CapSet::default());
+        assert_eq!(
+            missing_for_setup(CapSet::of(&[CapSet::NET_ADMIN, CapSet::BPF])).to_string(),
+            "CAP_NET_RAW CAP_IPC_LOCK CAP_PERFMON"
+        );
     }
 
     #[test]

@@ -21,7 +21,7 @@ use serde::Deserialize;
 use xroce_engine::control::{AccessPolicy, AppLimits};
 use xroce_engine::daemon::{DaemonConfig, NetlinkHost, run};
 use xroce_engine::poller::IdlePolicy;
-use xroce_engine::privileges::User;
+use xroce_engine::privileges::{self, Caps, User};
 use xroce_engine::umem::HugepagePolicy;
 use xroce_engine::xdp::AttachRequest;
 use xroce_engine::xsk::ZeroCopy;
@@ -352,24 +352,10 @@ fn check_privileges() -> Result<()> {
     if nix::unistd::geteuid().is_root() {
         return Ok(());
     }
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let eff = status
-        .lines()
-        .find_map(|l| l.strip_prefix("CapEff:"))
-        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-        .unwrap_or(0);
-    let has = |bit: u32| eff & (1 << bit) != 0;
-    // CAP_NET_ADMIN 12, CAP_NET_RAW 13, CAP_IPC_LOCK 14, CAP_SYS_ADMIN 21, CAP_BPF 39.
-    let missing: Vec<&str> = [
-        (12, "CAP_NET_ADMIN"),
-        (13, "CAP_NET_RAW"),
-        (14, "CAP_IPC_LOCK"),
-    ]
-    .into_iter()
-    .filter(|&(b, _)| !has(b))
-    .map(|(_, n)| n)
-    .chain((!has(39) && !has(21)).then_some("CAP_BPF"))
-    .collect();
+    let held = Caps::current()
+        .map(|c| c.effective)
+        .context("reading the capabilities xroced holds")?;
+    let missing = privileges::missing_for_setup(held).names();
     if missing.is_empty() {
         return Ok(());
     }
@@ -414,6 +400,7 @@ mod tests {
 
     const UNIT: &str = include_str!("../../../../dist/xroced@.service");
     const EXAMPLE: &str = include_str!("../../../../dist/xroced.toml");
+    const SYSUSERS: &str = include_str!("../../../../dist/xroce.sysusers.conf");
 
     #[test]
     fn the_shipped_configuration_parses_with_every_key() {
@@ -468,6 +455,35 @@ mod tests {
         assert!(
             parse_config("queus = 2").is_err(),
             "a misspelt key must be refused"
+        );
+    }
+
+    #[test]
+    fn the_service_unit_grants_what_setup_takes_to_its_own_user() {
+        let value = |key: &str| {
+            UNIT.lines()
+                .find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
+                .unwrap_or_else(|| panic!("no {key}= in the unit"))
+        };
+        let setup = privileges::SETUP.names().join(" ");
+        let mut granted: Vec<&str> = value("AmbientCapabilities").split_whitespace().collect();
+        granted.sort_unstable();
+        let mut wanted: Vec<&str> = setup.split(' ').collect();
+        wanted.sort_unstable();
+        assert_eq!(granted, wanted);
+        let mut bounded: Vec<&str> = value("CapabilityBoundingSet").split_whitespace().collect();
+        bounded.sort_unstable();
+        assert_eq!(bounded, wanted);
+        assert_eq!(value("User"), "xroce");
+        assert_eq!(value("NoNewPrivileges"), "yes");
+        assert_eq!(value("ProtectSystem"), "strict");
+        assert!(
+            !UNIT.contains("PrivateDevices") && !UNIT.contains("DeviceAllow"),
+            "the device node goes in the host's /dev"
+        );
+        assert!(
+            SYSUSERS.lines().any(|l| l.starts_with("u xroce ")),
+            "the user the unit names is made"
         );
     }
 
