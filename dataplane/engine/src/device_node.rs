@@ -18,11 +18,13 @@
 //! hands the node to a keeper ([`DeviceNode::hand_to_keeper`]): `xroced keep-device-node`,
 //! a process of the same user holding `CAP_DAC_OVERRIDE` and nothing else, which shares
 //! the node's open file (and with it the lock) and reads nothing but its standard input,
-//! a pipe from the daemon. When that pipe closes (the daemon stops, or dies), the keeper
-//! removes the node if it is the last holder, and exits; a daemon that stops waits for it.
+//! a pipe from the daemon. It says on its standard output when it has given up the rest,
+//! and the daemon waits for that before it lets go of the node. When the pipe from the
+//! daemon closes (the daemon stops, or dies), the keeper removes the node if it is the
+//! last holder, and exits; a daemon that stops waits for it.
 
 use std::fs::File;
-use std::io::{self, Read};
+use std::io::{self, BufRead, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::os::unix::process::CommandExt;
@@ -30,6 +32,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 
 use crate::privileges::{self, User};
+
+/// What the keeper says once it holds the node with its privileges given up.
+const READY: &str = "keeping";
 
 /// Where the nodes live.
 pub const DIRECTORY: &str = "/dev/infiniband";
@@ -122,7 +127,7 @@ impl DeviceNode {
             .arg("--path")
             .arg(&self.path)
             .stdin(Stdio::piped())
-            .stdout(Stdio::null());
+            .stdout(Stdio::piped());
         if let Some(user) = user {
             cmd.arg("--user").arg(user.numeric());
         }
@@ -144,6 +149,21 @@ impl DeviceNode {
                 return Err(e);
             }
         };
+        // The keeper says when it holds the node and has given up its privileges: until
+        // then the daemon keeps its own copy, and a keeper that fails leaves it the node.
+        let mut said = String::new();
+        if let Some(out) = child.stdout.take() {
+            let _ = io::BufReader::new(out).read_line(&mut said);
+        }
+        if said.trim_end() != READY {
+            let _ = child.kill();
+            let _ = child.wait();
+            self.file = Some(file);
+            return Err(io::Error::other(format!(
+                "{} keep-device-node did not start",
+                program.display()
+            )));
+        }
         // The keeper's lock is this file's: the daemon's copy may go.
         drop(file);
         let stdin = child.stdin.take();
@@ -225,6 +245,14 @@ pub fn keep(fd: RawFd, path: &Path, user: Option<&User>) -> Result<(), privilege
         unsafe { libc::signal(signal, libc::SIG_IGN) };
     }
     privileges::drop_to(user, privileges::KEEPER_KEPT)?;
+    let mut out = io::stdout().lock();
+    writeln!(out, "{READY}")
+        .and_then(|()| out.flush())
+        .map_err(|source| privileges::PrivilegeError::System {
+            what: "telling the daemon the keeper is ready",
+            source,
+        })?;
+    drop(out);
     let mut buf = [0u8; 64];
     let mut input = io::stdin().lock();
     // Anything the daemon writes is ignored; its end, or an error, is the signal.
