@@ -1,6 +1,7 @@
 //! Debian's unmodified verbs programs run by ordinary users (`setpriv`, no supplementary
 //! groups unless given) on daemons that run as a user of their own: `ibv_devices` lists
-//! the device, `ibv_rc_pingpong` and `ib_write_bw` run between two users' processes, a
+//! the device, `ibv_rc_pingpong`, `ib_write_bw` and `rping` (rdma_cm) run between two
+//! users' processes, a
 //! user the daemon does not allow is told why, and registering past a user's
 //! `RLIMIT_MEMLOCK` fails as on a kernel RDMA device, saying so.
 
@@ -67,7 +68,13 @@ fn pair_of_users(
 #[test]
 #[ignore = "needs root: network namespaces, XDP, AF_XDP, setpriv (cargo xtask test runs it)"]
 fn ordinary_users_list_the_device_and_run_pingpong_and_perftest_between_them() {
-    require_tools(&["ibv_devices", "ibv_rc_pingpong", "ib_write_bw", "setpriv"]);
+    require_tools(&[
+        "ibv_devices",
+        "ibv_rc_pingpong",
+        "ib_write_bw",
+        "rping",
+        "setpriv",
+    ]);
     let _one_at_a_time = serial();
     let bench = Bench::start_with(&[DAEMON]);
     for (side, uid) in [(Side::A, NOBODY), (Side::B, OTHER)] {
@@ -112,12 +119,37 @@ fn ordinary_users_list_the_device_and_run_pingpong_and_perftest_between_them() {
         "{client}"
     );
     assert!(rows[0].average > 0.0, "{client}");
+    // rdma_cm: rping's server as one user, its client as the other, data verified.
+    let a = bench.address(Side::A);
+    let server = as_user(
+        NOBODY,
+        &[],
+        Some(memlock),
+        &["rping", "-s", "-a", &a, "-C", "50", "-V", "-S", "1024"],
+    );
+    let client = as_user(
+        OTHER,
+        &[],
+        Some(memlock),
+        &["rping", "-c", "-a", &a, "-C", "50", "-V", "-S", "1024"],
+    );
+    let server: Vec<&str> = server.iter().map(String::as_str).collect();
+    let client: Vec<&str> = client.iter().map(String::as_str).collect();
+    let (server, client) = bench.cm_pair(Side::A, Side::B, &server, &client);
+    server.assert_success();
+    client.assert_success();
 }
 
 #[test]
 #[ignore = "needs root: network namespaces, XDP, AF_XDP, setpriv (cargo xtask test runs it)"]
 fn a_user_the_daemon_does_not_allow_sees_the_device_and_is_told_why_it_may_not_open_it() {
-    require_tools(&["ibv_devices", "ibv_devinfo", "ibv_rc_pingpong", "setpriv"]);
+    require_tools(&[
+        "ibv_devices",
+        "ibv_devinfo",
+        "ibv_rc_pingpong",
+        "rping",
+        "setpriv",
+    ]);
     let _one_at_a_time = serial();
     let allowed = OTHER.to_string();
     let bench = Bench::start_with(&[DAEMON, "--allow-users", &allowed, "--allow-groups", "64100"]);
@@ -156,6 +188,20 @@ fn a_user_the_daemon_does_not_allow_sees_the_device_and_is_told_why_it_may_not_o
     assert!(
         out.stderr.contains("Couldn't get context"),
         "the program's own words too: {out}"
+    );
+    // Through rdma_cm too.
+    let a = bench.address(Side::A);
+    let out = run_as(
+        &bench,
+        Side::A,
+        as_user(NOBODY, &[], None, &["rping", "-s", "-a", &a, "-C", "1"]),
+    );
+    assert!(!out.status.success(), "{out}");
+    assert!(
+        out.stderr.contains(&format!(
+            "librdmacm: {DEVICE}: access to {DEVICE} denied for uid {NOBODY}"
+        )),
+        "{out}"
     );
     // The user named, and a member of the group named, open it.
     for (uid, groups) in [(OTHER, &[][..]), (64002, &[64100][..])] {
