@@ -138,9 +138,23 @@ impl DeviceNode {
             if unsafe { libc::fcntl(fd, libc::F_SETFD, 0) } != 0 {
                 return Err(io::Error::last_os_error());
             }
+            // Nothing else reaches the keeper: not the AF_XDP sockets, the BPF objects or
+            // the control socket of the daemon (some are opened without close-on-exec by
+            // the libraries that open them), nor what the daemon itself inherited.
+            for (first, last) in [(3, fd - 1), (fd + 1, libc::c_int::MAX)] {
+                if first > last {
+                    continue;
+                }
+                // Safety: close_range takes two descriptor numbers and flags, no memory;
+                // the descriptors are this forked process's, about to exec.
+                let r = unsafe { libc::syscall(libc::SYS_close_range, first, last, 0) };
+                if r != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
             Ok(())
         };
-        // Safety: the closure makes one async-signal-safe system call.
+        // Safety: the closure makes only async-signal-safe system calls.
         unsafe { cmd.pre_exec(inherit) };
         let mut child = match cmd.spawn() {
             Ok(c) => c,

@@ -90,7 +90,8 @@ fn children(pid: u32) -> Vec<u32> {
 /// Checks that the daemon of `side` and every thread of it run as `uid`:`gid` with no
 /// supplementary group and no capability but [`KEPT`] (none inheritable or ambient, no new
 /// privileges; a bounding set of `KEPT` alone when `bounded`, as root can make it), and
-/// that its one child, the device node's keeper, holds `CAP_DAC_OVERRIDE` alone.
+/// that its one child, the device node's keeper, holds `CAP_DAC_OVERRIDE` alone and no
+/// descriptor but its standard ones and the node's.
 fn check_daemon(hosts: &mut TwoHosts, side: Side, uid: u32, gid: u32, bounded: bool) {
     let pid = hosts.pid(side).expect("the daemon runs");
     let task_list = threads(pid);
@@ -138,6 +139,18 @@ fn check_daemon(hosts: &mut TwoHosts, side: Side, uid: u32, gid: u32, bounded: b
     );
     assert_eq!((keeper.inheritable, keeper.ambient), (0, 0), "{keeper:?}");
     assert!(keeper.no_new_privs, "{keeper:?}");
+    // And nothing of the daemon's but the node: no AF_XDP socket, BPF object or control
+    // socket.
+    for entry in std::fs::read_dir(format!("/proc/{}/fd", kids[0])).unwrap() {
+        let entry = entry.unwrap();
+        let fd: u32 = entry.file_name().to_string_lossy().parse().unwrap();
+        let target = std::fs::read_link(entry.path()).unwrap();
+        assert!(
+            fd <= 2 || target.starts_with("/dev/infiniband/"),
+            "the keeper holds {fd} -> {}",
+            target.display()
+        );
+    }
 }
 
 /// An RDMA WRITE from A to B: what the daemons still hold suffices to serve it (next-hop
