@@ -6,14 +6,14 @@
 //! arithmetic, `CAP_NET_ADMIN`; `CAP_SYS_ADMIN` instead of the first two on kernels older
 //! than 5.8), AF_XDP sockets (`CAP_NET_RAW`) whose buffers are pinned (`CAP_IPC_LOCK`),
 //! and the device node in `/dev` (`CAP_MKNOD`, and `CAP_DAC_OVERRIDE` to write in that
-//! root-owned directory; without them the daemon runs without a node). After setup the daemon parses
-//! frames from the wire and descriptors from applications for the rest of its life, so it
-//! gives all of that up, while it is still one thread (capabilities belong to each thread;
-//! every thread started afterwards inherits the result): it becomes a user of its own
-//! (`--user`), keeps only [`KEPT`], clears its ambient and inheritable sets and, when it
-//! may, its bounding set, sets `PR_SET_NO_NEW_PRIVS` (no program it could run would gain
-//! anything) and makes itself non-dumpable (no other process of its user may trace it or
-//! read its memory, which maps every application's registered memory).
+//! root-owned directory; without them the daemon runs without a node). After setup the
+//! daemon parses frames from the wire and descriptors from applications for the rest of
+//! its life, so it gives all of that up, while it is still one thread (capabilities belong
+//! to each thread; every thread started afterwards inherits the result): it becomes a user
+//! of its own (`--user`), keeps only [`KEPT`], clears its ambient and inheritable sets
+//! and, when it may, its bounding set, sets `PR_SET_NO_NEW_PRIVS` (no program it could run
+//! would gain anything) and makes itself non-dumpable (no other process of its user may
+//! trace it or read its memory, which maps every application's registered memory).
 //!
 //! What it still needs, and why:
 //!
