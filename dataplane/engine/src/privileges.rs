@@ -569,6 +569,85 @@ mod tests {
     }
 
     #[test]
+    fn nothing_is_given_up_while_other_threads_run() {
+        let before = Caps::current().unwrap();
+        let (stop, wait) = std::sync::mpsc::channel::<()>();
+        let other = std::thread::spawn(move || wait.recv());
+        let refused = drop_to(None, CapSet::default());
+        assert!(
+            matches!(refused, Err(PrivilegeError::Threads(n)) if n >= 2),
+            "{refused:?}"
+        );
+        assert_eq!(Caps::current().unwrap(), before, "nothing changed");
+        stop.send(()).unwrap();
+        other.join().unwrap().unwrap();
+    }
+
+    /// Runs `f` in a forked child (one thread, as the daemon is when it gives up its
+    /// privileges) and returns its exit code.
+    fn in_child(f: impl FnOnce() -> i32) -> i32 {
+        // Safety: the child runs `f` and leaves with _exit, never returning into the test
+        // harness; glibc's fork makes its allocator usable in the child.
+        match unsafe { libc::fork() } {
+            0 => {
+                let code = f();
+                // Safety: ends the child without running the parent's destructors.
+                unsafe { libc::_exit(code) }
+            }
+            pid if pid > 0 => {
+                let mut status = 0;
+                // Safety: waits for our own child into a live local.
+                unsafe { libc::waitpid(pid, &mut status, 0) };
+                libc::WEXITSTATUS(status)
+            }
+            _ => panic!("fork: {}", io::Error::last_os_error()),
+        }
+    }
+
+    #[test]
+    #[ignore = "needs root: changes user in a forked child"]
+    fn root_becomes_the_user_with_what_it_keeps_and_no_way_back() {
+        assert!(nix::unistd::geteuid().is_root(), "run as root");
+        let user = User::resolve("64000:64001").unwrap();
+        let code = in_child(|| {
+            let Ok(dropped) = drop_to(Some(&user), KEPT) else {
+                return 10;
+            };
+            let caps = Caps::current().unwrap();
+            let ids = nix::unistd::getresuid().unwrap();
+            let gids = nix::unistd::getresgid().unwrap();
+            let checks = [
+                dropped.caps == KEPT && dropped.missing == CapSet::default(),
+                caps.effective == KEPT && caps.permitted == KEPT,
+                caps.inheritable == CapSet::default(),
+                [ids.real, ids.effective, ids.saved]
+                    .iter()
+                    .all(|u| u.as_raw() == 64000),
+                [gids.real, gids.effective, gids.saved]
+                    .iter()
+                    .all(|g| g.as_raw() == 64001),
+                nix::unistd::getgroups().unwrap().is_empty(),
+                prctl(libc::PR_GET_NO_NEW_PRIVS, 0).unwrap() == 1,
+                prctl(libc::PR_GET_DUMPABLE, 0).unwrap() == 0,
+                // The bounding set holds what it kept and nothing more.
+                prctl(libc::PR_CAPBSET_READ, CapSet::NET_ADMIN.into()).unwrap() == 1,
+                prctl(libc::PR_CAPBSET_READ, CapSet::SYS_ADMIN.into()).unwrap() == 0,
+                // No way back to root, nor to another user.
+                nix::unistd::setuid(nix::unistd::Uid::from_raw(0)).is_err(),
+                matches!(
+                    drop_to(Some(&User::resolve("64002").unwrap()), KEPT),
+                    Err(PrivilegeError::CannotSwitch(_))
+                ),
+            ];
+            checks
+                .iter()
+                .position(|ok| !ok)
+                .map_or(0, |failed| 20 + failed as i32)
+        });
+        assert_eq!(code, 0, "10: drop_to failed; 20 + n: check n failed");
+    }
+
+    #[test]
     fn this_threads_capabilities_read_as_proc_shows_them() {
         let caps = Caps::current().unwrap();
         let status = std::fs::read_to_string("/proc/thread-self/status").unwrap();
