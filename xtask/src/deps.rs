@@ -45,7 +45,16 @@ impl Need {
                 "make",
                 "gcc-multilib",
             ],
-            Need::Lab => &["iproute2", "ethtool", "iputils-ping", "tcpdump"],
+            // setpriv and capsh run tests as ordinary users and the daemon as its service
+            // starts it.
+            Need::Lab => &[
+                "iproute2",
+                "ethtool",
+                "iputils-ping",
+                "tcpdump",
+                "util-linux",
+                "libcap2-bin",
+            ],
             Need::VerbsTools => &[
                 "libibverbs-dev",
                 "ibverbs-utils",

@@ -21,6 +21,7 @@ mod daemon_lossy_path;
 mod daemon_many_qps;
 mod daemon_multiqueue;
 mod daemon_rc;
+mod daemon_users;
 mod daemon_verbs;
 mod daemon_wire_trust;
 mod examples;

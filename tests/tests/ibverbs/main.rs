@@ -8,6 +8,7 @@
 mod ibverbs_api;
 mod ibverbs_perftest;
 mod ibverbs_support;
+mod ibverbs_users;
 mod ibverbs_utils;
 mod interop_oob;
 mod interop_pingpong;

@@ -174,6 +174,7 @@ impl Fixture {
         .unwrap()
         .with_map_budget(1 << 20);
         control.registry.live_areas = || 0;
+        control.registry.locking = Box::new(|_| Ok(super::memlock::Locking::UNBOUNDED));
         let (id, app) = Fixture::connect(&mut control);
         let mut fx = Fixture {
             control,
@@ -193,6 +194,15 @@ impl Fixture {
 
     /// Connects another application (no hello yet): its connection and its end.
     pub(super) fn connect(control: &mut Control) -> (u64, OwnedFd) {
+        let peer = super::Peer {
+            pid: 1,
+            ..super::Peer::default()
+        };
+        Fixture::connect_as(control, peer)
+    }
+
+    /// Connects another application as `peer` (no hello yet): its connection and its end.
+    pub(super) fn connect_as(control: &mut Control, peer: super::Peer) -> (u64, OwnedFd) {
         use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
         // NOTE(unwrap): tests.
         let (daemon, app) = socketpair(
@@ -202,7 +212,7 @@ impl Fixture {
             SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK,
         )
         .unwrap();
-        (control.registry.connect(daemon, 1), app)
+        (control.registry.connect(daemon, peer), app)
     }
 
     /// The reply to `request`.

@@ -24,6 +24,8 @@
 //! namespace or a poller thread.
 //!
 //! - [`server`]: the socket, connections, dispatch of requests, parked requests.
+//! - [`access`]: who may open the device, and the credentials of each connection.
+//! - [`memlock`]: the kernel's bound on a process's registered memory (`RLIMIT_MEMLOCK`).
 //! - [`registry`]: who is connected, what each application owns, limits, the map budget,
 //!   handles, keys, QP numbers.
 //! - [`device`]: hello, device and port attributes, protection domains, statistics.
@@ -34,12 +36,14 @@
 //! - [`cm`]: rdma_cm requests, served by the port's connection manager.
 //! - [`convert`]: between the control protocol's types and the transport's.
 
+mod access;
 mod address;
 mod cm;
 mod convert;
 mod device;
 #[cfg(test)]
 mod fake;
+mod memlock;
 mod queue;
 mod queue_pair;
 mod region;
@@ -57,6 +61,7 @@ use xroce_wire::{Gid, IbMtu};
 
 use crate::poller::Command;
 
+pub use access::{AccessError, AccessPolicy, Named, Peer};
 pub use device::node_guid;
 pub use registry::AppLimits;
 pub use server::Control;

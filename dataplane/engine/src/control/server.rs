@@ -20,6 +20,7 @@ use verbs_shm::protocol::{self, Reply, Request};
 use verbs_shm::sys;
 use xroce_wire::Gid;
 
+use super::access::{AccessPolicy, Peer};
 use super::registry::Registry;
 use super::{Answer, AppLimits, Host, Link, PortView, Refusal, Resolver, node_guid};
 use crate::poller::Command;
@@ -68,6 +69,10 @@ pub struct Control {
     pub(super) cm: CmService,
     /// QP1 frames from the pollers, and the eventfd that says one came.
     pub(super) gsi: Option<(Receiver<Vec<u8>>, Arc<OwnedFd>)>,
+    /// Who may open the device.
+    pub(super) access: AccessPolicy,
+    /// Users refused so far (each is logged once).
+    pub(super) refused_uids: std::collections::HashSet<u32>,
 }
 
 impl std::fmt::Debug for Control {
@@ -111,7 +116,15 @@ impl Control {
             parking: None,
             cm,
             gsi: None,
+            access: AccessPolicy::everybody(),
+            refused_uids: std::collections::HashSet::new(),
         })
+    }
+
+    /// Lets only the users `access` allows open the device (by default every user may).
+    pub fn with_access(mut self, access: AccessPolicy) -> Control {
+        self.access = access;
+        self
     }
 
     /// Takes the QP1 frames the pollers pass on through `frames`, rung by `bell`.
@@ -225,17 +238,13 @@ impl Control {
                     return;
                 }
             };
-            let (pid, uid, _) = sys::peer_credentials(&sock).unwrap_or((0, u32::MAX, 0));
-            // Only the daemon's own user (or root) may attach: applications share memory
-            // with the daemon.
-            let me = nix::unistd::geteuid().as_raw();
-            if uid != me && uid != 0 {
-                warn!("refused a connection from pid {pid} uid {uid}");
-                continue;
-            }
-            let id = self.registry.connect(sock, pid);
+            // Whether it may open the device is decided on its hello, where a refusal can
+            // say why.
+            let peer = Peer::of(&sock);
+            let (pid, uid) = (peer.pid, peer.uid);
+            let id = self.registry.connect(sock, peer);
             let poller = self.registry.conn(id).poller;
-            debug!("application pid {pid} connected (context {id}, poller {poller})");
+            debug!("application pid {pid} uid {uid} connected (context {id}, poller {poller})");
         }
     }
 
@@ -275,7 +284,9 @@ impl Control {
         fds: Vec<OwnedFd>,
     ) -> Result<Answer, Refusal> {
         let hello = self.registry.find(id).is_some_and(|c| c.hello);
-        if !hello && !matches!(request, Request::Hello { .. }) {
+        // Before its hello a connection may only describe the device: what sysfs shows
+        // every user of a kernel device, also one who may not open it.
+        if !hello && !matches!(request, Request::Hello { .. } | Request::QueryDevice) {
             return Err(Refusal::new(
                 libc::EPROTO,
                 "the first request must be Hello",
@@ -366,7 +377,7 @@ impl Control {
         {
             // Once per application: one that loops on a refusal must not flood the log.
             conn.warned = true;
-            warn!("application pid {} refused: {message}", conn.pid);
+            warn!("application pid {} refused: {message}", conn.peer.pid);
         }
         let borrowed: Vec<BorrowedFd<'_>> = fds.iter().map(|f| f.as_fd()).collect();
         if let Err(e) = sys::send_message(conn.sock.as_fd(), &bytes, &borrowed) {
@@ -410,7 +421,7 @@ impl Control {
         }
         info!(
             "application pid {} (context {id}) went away: released {qps} QPs, {srqs} SRQs, {cqs} CQs, {mrs} MRs, {ahs} AHs",
-            c.pid
+            c.peer.pid
         );
     }
 }

@@ -28,10 +28,15 @@ pub(crate) fn errno(error: &client::Error) -> Errno {
     Errno(error.errno())
 }
 
-/// `ibv_open_device`: connects to the device's daemon.
+/// `ibv_open_device`: connects to the device's daemon. A daemon whose access policy leaves
+/// the user out refuses (`EACCES`, as `open` of a kernel device's node the user may not
+/// open), and its reason is shown on stderr.
 pub(crate) fn open_device(device: *mut ibv_device) -> Verb<*mut ibv_context> {
     let name = device::name_string(device)?;
-    let client = client::Context::open(&name).map_err(|e| errno(&e))?;
+    let client = client::Context::open(&name).map_err(|e| {
+        super::refusal::show("ibv_open_device", &name, &e);
+        errno(&e)
+    })?;
     let async_fd = client.async_fd().as_raw_fd();
     // The daemon creates the event socket pair non-blocking; verbs' async_fd blocks until
     // the application asks otherwise (our end is our own file description).

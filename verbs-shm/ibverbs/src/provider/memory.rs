@@ -86,7 +86,10 @@ pub(crate) unsafe fn reg_mr(
             .client
             .register_iova(addr.cast(), length, iova, Access(access))
     }
-    .map_err(|e| errno(&e))?;
+    .map_err(|e| {
+        super::refusal::show("ibv_reg_mr", pd_obj.ctx.client.device(), &e);
+        errno(&e)
+    })?;
     let ibv = ibv_mr {
         context: pd_obj.ctx.ibv(),
         pd,
@@ -189,7 +192,10 @@ pub(crate) unsafe fn rereg_mr(
             Access(new_access),
         )
     }
-    .map_err(|e| errno(&e))?;
+    .map_err(|e| {
+        super::refusal::show("ibv_rereg_mr", new_pd.ctx.client.device(), &e);
+        errno(&e)
+    })?;
     if !Arc::ptr_eq(&new_pd, &state.pd) {
         new_pd.users.add();
         state.pd.users.remove();

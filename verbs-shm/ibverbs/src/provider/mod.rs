@@ -23,6 +23,7 @@
 //! | `ibv_rate_to_mult`, `mult_to_ibv_rate`, `ibv_rate_to_mbps`, `mbps_to_ibv_rate` | [`rate`] |
 //! | `ibv_fork_init`, `ibv_is_fork_initialized`, `ibv_dontfork_range`, `ibv_dofork_range` | [`fork`] |
 //! | `ibv_get_sysfs_path`, `ibv_read_sysfs_file` | [`sysfs`] |
+//! | the daemon's reasons for refusals the user must see (access, memory limits), on stderr | [`refusal`] |
 //! | the kernel-provider interface (`IBVERBS_PRIVATE_34`: `verbs_register_driver_34`, `ibv_cmd_*`, …), permanently inert | [`kernel_provider`] |
 //!
 //! **Not supported** ([`verbs`]; `EOPNOTSUPP`): importing contexts and objects, dmabuf
@@ -54,6 +55,7 @@ pub(crate) mod memory;
 pub(crate) mod objects;
 pub(crate) mod queue_pair;
 pub(crate) mod rate;
+pub(crate) mod refusal;
 pub(crate) mod sysfs;
 pub(crate) mod text;
 pub(crate) mod verbs;
