@@ -208,7 +208,7 @@ impl Control {
     ) -> Result<Reply, Refusal> {
         let qpn = self.qpn_of(id, qp)?;
         let mask = AttrMask(mask);
-        let pid = self.registry.conn(id).pid;
+        let pid = self.registry.conn(id).peer.pid;
         if mask.contains(AttrMask::QKEY)
             && attr.qkey & CONTROLLED_QKEY != 0
             && !self.host.is_privileged(pid)
