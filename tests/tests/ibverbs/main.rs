@@ -13,3 +13,4 @@ mod interop_oob;
 mod interop_pingpong;
 mod rdma_cm_tools;
 mod rdma_core_suite;
+mod ucx_mpi;
