@@ -21,7 +21,8 @@ pub(crate) enum Need {
     VerbsTools,
     /// The Linux rxe peer of the interop checks, booted in a VM.
     Interop,
-    /// UCX and Open MPI run on the drop-in libraries, and the compiler of the MPI check.
+    /// UCX and Open MPI run on the drop-in libraries, with what builds the MPI check and
+    /// UCX's client-server example.
     Ucx,
 }
 
@@ -64,7 +65,7 @@ impl Need {
                 "rdmacm-utils",
             ],
             Need::Interop => &["qemu-system-x86"],
-            Need::Ucx => &["ucx-utils", "openmpi-bin", "libopenmpi-dev"],
+            Need::Ucx => &["ucx-utils", "libucx-dev", "openmpi-bin", "libopenmpi-dev"],
         }
     }
 

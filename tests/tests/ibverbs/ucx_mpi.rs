@@ -5,7 +5,9 @@
 //! `ucx_perftest` between the hosts passes every run over both transports (tag matching,
 //! puts, active messages); the Open MPI jobs with `--mca pml ucx` (2 and 4 ranks over RC,
 //! 2 over UD) check their allreduce, ping-pong and all-to-all results and UCX reached the
-//! other ranks through the expected verbs transport on xroce's device and nothing else.
+//! other ranks through the expected verbs transport on xroce's device and nothing else;
+//! UCX's client-server example connects by socket address through UCX's rdma_cm connection
+//! manager (the drop-in librdmacm.so.1) and exchanges its messages.
 //! The figures are printed, never asserted.
 //!
 //! Needs root (`#[ignore]`d: `cargo xtask test` runs it).
@@ -94,5 +96,14 @@ fn ucx_perftest_and_open_mpi_run_between_two_xroce_hosts() {
             row[4]
         );
     }
+    let sockaddr = rows
+        .iter()
+        .find(|r| r[0] == "sockaddr")
+        .expect("the client-server example did not run");
+    assert_eq!(
+        sockaddr[1..],
+        ["ok", "rdmacm"],
+        "UCX's client-server example by socket address"
+    );
     assert!(status.success(), "cargo xtask ucx failed ({status})");
 }

@@ -12,15 +12,18 @@
 //!   figures are printed with their ratios, never judged;
 //! - Open MPI jobs with `--mca pml ucx` across the hosts ([`mpi::JOBS`]: 2 and 4 ranks),
 //!   each checking the results of an allreduce, a ping-pong and an all-to-all, and
-//!   showing what UCX selected.
+//!   showing what UCX selected;
+//! - UCX's client-server example, whose endpoint UCX connects by socket address through
+//!   its rdma_cm connection manager and the drop-in `librdmacm.so.1` ([`sockaddr`]).
 //!
-//! It prints a table and exits non-zero when a run failed. `--only perftest|mpi` runs a
-//! part; `--report FILE` writes every outcome (tab-separated), which
+//! It prints a table and exits non-zero when a run failed. `--only perftest|mpi|sockaddr`
+//! runs a part; `--report FILE` writes every outcome (tab-separated), which
 //! `tests/tests/ibverbs/ucx_mpi.rs` checks. Logs stay in `target/xroce/ucx/`.
 
 mod mpi;
 mod perftest;
 mod process;
+mod sockaddr;
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -43,8 +46,9 @@ const TRANSPORTS: &[&str] = &["rc_verbs", "ud_verbs"];
     about = "UCX (ucx_perftest over rc_verbs and ud_verbs) and Open MPI with pml ucx between two xroce hosts"
 )]
 struct Args {
-    /// Only these parts: `perftest` (ucx_info and ucx_perftest), `mpi` (repeatable).
-    #[arg(long, value_parser = ["perftest", "mpi"])]
+    /// Only these parts: `perftest` (ucx_info and ucx_perftest), `mpi`, `sockaddr`
+    /// (repeatable).
+    #[arg(long, value_parser = ["perftest", "mpi", "sockaddr"])]
     only: Vec<String>,
     /// Iterations of the bandwidth tests.
     #[arg(long, default_value_t = 2000)]
@@ -79,6 +83,7 @@ fn run(args: &Args) -> Result<()> {
         "ucx-utils",
         "openmpi-bin",
         "libopenmpi-dev",
+        "libucx-dev",
         "perftest",
         "iproute2",
     ])?;
@@ -94,6 +99,11 @@ fn run(args: &Args) -> Result<()> {
     std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
     let prepared = if part("mpi") {
         Some(mpi::prepare(&work)?)
+    } else {
+        None
+    };
+    let example = if part("sockaddr") {
+        Some(sockaddr::prepare(&work)?)
     } else {
         None
     };
@@ -154,6 +164,23 @@ fn run(args: &Args) -> Result<()> {
             let outcome = mpi::run(lab, &lib, &work, prepared, job, limits.timeout);
             failures += usize::from(outcome.result.is_err());
             print_mpi(&outcome, &mut report);
+        }
+    }
+
+    if let Some(example) = &example {
+        eprintln!("ucx: ucp_client_server, connected by socket address");
+        let outcome = sockaddr::run(lab, &lib, &work, example, limits.timeout);
+        println!("UCX's ucp_client_server, connected by socket address (tag, 10 x 4096 B):");
+        match &outcome.result {
+            Ok(managers) => {
+                println!("  ok, connection manager: {}", managers.join(", "));
+                let _ = writeln!(report, "sockaddr\tok\t{}", managers.join(","));
+            }
+            Err(e) => {
+                failures += 1;
+                println!("  FAILED: {e}");
+                let _ = writeln!(report, "sockaddr\tfailed\t{e}");
+            }
         }
     }
 
