@@ -391,6 +391,7 @@ impl QueuePair {
                 flags,
                 src_qp: 0,
                 solicited: false,
+                network_header: None,
             });
         }
         if self.state == QpState::Sqd && !self.comp.drained_notified && self.sq.drained() {

@@ -67,7 +67,7 @@ pub mod wqe;
 pub use attributes::{
     Access, AttrMask, Limits, ModifyError, Path, QpAttr, QpCaps, QpState, QpType,
 };
-pub use completion::{Completion, CompletionQueue, WcFlags, WcOpcode, WcStatus};
+pub use completion::{Completion, CompletionQueue, NetworkHeader, WcFlags, WcOpcode, WcStatus};
 pub use context::{AsyncEvent, Cx, Emit};
 pub use counters::{Counter, Counters};
 pub use endpoint::{Endpoint, EndpointConfig, EndpointError, Transmit};

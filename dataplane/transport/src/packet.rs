@@ -14,6 +14,7 @@ use xroce_wire::{
 };
 
 use crate::attributes::QpType;
+use crate::completion::NetworkHeader;
 
 /// What a packet does: the operations of the opcode table the transport implements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -160,13 +161,23 @@ impl Packet<'_> {
     pub fn grh(&self) -> [u8; 40] {
         let mut grh = [0u8; 40];
         let ip = self.net.ip_header;
-        if ip.len() >= 40 {
-            grh.copy_from_slice(&ip[..40]);
-        } else {
-            let n = ip.len().min(20);
-            grh[20..20 + n].copy_from_slice(&ip[..n]);
+        match self.network_header() {
+            NetworkHeader::Ipv6 => grh.copy_from_slice(&ip[..40]),
+            NetworkHeader::Ipv4 => {
+                let n = ip.len().min(20);
+                grh[20..20 + n].copy_from_slice(&ip[..n]);
+            }
         }
         grh
+    }
+
+    /// The network header it arrived with: only an IPv6 header is 40 bytes long.
+    pub fn network_header(&self) -> NetworkHeader {
+        if self.net.ip_header.len() >= 40 {
+            NetworkHeader::Ipv6
+        } else {
+            NetworkHeader::Ipv4
+        }
     }
 }
 

@@ -579,6 +579,7 @@ impl QueuePair {
             flags,
             src_qp: self.attr.dest_qpn.value(),
             solicited: h.solicited,
+            network_header: None,
         });
         Ok(())
     }
@@ -646,6 +647,7 @@ impl QueuePair {
             flags,
             src_qp: deth.src_qp.value(),
             solicited: pkt.h.solicited,
+            network_header: Some(pkt.network_header()),
         });
         if status != WcStatus::Success {
             // A bad receive buffer is the application's error: the QP goes to ERR.
@@ -675,6 +677,7 @@ impl QueuePair {
                 flags: WcFlags::default(),
                 src_qp: 0,
                 solicited: false,
+                network_header: None,
             }),
             (_, recv) => {
                 if let Some(recv) = recv {

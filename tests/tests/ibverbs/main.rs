@@ -15,3 +15,4 @@ mod interop_pingpong;
 mod rdma_cm_load;
 mod rdma_cm_tools;
 mod rdma_core_suite;
+mod ucx_mpi;
