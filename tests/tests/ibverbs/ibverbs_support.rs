@@ -292,6 +292,15 @@ fn drain(mut pipe: impl std::io::Read + Send + 'static) -> JoinHandle<String> {
     })
 }
 
+/// Checks a pair's outcome: both exited 0.
+pub fn both_ok(what: &str, (server, client): (Finished, Finished)) -> (Finished, Finished) {
+    assert!(
+        server.status.success() && client.status.success(),
+        "{what}:\n--- server\n{server}\n--- client\n{client}"
+    );
+    (server, client)
+}
+
 /// A running tool; killed on drop if it is still running (every exit path of a test).
 #[derive(Debug)]
 pub struct Running {

@@ -11,21 +11,12 @@ use xroce_impair::Impairment;
 use xroce_lab::Side;
 use xroce_lab::daemons::counter;
 
-use crate::ibverbs_support::{Bench, Finished, Running, require_tools, serial};
+use crate::ibverbs_support::{Bench, Finished, Running, both_ok, require_tools, serial};
 
 const UTILS: &[&str] = &["rping", "ucmatose", "udaddy", "cmtime"];
 
 /// Connections cmtime sets up and tears down.
 const CONNECTIONS: &str = "200";
-
-/// Checks a pair's outcome: both exited 0.
-fn both_ok(what: &str, (server, client): (Finished, Finished)) -> (Finished, Finished) {
-    assert!(
-        server.status.success() && client.status.success(),
-        "{what}:\n--- server\n{server}\n--- client\n{client}"
-    );
-    (server, client)
-}
 
 /// A daemon's counters.
 fn stats(bench: &Bench, side: Side) -> Vec<(String, u64)> {

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use xroce_lab::Side;
 
-use crate::ibverbs_support::{Bench, Finished, require_tools, serial};
+use crate::ibverbs_support::{Bench, both_ok, require_tools, serial};
 
 const UTILS: &[&str] = &[
     "rping",
@@ -19,15 +19,6 @@ const UTILS: &[&str] = &[
     "rdma_xserver",
     "rdma_xclient",
 ];
-
-/// Checks a pair's outcome: both exited 0.
-fn both_ok(what: &str, (server, client): (Finished, Finished)) -> (Finished, Finished) {
-    assert!(
-        server.status.success() && client.status.success(),
-        "{what}:\n--- server\n{server}\n--- client\n{client}"
-    );
-    (server, client)
-}
 
 /// rping's client and server between the two daemons, data verified (`-V`), then the
 /// same with both on one daemon.

@@ -143,28 +143,34 @@ fn param(qpn: u32) -> CmConnParam {
     }
 }
 
+/// A listener of `h` on TCP `port` with `backlog`.
+fn listening(h: &mut Host, port: u16, backlog: i32) -> u64 {
+    let listener = id(h, port_space::TCP, 2);
+    call(
+        &mut h.svc,
+        CmRequest::Bind {
+            id: listener,
+            addr: sockaddr(h.ip, port),
+        },
+    )
+    .unwrap();
+    call(
+        &mut h.svc,
+        CmRequest::Listen {
+            id: listener,
+            backlog,
+        },
+    )
+    .unwrap();
+    listener
+}
+
 /// rping's steps, between two daemons exchanging QP1 frames.
 #[test]
 fn a_connection_is_established_and_disconnected_between_two_ports() {
     let mut a = host([10, 0, 0, 1], 1, 2);
     let mut b = host([10, 0, 0, 2], 2, 1);
-    let listener = id(&mut b, port_space::TCP, 2);
-    call(
-        &mut b.svc,
-        CmRequest::Bind {
-            id: listener,
-            addr: sockaddr(b.ip, 7174),
-        },
-    )
-    .unwrap();
-    call(
-        &mut b.svc,
-        CmRequest::Listen {
-            id: listener,
-            backlog: 8,
-        },
-    )
-    .unwrap();
+    let listener = listening(&mut b, 7174, 8);
 
     let ca = id(&mut a, port_space::TCP, 2);
     call(
@@ -493,23 +499,7 @@ fn a_pending_connection_request_costs_a_listening_daemon_little_memory() {
     const PENDING: usize = 1000;
     let mut a = host([10, 0, 0, 1], 1, 2);
     let mut b = host([10, 0, 0, 2], 2, 1);
-    let listener = id(&mut b, port_space::TCP, 2);
-    call(
-        &mut b.svc,
-        CmRequest::Bind {
-            id: listener,
-            addr: sockaddr(b.ip, 7174),
-        },
-    )
-    .unwrap();
-    call(
-        &mut b.svc,
-        CmRequest::Listen {
-            id: listener,
-            backlog: 0,
-        },
-    )
-    .unwrap();
+    listening(&mut b, 7174, 0);
     // A's REQs, made before anything is counted.
     let mut reqs = Vec::with_capacity(PENDING);
     for k in 0..PENDING {
