@@ -394,3 +394,31 @@ fn a_malformed_receive_completes_with_an_error() {
         before + 1
     );
 }
+
+/// A refused modify carries its reason to the Rust API's error, and the daemon logs it
+/// with the application and the queue pair: here a path from the IPv6 GID to the peer's
+/// IPv4 address, which no RoCE device can take. The queue pair stays in INIT.
+#[test]
+#[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]
+fn a_path_across_address_families_is_refused_with_its_reason() {
+    require_root();
+    let p = Pair::new(false);
+    let mut av = p.hosts.av(Side::A);
+    av.sgid_index = xroce_lab::Family::Ipv6.gid_index();
+    let refused = connect(&p.qa, av, p.qb.qpn(), 0x100, 0x200).expect_err("refused");
+    let (a, b) = (p.hosts.lab.host(Side::A), p.hosts.lab.host(Side::B));
+    let reason = format!(
+        "GID 1 ({}) is IPv6 and the destination {} is IPv4",
+        a.ipv6, b.ipv4
+    );
+    let text = refused.to_string();
+    assert!(text.contains(&reason), "{text}");
+    assert_eq!(refused.errno(), libc::EINVAL);
+    assert_eq!(p.qa.query().unwrap().qp_state, 1, "still in INIT");
+    let log = std::fs::read_to_string(p.hosts.log(Side::A)).unwrap();
+    let expected = format!(
+        "ibv_modify_qp of QP {:#x} to RTR refused: {reason}",
+        p.qa.qpn()
+    );
+    assert!(log.contains(&expected), "{expected:?} not in:\n{log}");
+}

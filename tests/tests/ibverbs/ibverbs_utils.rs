@@ -236,3 +236,58 @@ fn ibv_ud_pingpong_runs_over_ipv6() {
         "GID fd00:77::",
     );
 }
+
+/// A refused `ibv_modify_qp` says why: the server connects from its IPv4 GID (`-g 0`) to the
+/// client's IPv6 one (`-g 1`), a path no RoCE device can take. The daemon logs the
+/// application, the queue pair and the reason, and the drop-in library prints the reason
+/// on the program's stderr with `XROCE_IBVERBS_DEBUG=1` (and nothing without it).
+#[test]
+#[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]
+fn a_refused_modify_says_why_in_the_daemons_log_and_on_stderr() {
+    require_tools(&["ibv_rc_pingpong"]);
+    let _one_at_a_time = serial();
+    let bench = Bench::start();
+    let (server, client) = bench.pair_with_server_env(
+        "ibv_rc_pingpong",
+        18610,
+        &["-g", "0", "-n", "5"],
+        &["-g", "1", "-n", "5"],
+        &[("XROCE_IBVERBS_DEBUG", "1")],
+    );
+    assert!(!server.status.success(), "{server}");
+    assert!(
+        server.stderr.contains("Failed to modify QP to RTR"),
+        "{server}"
+    );
+    let (a, b) = (bench.hosts.lab.host(Side::A), bench.hosts.lab.host(Side::B));
+    let reason = format!(
+        "GID 0 ({}) is IPv4 and the destination {} is IPv6",
+        a.ipv4, b.ipv6
+    );
+    let printed: Vec<&str> = server
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("libibverbs (xroce): "))
+        .collect();
+    assert_eq!(printed.len(), 1, "one refusal, one line: {server}");
+    assert!(
+        printed[0].starts_with("libibverbs (xroce): ibv_modify_qp: ")
+            && printed[0].contains(&reason),
+        "{server}"
+    );
+    assert!(
+        !client.stderr.contains("libibverbs (xroce)"),
+        "nothing printed without the variable: {client}"
+    );
+    let log = std::fs::read_to_string(bench.hosts.log(Side::A)).expect("the daemon's log");
+    let line = log
+        .lines()
+        .find(|l| l.contains("ibv_modify_qp"))
+        .unwrap_or_else(|| panic!("no refusal in the daemon's log:\n{log}"));
+    assert!(
+        line.contains("(ibv_rc_pingpong): ibv_modify_qp of QP 0x")
+            && line.contains(&format!(" to RTR refused: {reason}"))
+            && line.contains("(EINVAL"),
+        "{line}"
+    );
+}

@@ -33,6 +33,7 @@
 //! - [`address`]: paths to destinations and address handles.
 //! - [`cm`]: rdma_cm requests, served by the port's connection manager.
 //! - [`convert`]: between the control protocol's types and the transport's.
+//! - [`subject`]: what a request is about, for the log line of its refusal.
 
 mod address;
 mod cm;
@@ -45,6 +46,7 @@ mod queue_pair;
 mod region;
 mod registry;
 mod server;
+mod subject;
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
