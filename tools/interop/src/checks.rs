@@ -161,6 +161,8 @@ pub(super) const CM_TOOLS: &[CmTool] = &[
 pub(super) struct Check {
     pub(super) program: Program,
     pub(super) server: Side,
+    /// Between the two ends' global IPv6 GIDs instead of their IPv4 ones.
+    pub(super) ipv6: bool,
 }
 
 impl Check {
@@ -172,6 +174,15 @@ impl Check {
     }
 
     pub(super) fn name(&self) -> String {
+        let name = self.program_name();
+        if self.ipv6 {
+            format!("{name} over IPv6")
+        } else {
+            name
+        }
+    }
+
+    fn program_name(&self) -> String {
         let size = |s: u32| {
             if s >= 1 << 20 && s.is_multiple_of(1 << 20) {
                 format!("{} MiB", s >> 20)
@@ -213,6 +224,7 @@ pub(super) fn checks() -> Vec<Check> {
                     iters,
                 },
                 server,
+                ipv6: false,
             });
         }
     }
@@ -235,6 +247,7 @@ pub(super) fn checks() -> Vec<Check> {
                     iters,
                 },
                 server,
+                ipv6: false,
             });
         }
     }
@@ -243,6 +256,50 @@ pub(super) fn checks() -> Vec<Check> {
             all.push(Check {
                 program: Program::RdmaCm(*tool),
                 server,
+                ipv6: false,
+            });
+        }
+    }
+    // RoCEv2 over IPv6: the pingpongs of each service, and the drop-in programs of the
+    // issue that asked for it (`ibv_rc_pingpong -g`, `ib_write_bw -x`, `ib_read_lat -x`).
+    let over_ipv6 = [
+        Program::Pingpong {
+            service: "rc",
+            size: 4096,
+            iters: 100,
+        },
+        Program::Pingpong {
+            service: "uc",
+            size: 4096,
+            iters: 20,
+        },
+        Program::Pingpong {
+            service: "ud",
+            size: 512,
+            iters: 50,
+        },
+        Program::DropIn {
+            program: "ibv_rc_pingpong",
+            size: 4096,
+            iters: 50,
+        },
+        Program::DropIn {
+            program: "ib_write_bw",
+            size: 65536,
+            iters: 20,
+        },
+        Program::DropIn {
+            program: "ib_read_lat",
+            size: 64,
+            iters: 100,
+        },
+    ];
+    for program in over_ipv6 {
+        for server in [Side::Rxe, Side::Xroce] {
+            all.push(Check {
+                program,
+                server,
+                ipv6: true,
             });
         }
     }
@@ -328,6 +385,35 @@ pub(super) fn print_table(rows: &[Row]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_ipv6_check_runs_both_ways_and_says_so_in_its_name() {
+        let all = checks();
+        let ipv6: Vec<&Check> = all.iter().filter(|c| c.ipv6).collect();
+        assert_eq!(ipv6.len(), 12);
+        assert!(ipv6.iter().all(|c| c.name().ends_with(" over IPv6")));
+        assert!(
+            all.iter()
+                .filter(|c| !c.ipv6)
+                .all(|c| !c.name().contains("IPv6"))
+        );
+        for name in [
+            "rc_pingpong",
+            "ud_pingpong",
+            "drop-in ib_write_bw",
+            "drop-in ib_read_lat",
+        ] {
+            let servers: Vec<Side> = ipv6
+                .iter()
+                .filter(|c| c.name().contains(name))
+                .map(|c| c.server)
+                .collect();
+            assert!(
+                servers.contains(&Side::Rxe) && servers.contains(&Side::Xroce),
+                "{name}: {servers:?}"
+            );
+        }
+    }
 
     #[test]
     fn anomalies_are_whole_words() {

@@ -18,7 +18,10 @@ use super::mads;
 use super::peer::{Choice, Peer, PeerKind};
 use super::process::{Proc, signal, tcp_listening};
 use super::vm::{self, Finished, Vm, VmConfig};
-use super::{BRIDGE, DEVICE, INIT, PEER_IP, PEER_MAC, TAP, XROCE_GID_INDEX, XROCE_IP};
+use super::{
+    BRIDGE, DEVICE, INIT, PEER_IP, PEER_IP6, PEER_MAC, TAP, XROCE_GID_INDEX, XROCE_IP,
+    XROCE_IPV6_GID_INDEX,
+};
 use super::{Prepared, log, target_dir};
 use xroce_pcap::{Verdict, describe, for_each_frame};
 
@@ -313,7 +316,8 @@ impl Harness {
                 if lab.b.ipv4 != PEER_IP {
                     bail!("the lab's host b is {}, not {PEER_IP}", lab.b.ipv4);
                 }
-                match LocalRxe::start(&lab.b.netns, &lab.b.interface, PEER_IP, &run_dir) {
+                let ip6 = (lab.b.ipv6 == PEER_IP6).then_some(PEER_IP6);
+                match LocalRxe::start(&lab.b.netns, &lab.b.interface, PEER_IP, ip6, &run_dir) {
                     Ok(rxe) => Some(rxe),
                     Err(e) if prepared.kind == PeerKind::Auto => {
                         log(&format!(
@@ -408,6 +412,7 @@ impl Harness {
                 let peer = Peer::Vm {
                     vm,
                     gid_index: ready.gid_index,
+                    ipv6_gid_index: ready.ipv6_gid_index,
                     ip: PEER_IP,
                 };
                 (peer, super::vm_description(&img), xroced)
@@ -534,7 +539,17 @@ impl Harness {
     /// The two command lines of a check: (rxe side, xroce side) and the xroce side's
     /// environment.
     pub(super) fn commands(&self, check: &Check) -> (String, Vec<String>, Vec<(String, String)>) {
-        let peer_gid = self.peer.gid_index();
+        // Over IPv6 both ends use their global IPv6 GIDs; the programs' out-of-band TCP
+        // exchange stays on IPv4. A peer without an IPv6 GID gets an index rxe does not
+        // have, and the check fails saying so.
+        let (peer_gid, xroce_gid) = if check.ipv6 {
+            (
+                self.peer.ipv6_gid_index().unwrap_or(u32::from(u8::MAX)),
+                XROCE_IPV6_GID_INDEX,
+            )
+        } else {
+            (self.peer.gid_index(), XROCE_GID_INDEX)
+        };
         let dev = self.peer.device();
         let server_addr = |side: Side| match side {
             Side::Rxe => XROCE_IP.to_string(),
@@ -560,7 +575,7 @@ impl Harness {
                     "-d".into(),
                     DEVICE.into(),
                     "-g".into(),
-                    XROCE_GID_INDEX.to_string(),
+                    xroce_gid.to_string(),
                     "-s".into(),
                     size.to_string(),
                     "-n".into(),
@@ -600,7 +615,7 @@ impl Harness {
                         format!(
                             "{program} -d {dev} -g {peer_gid} -s {size} -n {iters}{rxe_target}"
                         ),
-                        format!("{program} -d {DEVICE} -g {XROCE_GID_INDEX} -s {size} -n {iters}"),
+                        format!("{program} -d {DEVICE} -g {xroce_gid} -s {size} -n {iters}"),
                     )
                 } else {
                     // Atomics are 8 bytes, always; perftest takes no -s for them.
@@ -611,7 +626,7 @@ impl Harness {
                     };
                     (
                         format!("{program} -d {dev} -x {peer_gid} -F{s} -n {iters}{rxe_target}"),
-                        format!("{program} -d {DEVICE} -x {XROCE_GID_INDEX} -F{s} -n {iters}"),
+                        format!("{program} -d {DEVICE} -x {xroce_gid} -F{s} -n {iters}"),
                     )
                 };
                 let mut x: Vec<String> = x.split_whitespace().map(str::to_owned).collect();
@@ -1010,7 +1025,7 @@ impl Harness {
         println!();
         println!("The lab stays up until end of input (Ctrl-D) or Ctrl-C.");
         println!(
-            "  xroce host: ip netns exec {} bash   ({} {XROCE_IP}, device {DEVICE}, GID index {XROCE_GID_INDEX})",
+            "  xroce host: ip netns exec {} bash   ({} {XROCE_IP}, device {DEVICE}, GID index {XROCE_GID_INDEX}; IPv6 GID index {XROCE_IPV6_GID_INDEX})",
             a.netns, a.interface
         );
         println!(
@@ -1023,10 +1038,11 @@ impl Harness {
             }
         );
         println!(
-            "  rxe peer:   {} ({}, GID index {}); type a shell command to run it there",
+            "  rxe peer:   {} ({}, GID index {}; IPv6 GID index {:?}); type a shell command to run it there",
             self.peer.place(),
             self.peer.device(),
-            self.peer.gid_index()
+            self.peer.gid_index(),
+            self.peer.ipv6_gid_index()
         );
         println!("  pingpong:   {}", self.pingpong.display());
         println!("  logs:       {}", self.run_dir.display());

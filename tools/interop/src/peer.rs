@@ -60,6 +60,8 @@ pub(crate) enum Peer {
         vm: Vm,
         /// Index of rxe0's IPv4 GID.
         gid_index: u32,
+        /// Index of rxe0's global IPv6 GID, if it has one.
+        ipv6_gid_index: Option<u32>,
         ip: Ipv4Addr,
     },
     Local {
@@ -99,6 +101,14 @@ impl Peer {
         match self {
             Peer::Vm { gid_index, .. } => *gid_index,
             Peer::Local { rxe, .. } => rxe.gid_index(),
+        }
+    }
+
+    /// The index of the device's global IPv6 GID, if it has one.
+    pub(crate) fn ipv6_gid_index(&self) -> Option<u32> {
+        match self {
+            Peer::Vm { ipv6_gid_index, .. } => *ipv6_gid_index,
+            Peer::Local { rxe, .. } => rxe.ipv6_gid_index(),
         }
     }
 
