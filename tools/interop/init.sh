@@ -46,7 +46,9 @@ n=0
 while [ ! -e /sys/class/net/eth0 ] && [ $n -lt 200 ]; do usleep 20000; n=$((n + 1)); done
 ip link set eth0 mtu "$mtu"
 ip addr add "$ip" dev eth0
-ip -6 addr add "$ip6" dev eth0 nodad || say "no IPv6 address $ip6"
+# Usable at once, without duplicate address detection (busybox's ip has no `nodad`).
+echo 0 > /proc/sys/net/ipv6/conf/eth0/accept_dad
+ip addr add "$ip6" dev eth0 || say "no IPv6 address $ip6"
 ip link set eth0 up
 
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=262144,cache=none xroce /share \

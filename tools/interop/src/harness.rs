@@ -525,6 +525,13 @@ impl Harness {
             row.detail = why.clone();
             return row;
         }
+        if check.ipv6 && self.peer.ipv6_gid_index().is_none() {
+            row.detail = format!(
+                "the peer's {} has no GID for {PEER_IP6} (its log says why)",
+                self.peer.device()
+            );
+            return row;
+        }
         match self.exchange(check, logs) {
             Ok((ok, detail)) => {
                 row.outcome = if ok { Outcome::Pass } else { Outcome::Fail };
@@ -540,11 +547,11 @@ impl Harness {
     /// environment.
     pub(super) fn commands(&self, check: &Check) -> (String, Vec<String>, Vec<(String, String)>) {
         // Over IPv6 both ends use their global IPv6 GIDs; the programs' out-of-band TCP
-        // exchange stays on IPv4. A peer without an IPv6 GID gets an index rxe does not
-        // have, and the check fails saying so.
+        // exchange stays on IPv4.
         let (peer_gid, xroce_gid) = if check.ipv6 {
             (
-                self.peer.ipv6_gid_index().unwrap_or(u32::from(u8::MAX)),
+                // Checks over IPv6 run only when the peer has this GID (`run_check`).
+                self.peer.ipv6_gid_index().unwrap_or(0),
                 XROCE_IPV6_GID_INDEX,
             )
         } else {

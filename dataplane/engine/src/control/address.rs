@@ -25,6 +25,12 @@ impl Control {
                 port.gids.len()
             )));
         };
+        if dgid.0 == [0; 16] {
+            return Err(Refusal::invalid(
+                "the destination GID is :: (unset): RoCE needs the peer's GID in the address \
+                 vector's GRH (is_global, dgid)",
+            ));
+        }
         // The kernel resolves a RoCE v2 path from the source GID's address to the
         // destination's, which fails across address families (`rdma_resolve_ip_route`);
         // rxe's modify and create then fail, so ours do too, saying why.
@@ -197,6 +203,11 @@ mod tests {
             fx.ask(ah(Gid::from_ipv4("192.0.2.9".parse().expect("ip")), 1)),
             libc::EINVAL,
             "GID 1 (fd00:77::1) is IPv6 and the destination 192.0.2.9 is IPv4",
+        );
+        refused(
+            fx.ask(ah(Gid([0; 16]), 1)),
+            libc::EINVAL,
+            "the destination GID is :: (unset)",
         );
         refused(
             fx.ask(ah(peer_v6, 3)),
