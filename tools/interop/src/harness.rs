@@ -404,10 +404,12 @@ impl Harness {
                 let xroced = start_daemon(&lab, &bins.0, &options.xroced_args, &run_dir, "xroced")?;
                 let ready = vm.wait_ready(Duration::from_secs(240))?;
                 log(&format!(
-                    "VM ready after {:.1} s (guest uptime {} s); rxe0 IPv4 GID index {}",
+                    "VM ready after {:.1} s (guest uptime {} s); rxe0 IPv4 GID index {}, IPv6 \
+                     GID index {:?}",
                     t0.elapsed().as_secs_f64(),
                     ready.uptime,
-                    ready.gid_index
+                    ready.gid_index,
+                    ready.ipv6_gid_index
                 ));
                 let peer = Peer::Vm {
                     vm,
