@@ -59,6 +59,14 @@ fn ud_send_with_grh(network: Network) {
     .unwrap();
     let payload: Vec<u8> = (0..1000u32).map(|i| i as u8).collect();
     assert!(ma.write(0, &payload));
+    // A's hop limit for its packets, which paths take as rxe's do (the address vector
+    // asks for 64).
+    let (a, b) = (h.lab.host(Side::A), h.lab.host(Side::B));
+    let hop_limit = match a.address(network.family) {
+        IpAddr::V4(_) => "net.ipv4.ip_default_ttl".to_owned(),
+        IpAddr::V6(_) => format!("net.ipv6.conf.{}.hop_limit", a.interface),
+    };
+    xroce_lab::netns::sysctl(&a.netns, &hop_limit, "33").expect("sysctl");
     let ah = pa.create_ah(&h.av_over(Side::A, network.family)).unwrap();
     let sge = [Sge {
         addr: ma.addr(),
@@ -82,7 +90,6 @@ fn ud_send_with_grh(network: Network) {
     assert_ne!(c.wc_flags & 1, 0, "IBV_WC_GRH");
     let mut grh = [0u8; 40];
     assert!(mb.read(0, &mut grh));
-    let (a, b) = (h.lab.host(Side::A), h.lab.host(Side::B));
     match (a.address(network.family), b.address(network.family)) {
         (IpAddr::V4(from), _) => {
             assert!(
@@ -91,15 +98,17 @@ fn ud_send_with_grh(network: Network) {
             );
             assert_eq!(grh[20] >> 4, 4);
             assert_eq!(&grh[32..36], &from.octets());
+            assert_eq!(grh[28], 33, "the TTL of A's route");
         }
         (IpAddr::V6(from), IpAddr::V6(to)) => {
             // rxe copies the whole IPv6 header into the GRH area: version 6, traffic
             // class and flow label 0, the payload length (UDP header, BTH, DETH,
-            // immediate, payload, ICRC), next header UDP, hop limit 64, the addresses.
+            // immediate, payload, ICRC), next header UDP, the hop limit of A's route, the
+            // addresses.
             assert_eq!(&grh[..4], &[0x60, 0, 0, 0], "{grh:?}");
             let udp_len = 8 + 12 + 8 + 4 + 1000 + 4;
             assert_eq!(u16::from_be_bytes([grh[4], grh[5]]), udp_len);
-            assert_eq!((grh[6], grh[7]), (17, 64));
+            assert_eq!((grh[6], grh[7]), (17, 33));
             assert_eq!(&grh[8..24], &from.octets());
             assert_eq!(&grh[24..40], &to.octets());
         }

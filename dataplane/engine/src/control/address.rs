@@ -6,7 +6,7 @@ use xroce_transport::{Path, PdId};
 use xroce_wire::Gid;
 
 use super::registry::Object;
-use super::{Control, Neighbour, ROCE_HOP_LIMIT, Refusal};
+use super::{Control, Neighbour, Refusal};
 use crate::poller::Command;
 
 impl Control {
@@ -76,9 +76,10 @@ impl Control {
             traffic_class: ah.traffic_class,
             flow_label: ah.flow_label,
             // The kernel's RDMA core replaces the hop limit of every RoCE unicast address
-            // vector with the route's (`ib_resolve_unicast_gid_dmac`), so rxe sends TTL 64
-            // even when `ibv_rc_pingpong` asks for 1; we do too.
-            hop_limit: ROCE_HOP_LIMIT,
+            // vector with the route's (`ib_resolve_unicast_gid_dmac`), so rxe sends the
+            // route's hop limit (64 by default) even when `ibv_rc_pingpong` asks for 1; we
+            // do too.
+            hop_limit: self.host.hop_limit(dgid),
             udp_sport: 0,
             vlan: None,
         })
@@ -170,6 +171,8 @@ mod tests {
         let link_local = Gid::from_ip("fe80::1".parse().expect("ip"));
         let mut host = FakeHost::default();
         host.port.gids = vec![GID, v6, link_local];
+        // The route's hop limit, whatever the address vector says.
+        host.hop_limit = 33;
         let mut fx = Fixture::with(AppLimits::default(), host);
         let pd = fx.pd();
         let ah = |dgid: Gid, sgid_index: u8| Request::CreateAh {
@@ -193,6 +196,7 @@ mod tests {
                 panic!("no CreateAh");
             };
             assert_eq!((path.dgid, path.sgid_index), (dgid, index));
+            assert_eq!(path.hop_limit, 33);
         }
         refused(
             fx.ask(ah(peer_v6, 0)),

@@ -63,8 +63,9 @@ pub use device::node_guid;
 pub use registry::AppLimits;
 pub use server::Control;
 
-/// The hop limit (IPv4 TTL, IPv6 hop limit) of every path: what the kernel's routes give
-/// RoCE traffic by default (`net.ipv4.ip_default_ttl`).
+/// The hop limit (IPv4 TTL, IPv6 hop limit) of a path when the host cannot say: what the
+/// kernel's routes give RoCE traffic by default (`net.ipv4.ip_default_ttl`,
+/// `net.ipv6.conf.*.hop_limit`).
 pub const ROCE_HOP_LIMIT: u8 = 64;
 
 /// Outstanding READ/atomic requests per QP, either role (`max_qp_rd_atom`,
@@ -121,6 +122,9 @@ pub trait Host {
     /// port's own MAC for a GID of this host (loopback). [`Neighbour::Pending`] when the
     /// kernel was asked to find it out.
     fn lookup(&mut self, dgid: Gid) -> Neighbour;
+    /// The hop limit of packets to `dgid`: the one the kernel's route to it gives its own
+    /// packets, which rxe's paths take too.
+    fn hop_limit(&mut self, dgid: Gid) -> u8;
     /// What waits for a pending destination.
     fn resolver(&self) -> Resolver;
     /// Whether process `pid` is privileged for the network as the kernel's verbs mean it
