@@ -16,7 +16,8 @@ use std::sync::{Arc, Mutex};
 use verbs_abi::*;
 use verbs_shm::client::WorkCompletion;
 
-use super::context::{context, errno, refused};
+use super::context::{context, errno};
+use super::debug::refused;
 use super::objects::{
     Channel, Cq, EventCount, Magic, Users, find, lock, public, publish, raw, retire, trusted,
 };

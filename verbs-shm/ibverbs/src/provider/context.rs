@@ -23,66 +23,17 @@ use crate::ffi::{Errno, Verb};
 use crate::ops;
 
 /// The errno a verbs call reports for a verbs-shm error (the daemon's own errno, or the
-/// one a provider returns for the condition). With [`DEBUG_VARIABLE`] set to 1, a refusal
-/// of the daemon is printed on stderr with its reason.
+/// one a provider returns for the condition). With `XROCE_IBVERBS_DEBUG=1` a refusal of the
+/// daemon is printed on stderr with its reason ([`debug`](super::debug)).
 pub(crate) fn errno(error: &client::Error) -> Errno {
-    report(None, error);
+    super::debug::report(None, error);
     Errno(error.errno())
-}
-
-/// As [`errno`], naming the verb that failed in what is printed.
-pub(crate) fn refused(verb: &str, error: &client::Error) -> Errno {
-    report(Some(verb), error);
-    Errno(error.errno())
-}
-
-/// `errno` for a request this library refuses itself, before the daemon sees it; `why`
-/// is printed as a refusal of the daemon is (see [`errno`]).
-pub(crate) fn refused_here(verb: &str, errno: Errno, why: &str) -> Errno {
-    if debug() {
-        eprintln!("libibverbs (xroce): {verb}: {why} (errno {})", errno.0);
-    }
-    errno
-}
-
-/// The environment variable that asks for the daemon's refusals on stderr, as
-/// rdma-core's providers print their errors with their own debug switches.
-pub(crate) const DEBUG_VARIABLE: &str = "XROCE_IBVERBS_DEBUG";
-
-/// Whether [`DEBUG_VARIABLE`] is 1 (read once).
-fn debug() -> bool {
-    static DEBUG: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *DEBUG.get_or_init(|| std::env::var_os(DEBUG_VARIABLE).is_some_and(|v| v == "1"))
-}
-
-/// Prints a refusal of the daemon (or a missing daemon) when asked to; errors of the data
-/// path (a full queue, a would-block poll) are the application's to handle and stay quiet.
-fn report(verb: Option<&str>, error: &client::Error) {
-    if debug()
-        && let Some(line) = refusal_line(verb, error)
-    {
-        eprintln!("{line}");
-    }
-}
-
-/// The line [`report`] prints for `error`, if it is one the daemon refused with.
-fn refusal_line(verb: Option<&str>, error: &client::Error) -> Option<String> {
-    if !matches!(
-        error,
-        client::Error::Daemon { .. } | client::Error::NoDevice(_) | client::Error::Protocol(_)
-    ) {
-        return None;
-    }
-    Some(match verb {
-        Some(verb) => format!("libibverbs (xroce): {verb}: {error}"),
-        None => format!("libibverbs (xroce): {error}"),
-    })
 }
 
 /// `ibv_open_device`: connects to the device's daemon.
 pub(crate) fn open_device(device: *mut ibv_device) -> Verb<*mut ibv_context> {
     let name = device::name_string(device)?;
-    let client = client::Context::open(&name).map_err(|e| refused("ibv_open_device", &e))?;
+    let client = client::Context::open(&name).map_err(|e| errno(&e))?;
     let async_fd = client.async_fd().as_raw_fd();
     // The daemon creates the event socket pair non-blocking; verbs' async_fd blocks until
     // the application asks otherwise (our end is our own file description).
@@ -652,29 +603,4 @@ pub(crate) unsafe fn ack_async_event(event: *mut ibv_async_event) -> Verb<()> {
         Some(Element::Port) | Some(Element::Device) | None => {}
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_refusal_of_the_daemon_is_printed_with_its_verb_and_reason() {
-        let refusal = client::Error::Daemon {
-            errno: libc::EINVAL,
-            message: "invalid value for ah_attr.grh.sgid_index: beyond the port's GID table".into(),
-        };
-        assert_eq!(
-            refusal_line(Some("ibv_modify_qp"), &refusal).as_deref(),
-            Some(
-                "libibverbs (xroce): ibv_modify_qp: invalid value for ah_attr.grh.sgid_index: \
-                 beyond the port's GID table (errno 22)"
-            )
-        );
-        assert_eq!(refused("ibv_modify_qp", &refusal), Errno::EINVAL);
-        // The data path's conditions are the application's to handle: nothing printed.
-        assert_eq!(refusal_line(None, &client::Error::QueueFull), None);
-        let would_block = client::Error::Io(std::io::ErrorKind::WouldBlock.into());
-        assert_eq!(refusal_line(None, &would_block), None);
-    }
 }

@@ -13,7 +13,8 @@ use std::sync::{Arc, Mutex};
 use verbs_abi::*;
 use verbs_shm::client::Access;
 
-use super::context::{context, refused};
+use super::context::{context, errno};
+use super::debug::refused;
 use super::objects::{Mr, MrState, Pd, Users, find, lock, public, publish, raw, retire};
 use crate::ffi::{Errno, Verb};
 
@@ -93,7 +94,7 @@ pub(crate) unsafe fn reg_mr(
             .client
             .register_iova(addr.cast(), length, iova, Access(access))
     }
-    .map_err(|e| refused("ibv_reg_mr", &e))?;
+    .map_err(|e| errno(&e))?;
     let ibv = ibv_mr {
         context: pd_obj.ctx.ibv(),
         pd,
@@ -196,7 +197,7 @@ pub(crate) unsafe fn rereg_mr(
             Access(new_access),
         )
     }
-    .map_err(|e| refused("ibv_rereg_mr", &e))?;
+    .map_err(|e| errno(&e))?;
     if !Arc::ptr_eq(&new_pd, &state.pd) {
         new_pd.users.add();
         state.pd.users.remove();

@@ -16,7 +16,8 @@ use verbs_shm::client::{self, AhAttr, QpAttr, QpCaps, QpInit, QpType, RecvWr};
 use verbs_shm::contract::{MAX_INLINE, MAX_SGE, SendWqe, Sge};
 use zerocopy::FromZeros;
 
-use super::context::{context, errno, refused, refused_here};
+use super::context::{context, errno};
+use super::debug::{refused, refused_here};
 use super::objects::{
     Ah, Context, Cq, EventCount, Magic, Pd, Qp, Srq, Users, find, lock, public, publish, raw,
     retire, trusted,
