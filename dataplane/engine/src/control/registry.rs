@@ -175,8 +175,6 @@ pub(super) struct Conn {
     free_bits: Vec<u32>,
     /// The next post bit never given.
     next_bit: u32,
-    /// The application's command name (`/proc/<pid>/comm`), for the log.
-    pub(super) name: String,
     /// How many of its refusals were logged at warning level.
     pub(super) refusals_logged: u32,
     /// The request waiting for a destination to resolve (the connection is not read
@@ -184,13 +182,6 @@ pub(super) struct Conn {
     pub(super) parked: Option<Request>,
     /// The outcome of the resolution the parked request waited for.
     pub(super) resolved: Option<(Gid, Result<[u8; 6], String>)>,
-}
-
-/// The command name of process `pid` (`/proc/<pid>/comm`), or `?` when it cannot be read.
-fn command_name(pid: i32) -> String {
-    std::fs::read_to_string(format!("/proc/{pid}/comm"))
-        .map(|name| name.trim_end().to_owned())
-        .unwrap_or_else(|_| "?".into())
 }
 
 impl Conn {
@@ -212,7 +203,6 @@ impl Conn {
             bits: HashMap::new(),
             free_bits: Vec::new(),
             next_bit: 0,
-            name: command_name(pid),
             refusals_logged: 0,
             parked: None,
             resolved: None,

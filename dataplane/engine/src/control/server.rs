@@ -50,6 +50,13 @@ const CM_RESOLVED: u64 = u64::MAX - 2;
 /// How many refusals of one application are logged at warning level.
 const REFUSALS_LOGGED: u32 = 32;
 
+/// The command name of process `pid` (`/proc/<pid>/comm`), or `?` when it cannot be read.
+fn command_name(pid: i32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .map(|name| name.trim_end().to_owned())
+        .unwrap_or_else(|_| "?".into())
+}
+
 /// A resolution that finished: the connection that waits for it, the GID, the outcome.
 type Resolved = (u64, Gid, Result<Option<[u8; 6]>, String>);
 
@@ -374,7 +381,7 @@ impl Control {
         let line = format!(
             "application pid {} ({}): {} refused: {} ({errno})",
             conn.pid,
-            conn.name,
+            command_name(conn.pid),
             subject::subject(request, qpn),
             refusal.message
         );
