@@ -4,8 +4,8 @@
 # Loads the modules listed in /etc/xroce/modules, gives eth0 the address from the kernel
 # command line (xroce.ip=A.B.C.D/NN, xroce.ip6=ADDR/NN, xroce.mtu=N), mounts the host's
 # share (virtio-9p, tag "xroce") at /share, creates Soft-RoCE device rxe0 on eth0 and writes
-# /share/ready with the indices of the IPv4 GID and of the global IPv6 GID. Then it runs
-# jobs:
+# /share/ready with the indices of the IPv4 GID, the global IPv6 GID and the link-local
+# one. Then it runs jobs:
 #
 #   the host writes   /share/jobs/ID.sh           (renamed into place when complete)
 #   the guest writes  /share/out/ID.pid           the job's process group
@@ -89,17 +89,28 @@ while [ -z "$index6" ] && [ $n -lt 100 ]; do
     n=$((n + 1))
 done
 
+# And eth0's link-local address (rxe's default GID).
+indexll=
+for i in 0 1 2 3 4 5 6 7; do
+    gidll=
+    read -r gidll < "$gids/$i" 2>/dev/null
+    case "$gidll" in
+        fe80:*) indexll=$i; break ;;
+    esac
+done
+
 read -r uptime _ < /proc/uptime
 {
     echo "gid_index=$index"
     echo "gid=$gid"
     echo "gid6_index=$index6"
     echo "gid6=$gid6"
+    echo "gidll_index=$indexll"
     echo "kernel=$(uname -r)"
     echo "uptime=$uptime"
 } > /share/ready.tmp
 mv /share/ready.tmp /share/ready
-say "ready: rxe0 on eth0 $ip $ip6, IPv4 GID index $index, IPv6 GID index $index6, uptime ${uptime}s"
+say "ready: rxe0 on eth0 $ip $ip6, IPv4 GID index $index, IPv6 GID index $index6, link-local GID index $indexll, uptime ${uptime}s"
 
 cd /tmp
 while [ ! -e /share/poweroff ]; do

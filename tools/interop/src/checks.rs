@@ -157,12 +157,22 @@ pub(super) const CM_TOOLS: &[CmTool] = &[
     },
 ];
 
+/// Which GIDs of the two ends a check's queue pairs use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Net {
+    /// The IPv4 addresses (IPv4-mapped GIDs).
+    Ipv4,
+    /// The global IPv6 addresses.
+    Ipv6,
+    /// The link-local IPv6 addresses.
+    Ipv6LinkLocal,
+}
+
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Check {
     pub(super) program: Program,
     pub(super) server: Side,
-    /// Between the two ends' global IPv6 GIDs instead of their IPv4 ones.
-    pub(super) ipv6: bool,
+    pub(super) net: Net,
 }
 
 impl Check {
@@ -175,10 +185,10 @@ impl Check {
 
     pub(super) fn name(&self) -> String {
         let name = self.program_name();
-        if self.ipv6 {
-            format!("{name} over IPv6")
-        } else {
-            name
+        match self.net {
+            Net::Ipv4 => name,
+            Net::Ipv6 => format!("{name} over IPv6"),
+            Net::Ipv6LinkLocal => format!("{name} over IPv6 link-local"),
         }
     }
 
@@ -224,7 +234,7 @@ pub(super) fn checks() -> Vec<Check> {
                     iters,
                 },
                 server,
-                ipv6: false,
+                net: Net::Ipv4,
             });
         }
     }
@@ -247,7 +257,7 @@ pub(super) fn checks() -> Vec<Check> {
                     iters,
                 },
                 server,
-                ipv6: false,
+                net: Net::Ipv4,
             });
         }
     }
@@ -256,12 +266,12 @@ pub(super) fn checks() -> Vec<Check> {
             all.push(Check {
                 program: Program::RdmaCm(*tool),
                 server,
-                ipv6: false,
+                net: Net::Ipv4,
             });
         }
     }
-    // RoCEv2 over IPv6: the pingpongs of each service, and the drop-in programs of the
-    // issue that asked for it (`ibv_rc_pingpong -g`, `ib_write_bw -x`, `ib_read_lat -x`).
+    // RoCEv2 over IPv6: the pingpongs of each service, and the drop-in programs users run
+    // first (`ibv_rc_pingpong -g`, `ibv_ud_pingpong -g`, `ib_write_bw -x`, `ib_read_lat -x`).
     let over_ipv6 = [
         Program::Pingpong {
             service: "rc",
@@ -284,6 +294,11 @@ pub(super) fn checks() -> Vec<Check> {
             iters: 50,
         },
         Program::DropIn {
+            program: "ibv_ud_pingpong",
+            size: 512,
+            iters: 50,
+        },
+        Program::DropIn {
             program: "ib_write_bw",
             size: 65536,
             iters: 20,
@@ -294,13 +309,24 @@ pub(super) fn checks() -> Vec<Check> {
             iters: 100,
         },
     ];
-    for program in over_ipv6 {
-        for server in [Side::Rxe, Side::Xroce] {
-            all.push(Check {
-                program,
-                server,
-                ipv6: true,
-            });
+    // And between the link-local addresses (`ibv_rc_pingpong -g` with their GIDs).
+    let over_link_local = [Program::DropIn {
+        program: "ibv_rc_pingpong",
+        size: 4096,
+        iters: 50,
+    }];
+    for (net, programs) in [
+        (Net::Ipv6, &over_ipv6[..]),
+        (Net::Ipv6LinkLocal, &over_link_local[..]),
+    ] {
+        for &program in programs {
+            for server in [Side::Rxe, Side::Xroce] {
+                all.push(Check {
+                    program,
+                    server,
+                    net,
+                });
+            }
         }
     }
     all
@@ -389,17 +415,26 @@ mod tests {
     #[test]
     fn every_ipv6_check_runs_both_ways_and_says_so_in_its_name() {
         let all = checks();
-        let ipv6: Vec<&Check> = all.iter().filter(|c| c.ipv6).collect();
-        assert_eq!(ipv6.len(), 12);
+        let ipv6: Vec<&Check> = all.iter().filter(|c| c.net == Net::Ipv6).collect();
+        assert_eq!(ipv6.len(), 14);
         assert!(ipv6.iter().all(|c| c.name().ends_with(" over IPv6")));
+        let link_local: Vec<&Check> = all.iter().filter(|c| c.net == Net::Ipv6LinkLocal).collect();
+        assert_eq!(link_local.len(), 2);
+        assert!(
+            link_local
+                .iter()
+                .all(|c| c.name() == "drop-in ibv_rc_pingpong 4096 B x50 over IPv6 link-local")
+        );
+        assert_ne!(link_local[0].server, link_local[1].server);
         assert!(
             all.iter()
-                .filter(|c| !c.ipv6)
+                .filter(|c| c.net == Net::Ipv4)
                 .all(|c| !c.name().contains("IPv6"))
         );
         for name in [
             "rc_pingpong",
             "ud_pingpong",
+            "drop-in ibv_ud_pingpong",
             "drop-in ib_write_bw",
             "drop-in ib_read_lat",
         ] {

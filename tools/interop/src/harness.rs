@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use xroce_lab::{Lab, LabConfig, netns};
 
-use super::checks::{Check, CmTool, Outcome, Program, Row, Side, figures, is_anomaly, last_line};
+use super::checks::{
+    Check, CmTool, Net, Outcome, Program, Row, Side, figures, is_anomaly, last_line,
+};
 use super::local::LocalRxe;
 use super::mads;
 use super::peer::{Choice, Peer, PeerKind};
@@ -20,7 +22,7 @@ use super::process::{Proc, signal, tcp_listening};
 use super::vm::{self, Finished, Vm, VmConfig};
 use super::{
     BRIDGE, DEVICE, INIT, PEER_IP, PEER_IP6, PEER_MAC, TAP, XROCE_GID_INDEX, XROCE_IP,
-    XROCE_IPV6_GID_INDEX,
+    XROCE_IPV6_GID_INDEX, XROCE_LINK_LOCAL_GID_INDEX,
 };
 use super::{Prepared, log, target_dir};
 use xroce_pcap::{Verdict, describe, for_each_frame};
@@ -317,7 +319,14 @@ impl Harness {
                     bail!("the lab's host b is {}, not {PEER_IP}", lab.b.ipv4);
                 }
                 let ip6 = (lab.b.ipv6 == PEER_IP6).then_some(PEER_IP6);
-                match LocalRxe::start(&lab.b.netns, &lab.b.interface, PEER_IP, ip6, &run_dir) {
+                let link_local = lab.b.link_local();
+                match LocalRxe::start(
+                    &lab.b.netns,
+                    &lab.b.interface,
+                    PEER_IP,
+                    [ip6, Some(link_local)],
+                    &run_dir,
+                ) {
                     Ok(rxe) => Some(rxe),
                     Err(e) if prepared.kind == PeerKind::Auto => {
                         log(&format!(
@@ -405,16 +414,18 @@ impl Harness {
                 let ready = vm.wait_ready(Duration::from_secs(240))?;
                 log(&format!(
                     "VM ready after {:.1} s (guest uptime {} s); rxe0 IPv4 GID index {}, IPv6 \
-                     GID index {:?}",
+                     GID index {:?}, link-local GID index {:?}",
                     t0.elapsed().as_secs_f64(),
                     ready.uptime,
                     ready.gid_index,
-                    ready.ipv6_gid_index
+                    ready.ipv6_gid_index,
+                    ready.link_local_gid_index
                 ));
                 let peer = Peer::Vm {
                     vm,
                     gid_index: ready.gid_index,
                     ipv6_gid_index: ready.ipv6_gid_index,
+                    link_local_gid_index: ready.link_local_gid_index,
                     ip: PEER_IP,
                 };
                 (peer, super::vm_description(&img), xroced)
@@ -527,10 +538,11 @@ impl Harness {
             row.detail = why.clone();
             return row;
         }
-        if check.ipv6 && self.peer.ipv6_gid_index().is_none() {
+        if self.peer.gid_index_of(check.net).is_none() {
             row.detail = format!(
-                "the peer's {} has no GID for {PEER_IP6} (its log says why)",
-                self.peer.device()
+                "the peer's {} has no {:?} GID (its log says why)",
+                self.peer.device(),
+                check.net
             );
             return row;
         }
@@ -550,14 +562,12 @@ impl Harness {
     pub(super) fn commands(&self, check: &Check) -> (String, Vec<String>, Vec<(String, String)>) {
         // Over IPv6 both ends use their global IPv6 GIDs; the programs' out-of-band TCP
         // exchange stays on IPv4.
-        let (peer_gid, xroce_gid) = if check.ipv6 {
-            (
-                // Checks over IPv6 run only when the peer has this GID (`run_check`).
-                self.peer.ipv6_gid_index().unwrap_or(0),
-                XROCE_IPV6_GID_INDEX,
-            )
-        } else {
-            (self.peer.gid_index(), XROCE_GID_INDEX)
+        // A check runs only when the peer has the GID (`run_check`).
+        let peer_gid = self.peer.gid_index_of(check.net).unwrap_or(0);
+        let xroce_gid = match check.net {
+            Net::Ipv4 => XROCE_GID_INDEX,
+            Net::Ipv6 => XROCE_IPV6_GID_INDEX,
+            Net::Ipv6LinkLocal => XROCE_LINK_LOCAL_GID_INDEX,
         };
         let dev = self.peer.device();
         let server_addr = |side: Side| match side {
@@ -619,7 +629,7 @@ impl Harness {
                     .map(|p| p.to_string_lossy().into_owned())
                     .unwrap_or_default();
                 let env = vec![("LD_LIBRARY_PATH".to_owned(), lib)];
-                let (rxe, x) = if program == "ibv_rc_pingpong" {
+                let (rxe, x) = if program.ends_with("_pingpong") {
                     (
                         format!(
                             "{program} -d {dev} -g {peer_gid} -s {size} -n {iters}{rxe_target}"

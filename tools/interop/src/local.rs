@@ -171,8 +171,9 @@ pub(crate) struct LocalRxe {
     ns: String,
     device: String,
     gid_index: u32,
-    /// The index of the GID of the namespace's global IPv6 address, if it has one.
-    ipv6_gid_index: Option<u32>,
+    /// The indices of the GIDs of the namespace's global and link-local IPv6 addresses,
+    /// when it has them.
+    ipv6_gid_indices: [Option<u32>; 2],
     mode: NetnsMode,
     /// Where jobs write their output.
     dir: PathBuf,
@@ -181,14 +182,14 @@ pub(crate) struct LocalRxe {
 }
 
 impl LocalRxe {
-    /// Makes the device over `netdev` (addressed `ip`, and `ip6` when it has a global
-    /// IPv6 address) in namespace `ns`, and checks that it can serve there. Jobs' output
-    /// goes to `dir`.
+    /// Makes the device over `netdev` (addressed `ip`, and `ip6`'s global and link-local
+    /// IPv6 addresses when it has them) in namespace `ns`, and checks that it can serve
+    /// there. Jobs' output goes to `dir`.
     pub(crate) fn start(
         ns: &str,
         netdev: &str,
         ip: Ipv4Addr,
-        ip6: Option<Ipv6Addr>,
+        ip6: [Option<Ipv6Addr>; 2],
         dir: &Path,
     ) -> Result<LocalRxe> {
         static NEXT: AtomicU64 = AtomicU64::new(0);
@@ -208,7 +209,7 @@ impl LocalRxe {
             ns: ns.to_owned(),
             device,
             gid_index: 0,
-            ipv6_gid_index: None,
+            ipv6_gid_indices: [None; 2],
             mode,
             dir,
             made: true,
@@ -275,15 +276,13 @@ impl LocalRxe {
             }
             std::thread::sleep(Duration::from_millis(100));
         };
-        // The lab's global IPv6 address, for the checks over IPv6 (its GID came with
-        // the IPv4 one's or before: addresses are added before the device).
-        if let Some(ip6) = ip6 {
-            let listing = rxe.run(&gid_listing(&rxe.device), Duration::from_secs(10))?;
-            rxe.ipv6_gid_index = gid_index_of(&listing.output, ip6);
-        }
+        // The lab's IPv6 addresses, for the checks over IPv6 (their GIDs came with the
+        // IPv4 one's or before: addresses are added before the device).
+        let listing = rxe.run(&gid_listing(&rxe.device), Duration::from_secs(10))?;
+        rxe.ipv6_gid_indices = ip6.map(|ip| ip.and_then(|ip| gid_index_of(&listing.output, ip)));
         log(&format!(
             "local rxe {} over {netdev} in {} (rdma netns mode {}), IPv4 GID index {}, IPv6 \
-             GID index {:?}",
+             GID indices (global, link-local) {:?}",
             rxe.device,
             rxe.ns,
             match mode {
@@ -291,7 +290,7 @@ impl LocalRxe {
                 NetnsMode::Exclusive => "exclusive",
             },
             rxe.gid_index,
-            rxe.ipv6_gid_index
+            rxe.ipv6_gid_indices
         ));
         Ok(rxe)
     }
@@ -304,8 +303,10 @@ impl LocalRxe {
         self.gid_index
     }
 
-    pub(crate) fn ipv6_gid_index(&self) -> Option<u32> {
-        self.ipv6_gid_index
+    /// The indices of the GIDs of its global and link-local IPv6 addresses, when it has
+    /// them.
+    pub(crate) fn ipv6_gid_indices(&self) -> [Option<u32>; 2] {
+        self.ipv6_gid_indices
     }
 
     pub(crate) fn ns(&self) -> &str {

@@ -40,6 +40,8 @@ pub(crate) struct Ready {
     pub(crate) gid_index: u32,
     /// Index of rxe0's global IPv6 GID, if it has one.
     pub(crate) ipv6_gid_index: Option<u32>,
+    /// Index of rxe0's link-local IPv6 GID, if it has one.
+    pub(crate) link_local_gid_index: Option<u32>,
     /// Guest uptime when ready, in seconds.
     pub(crate) uptime: String,
 }
@@ -181,6 +183,7 @@ impl Vm {
                 return Ok(Ready {
                     gid_index,
                     ipv6_gid_index: field("gid6_index").parse().ok(),
+                    link_local_gid_index: field("gidll_index").parse().ok(),
                     uptime: field("uptime"),
                 });
             }
