@@ -421,6 +421,13 @@ impl Host for NetlinkHost {
         }
     }
 
+    fn hop_limit(&mut self, dgid: xroce_wire::Gid) -> u8 {
+        let interface = self.port().netdev;
+        self.neighbours
+            .hop_limit(self.ifindex, &interface, dgid.to_ip())
+            .unwrap_or(crate::control::ROCE_HOP_LIMIT)
+    }
+
     fn is_privileged(&self, pid: i32) -> bool {
         has_capability(pid, CAP_NET_RAW)
     }

@@ -274,7 +274,7 @@ impl Endpoint {
             .qps
             .get_mut(&qpn.value())
             .ok_or(EndpointError::NoSuchQp(qpn))?;
-        slot.qp.modify(attr, mask)?;
+        slot.qp.modify(attr, mask, self.config.gids.len())?;
         queues!(self).after(slot, now, qpn.value(), true);
         Ok(())
     }

@@ -120,14 +120,21 @@ impl QueuePair {
     }
 
     /// Modifies attributes and possibly the state, validating like `ibv_modify_qp`
-    /// ([`validate_modify`](crate::attributes::validate_modify)). On error nothing changes.
-    pub fn modify(&mut self, attr: &QpAttr, mask: AttrMask) -> Result<(), ModifyError> {
+    /// ([`validate_modify`](crate::attributes::validate_modify)) against a port whose GID
+    /// table has `gids` entries. On error nothing changes.
+    pub fn modify(
+        &mut self,
+        attr: &QpAttr,
+        mask: AttrMask,
+        gids: usize,
+    ) -> Result<(), ModifyError> {
         let transition = crate::attributes::validate_modify(
             self.config.qp_type,
             self.state,
             attr,
             mask,
             &self.config.limits,
+            gids,
         )?;
         let given = transition.given;
         self.attr.apply(attr, given);

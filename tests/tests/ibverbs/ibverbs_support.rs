@@ -156,7 +156,13 @@ impl Bench {
 
     /// Starts `argv` on `side` with the library, its output captured.
     pub fn spawn(&self, side: Side, argv: &[&str]) -> Running {
+        self.spawn_with_env(side, argv, &[])
+    }
+
+    /// As [`Bench::spawn`], with `env` added to the tool's environment.
+    pub fn spawn_with_env(&self, side: Side, argv: &[&str], env: &[(&str, &str)]) -> Running {
         let mut cmd = self.hosts.lab.command(side, argv);
+        cmd.envs(env.iter().copied());
         cmd.env("LD_LIBRARY_PATH", &self.library.dir)
             .env_remove("LD_PRELOAD")
             .stdin(Stdio::null())
@@ -254,10 +260,22 @@ impl Bench {
         server_args: &[&str],
         client_args: &[&str],
     ) -> (Finished, Finished) {
+        self.pair_with_server_env(tool, port, server_args, client_args, &[])
+    }
+
+    /// As [`Bench::pair`], with `server_env` added to the server's environment.
+    pub fn pair_with_server_env(
+        &self,
+        tool: &str,
+        port: u16,
+        server_args: &[&str],
+        client_args: &[&str],
+        server_env: &[(&str, &str)],
+    ) -> (Finished, Finished) {
         let port_text = port.to_string();
         let mut argv = vec![tool, "-p", &port_text];
         argv.extend_from_slice(server_args);
-        let mut server = self.spawn(Side::A, &argv);
+        let mut server = self.spawn_with_env(Side::A, &argv, server_env);
         self.wait_listening(Side::A, port, &mut server);
         let address = self.address(Side::A);
         let mut argv = vec![tool, "-p", &port_text];

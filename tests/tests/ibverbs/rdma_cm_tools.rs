@@ -47,6 +47,77 @@ fn rping_between_two_daemons_and_in_loopback() {
     }
 }
 
+/// rdma_cm over IPv6: rping (RC, data verified), ucmatose and udaddy (UD over SIDR)
+/// between the hosts' global IPv6 addresses, and rping between their link-local ones
+/// (the interface named as the address's scope, as `ping` takes it).
+#[test]
+#[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]
+fn rping_ucmatose_and_udaddy_over_ipv6() {
+    require_tools(UTILS);
+    let _one_at_a_time = serial();
+    let bench = Bench::start();
+    let host = bench.hosts.lab.host(Side::A);
+    let a = host.ipv6.to_string();
+    let (client, peer) = (Side::B, bench.hosts.lab.host(Side::B));
+    let server_scoped = format!("{}%{}", host.link_local(), host.interface);
+    let client_scoped = format!("{}%{}", host.link_local(), peer.interface);
+    let rping = |server_addr: &str, client_addr: &str| {
+        both_ok(
+            "rping over IPv6",
+            bench.cm_pair(
+                Side::A,
+                client,
+                &[
+                    "rping",
+                    "-s",
+                    "-a",
+                    server_addr,
+                    "-C",
+                    "50",
+                    "-V",
+                    "-S",
+                    "1024",
+                ],
+                &[
+                    "rping",
+                    "-c",
+                    "-a",
+                    client_addr,
+                    "-C",
+                    "50",
+                    "-V",
+                    "-S",
+                    "1024",
+                ],
+            ),
+        )
+    };
+    let (_, out) = rping(&a, &a);
+    assert!(!out.stderr.contains("error"), "{out}");
+    let (_, out) = rping(&server_scoped, &client_scoped);
+    assert!(!out.stderr.contains("error"), "{out}");
+    let (_, out) = both_ok(
+        "ucmatose over IPv6",
+        bench.cm_pair(
+            Side::A,
+            client,
+            &["ucmatose", "-b", &a, "-c", "4", "-C", "20"],
+            &["ucmatose", "-s", &a, "-c", "4", "-C", "20"],
+        ),
+    );
+    assert!(out.stdout.contains("test complete"), "{out}");
+    let (_, out) = both_ok(
+        "udaddy over IPv6",
+        bench.cm_pair(
+            Side::A,
+            client,
+            &["udaddy", "-b", &a],
+            &["udaddy", "-s", &a],
+        ),
+    );
+    assert!(out.stdout.contains("test complete"), "{out}");
+}
+
 /// ucmatose: several connections, messages both ways; udaddy: UD over SIDR.
 #[test]
 #[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]

@@ -157,10 +157,22 @@ pub(super) const CM_TOOLS: &[CmTool] = &[
     },
 ];
 
+/// Which GIDs of the two ends a check's queue pairs use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Net {
+    /// The IPv4 addresses (IPv4-mapped GIDs).
+    Ipv4,
+    /// The global IPv6 addresses.
+    Ipv6,
+    /// The link-local IPv6 addresses.
+    Ipv6LinkLocal,
+}
+
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Check {
     pub(super) program: Program,
     pub(super) server: Side,
+    pub(super) net: Net,
 }
 
 impl Check {
@@ -172,6 +184,15 @@ impl Check {
     }
 
     pub(super) fn name(&self) -> String {
+        let name = self.program_name();
+        match self.net {
+            Net::Ipv4 => name,
+            Net::Ipv6 => format!("{name} over IPv6"),
+            Net::Ipv6LinkLocal => format!("{name} over IPv6 link-local"),
+        }
+    }
+
+    fn program_name(&self) -> String {
         let size = |s: u32| {
             if s >= 1 << 20 && s.is_multiple_of(1 << 20) {
                 format!("{} MiB", s >> 20)
@@ -213,6 +234,7 @@ pub(super) fn checks() -> Vec<Check> {
                     iters,
                 },
                 server,
+                net: Net::Ipv4,
             });
         }
     }
@@ -235,6 +257,7 @@ pub(super) fn checks() -> Vec<Check> {
                     iters,
                 },
                 server,
+                net: Net::Ipv4,
             });
         }
     }
@@ -243,7 +266,67 @@ pub(super) fn checks() -> Vec<Check> {
             all.push(Check {
                 program: Program::RdmaCm(*tool),
                 server,
+                net: Net::Ipv4,
             });
+        }
+    }
+    // RoCEv2 over IPv6: the pingpongs of each service, and the drop-in programs users run
+    // first (`ibv_rc_pingpong -g`, `ibv_ud_pingpong -g`, `ib_write_bw -x`, `ib_read_lat -x`).
+    let over_ipv6 = [
+        Program::Pingpong {
+            service: "rc",
+            size: 4096,
+            iters: 100,
+        },
+        Program::Pingpong {
+            service: "uc",
+            size: 4096,
+            iters: 20,
+        },
+        Program::Pingpong {
+            service: "ud",
+            size: 512,
+            iters: 50,
+        },
+        Program::DropIn {
+            program: "ibv_rc_pingpong",
+            size: 4096,
+            iters: 50,
+        },
+        Program::DropIn {
+            program: "ibv_ud_pingpong",
+            size: 512,
+            iters: 50,
+        },
+        Program::DropIn {
+            program: "ib_write_bw",
+            size: 65536,
+            iters: 20,
+        },
+        Program::DropIn {
+            program: "ib_read_lat",
+            size: 64,
+            iters: 100,
+        },
+    ];
+    // And between the link-local addresses (`ibv_rc_pingpong -g` with their GIDs).
+    let over_link_local = [Program::DropIn {
+        program: "ibv_rc_pingpong",
+        size: 4096,
+        iters: 50,
+    }];
+    for (net, programs) in [
+        (Net::Ipv6, &over_ipv6[..]),
+        (Net::Ipv6LinkLocal, &over_link_local[..]),
+    ] {
+        for &program in programs {
+            for server in [Side::Rxe, Side::Xroce] {
+                all.push(Check {
+                    program,
+                    server,
+                    net,
+                });
+            }
         }
     }
     all
@@ -328,6 +411,44 @@ pub(super) fn print_table(rows: &[Row]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_ipv6_check_runs_both_ways_and_says_so_in_its_name() {
+        let all = checks();
+        let ipv6: Vec<&Check> = all.iter().filter(|c| c.net == Net::Ipv6).collect();
+        assert_eq!(ipv6.len(), 14);
+        assert!(ipv6.iter().all(|c| c.name().ends_with(" over IPv6")));
+        let link_local: Vec<&Check> = all.iter().filter(|c| c.net == Net::Ipv6LinkLocal).collect();
+        assert_eq!(link_local.len(), 2);
+        assert!(
+            link_local
+                .iter()
+                .all(|c| c.name() == "drop-in ibv_rc_pingpong 4096 B x50 over IPv6 link-local")
+        );
+        assert_ne!(link_local[0].server, link_local[1].server);
+        assert!(
+            all.iter()
+                .filter(|c| c.net == Net::Ipv4)
+                .all(|c| !c.name().contains("IPv6"))
+        );
+        for name in [
+            "rc_pingpong",
+            "ud_pingpong",
+            "drop-in ibv_ud_pingpong",
+            "drop-in ib_write_bw",
+            "drop-in ib_read_lat",
+        ] {
+            let servers: Vec<Side> = ipv6
+                .iter()
+                .filter(|c| c.name().contains(name))
+                .map(|c| c.server)
+                .collect();
+            assert!(
+                servers.contains(&Side::Rxe) && servers.contains(&Side::Xroce),
+                "{name}: {servers:?}"
+            );
+        }
+    }
 
     #[test]
     fn anomalies_are_whole_words() {

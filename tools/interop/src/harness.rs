@@ -12,13 +12,18 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use xroce_lab::{Lab, LabConfig, netns};
 
-use super::checks::{Check, CmTool, Outcome, Program, Row, Side, figures, is_anomaly, last_line};
+use super::checks::{
+    Check, CmTool, Net, Outcome, Program, Row, Side, figures, is_anomaly, last_line,
+};
 use super::local::LocalRxe;
 use super::mads;
 use super::peer::{Choice, Peer, PeerKind};
 use super::process::{Proc, signal, tcp_listening};
 use super::vm::{self, Finished, Vm, VmConfig};
-use super::{BRIDGE, DEVICE, INIT, PEER_IP, PEER_MAC, TAP, XROCE_GID_INDEX, XROCE_IP};
+use super::{
+    BRIDGE, DEVICE, INIT, PEER_IP, PEER_IP6, PEER_MAC, TAP, XROCE_GID_INDEX, XROCE_IP,
+    XROCE_IPV6_GID_INDEX, XROCE_LINK_LOCAL_GID_INDEX,
+};
 use super::{Prepared, log, target_dir};
 use xroce_pcap::{Verdict, describe, for_each_frame};
 
@@ -313,7 +318,15 @@ impl Harness {
                 if lab.b.ipv4 != PEER_IP {
                     bail!("the lab's host b is {}, not {PEER_IP}", lab.b.ipv4);
                 }
-                match LocalRxe::start(&lab.b.netns, &lab.b.interface, PEER_IP, &run_dir) {
+                let ip6 = (lab.b.ipv6 == PEER_IP6).then_some(PEER_IP6);
+                let link_local = lab.b.link_local();
+                match LocalRxe::start(
+                    &lab.b.netns,
+                    &lab.b.interface,
+                    PEER_IP,
+                    [ip6, Some(link_local)],
+                    &run_dir,
+                ) {
                     Ok(rxe) => Some(rxe),
                     Err(e) if prepared.kind == PeerKind::Auto => {
                         log(&format!(
@@ -400,14 +413,19 @@ impl Harness {
                 let xroced = start_daemon(&lab, &bins.0, &options.xroced_args, &run_dir, "xroced")?;
                 let ready = vm.wait_ready(Duration::from_secs(240))?;
                 log(&format!(
-                    "VM ready after {:.1} s (guest uptime {} s); rxe0 IPv4 GID index {}",
+                    "VM ready after {:.1} s (guest uptime {} s); rxe0 IPv4 GID index {}, IPv6 \
+                     GID index {:?}, link-local GID index {:?}",
                     t0.elapsed().as_secs_f64(),
                     ready.uptime,
-                    ready.gid_index
+                    ready.gid_index,
+                    ready.ipv6_gid_index,
+                    ready.link_local_gid_index
                 ));
                 let peer = Peer::Vm {
                     vm,
                     gid_index: ready.gid_index,
+                    ipv6_gid_index: ready.ipv6_gid_index,
+                    link_local_gid_index: ready.link_local_gid_index,
                     ip: PEER_IP,
                 };
                 (peer, super::vm_description(&img), xroced)
@@ -520,6 +538,14 @@ impl Harness {
             row.detail = why.clone();
             return row;
         }
+        if self.peer.gid_index_of(check.net).is_none() {
+            row.detail = format!(
+                "the peer's {} has no {:?} GID (its log says why)",
+                self.peer.device(),
+                check.net
+            );
+            return row;
+        }
         match self.exchange(check, logs) {
             Ok((ok, detail)) => {
                 row.outcome = if ok { Outcome::Pass } else { Outcome::Fail };
@@ -534,7 +560,15 @@ impl Harness {
     /// The two command lines of a check: (rxe side, xroce side) and the xroce side's
     /// environment.
     pub(super) fn commands(&self, check: &Check) -> (String, Vec<String>, Vec<(String, String)>) {
-        let peer_gid = self.peer.gid_index();
+        // Over IPv6 both ends use their global IPv6 GIDs; the programs' out-of-band TCP
+        // exchange stays on IPv4.
+        // A check runs only when the peer has the GID (`run_check`).
+        let peer_gid = self.peer.gid_index_of(check.net).unwrap_or(0);
+        let xroce_gid = match check.net {
+            Net::Ipv4 => XROCE_GID_INDEX,
+            Net::Ipv6 => XROCE_IPV6_GID_INDEX,
+            Net::Ipv6LinkLocal => XROCE_LINK_LOCAL_GID_INDEX,
+        };
         let dev = self.peer.device();
         let server_addr = |side: Side| match side {
             Side::Rxe => XROCE_IP.to_string(),
@@ -560,7 +594,7 @@ impl Harness {
                     "-d".into(),
                     DEVICE.into(),
                     "-g".into(),
-                    XROCE_GID_INDEX.to_string(),
+                    xroce_gid.to_string(),
                     "-s".into(),
                     size.to_string(),
                     "-n".into(),
@@ -595,12 +629,12 @@ impl Harness {
                     .map(|p| p.to_string_lossy().into_owned())
                     .unwrap_or_default();
                 let env = vec![("LD_LIBRARY_PATH".to_owned(), lib)];
-                let (rxe, x) = if program == "ibv_rc_pingpong" {
+                let (rxe, x) = if program.ends_with("_pingpong") {
                     (
                         format!(
                             "{program} -d {dev} -g {peer_gid} -s {size} -n {iters}{rxe_target}"
                         ),
-                        format!("{program} -d {DEVICE} -g {XROCE_GID_INDEX} -s {size} -n {iters}"),
+                        format!("{program} -d {DEVICE} -g {xroce_gid} -s {size} -n {iters}"),
                     )
                 } else {
                     // Atomics are 8 bytes, always; perftest takes no -s for them.
@@ -611,7 +645,7 @@ impl Harness {
                     };
                     (
                         format!("{program} -d {dev} -x {peer_gid} -F{s} -n {iters}{rxe_target}"),
-                        format!("{program} -d {DEVICE} -x {XROCE_GID_INDEX} -F{s} -n {iters}"),
+                        format!("{program} -d {DEVICE} -x {xroce_gid} -F{s} -n {iters}"),
                     )
                 };
                 let mut x: Vec<String> = x.split_whitespace().map(str::to_owned).collect();
@@ -1010,7 +1044,7 @@ impl Harness {
         println!();
         println!("The lab stays up until end of input (Ctrl-D) or Ctrl-C.");
         println!(
-            "  xroce host: ip netns exec {} bash   ({} {XROCE_IP}, device {DEVICE}, GID index {XROCE_GID_INDEX})",
+            "  xroce host: ip netns exec {} bash   ({} {XROCE_IP}, device {DEVICE}, GID index {XROCE_GID_INDEX}; IPv6 GID index {XROCE_IPV6_GID_INDEX})",
             a.netns, a.interface
         );
         println!(
@@ -1023,10 +1057,11 @@ impl Harness {
             }
         );
         println!(
-            "  rxe peer:   {} ({}, GID index {}); type a shell command to run it there",
+            "  rxe peer:   {} ({}, GID index {}; IPv6 GID index {:?}); type a shell command to run it there",
             self.peer.place(),
             self.peer.device(),
-            self.peer.gid_index()
+            self.peer.gid_index(),
+            self.peer.ipv6_gid_index()
         );
         println!("  pingpong:   {}", self.pingpong.display());
         println!("  logs:       {}", self.run_dir.display());

@@ -53,7 +53,7 @@ mod process;
 mod vm;
 
 use std::fs;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
@@ -81,6 +81,14 @@ const BRIDGE: &str = "xr-br";
 const TAP: &str = "xr-tap";
 /// xroce's GID table starts with its IPv4 addresses.
 pub const XROCE_GID_INDEX: u32 = 0;
+/// Then come its global IPv6 addresses: the lab's host `a` has one IPv4 address, so its
+/// IPv6 one (fd00:77::1) is GID 1.
+pub const XROCE_IPV6_GID_INDEX: u32 = 1;
+/// And then its link-local address.
+pub const XROCE_LINK_LOCAL_GID_INDEX: u32 = 2;
+/// The peer's global IPv6 address (the VM's `/init` gives it to eth0; the lab's host `b`
+/// has it for a local peer).
+const PEER_IP6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x77, 0, 0, 0, 0, 0, 2);
 
 #[derive(Debug, clap::Parser)]
 #[command(

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 
+use super::checks::Net;
 use super::local::{self, LocalRxe};
 use super::vm::{self, Finished, Vm};
 
@@ -60,6 +61,10 @@ pub(crate) enum Peer {
         vm: Vm,
         /// Index of rxe0's IPv4 GID.
         gid_index: u32,
+        /// Index of rxe0's global IPv6 GID, if it has one.
+        ipv6_gid_index: Option<u32>,
+        /// Index of rxe0's link-local IPv6 GID, if it has one.
+        link_local_gid_index: Option<u32>,
         ip: Ipv4Addr,
     },
     Local {
@@ -99,6 +104,30 @@ impl Peer {
         match self {
             Peer::Vm { gid_index, .. } => *gid_index,
             Peer::Local { rxe, .. } => rxe.gid_index(),
+        }
+    }
+
+    /// The index of the device's global IPv6 GID, if it has one.
+    pub(crate) fn ipv6_gid_index(&self) -> Option<u32> {
+        match self {
+            Peer::Vm { ipv6_gid_index, .. } => *ipv6_gid_index,
+            Peer::Local { rxe, .. } => rxe.ipv6_gid_indices()[0],
+        }
+    }
+
+    /// The index of the device's GID of `net`, if it has one.
+    pub(crate) fn gid_index_of(&self, net: Net) -> Option<u32> {
+        match (net, self) {
+            (Net::Ipv4, _) => Some(self.gid_index()),
+            (Net::Ipv6, _) => self.ipv6_gid_index(),
+            (
+                Net::Ipv6LinkLocal,
+                Peer::Vm {
+                    link_local_gid_index,
+                    ..
+                },
+            ) => *link_local_gid_index,
+            (Net::Ipv6LinkLocal, Peer::Local { rxe, .. }) => rxe.ipv6_gid_indices()[1],
         }
     }
 

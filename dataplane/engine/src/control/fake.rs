@@ -102,6 +102,8 @@ pub(super) struct FakeHost {
     pub(super) resolved: Result<Option<[u8; 6]>, String>,
     /// Whether every process is privileged (`CAP_NET_RAW`).
     pub(super) privileged: bool,
+    /// The hop limit of every route.
+    pub(super) hop_limit: u8,
 }
 
 impl Default for FakeHost {
@@ -118,6 +120,7 @@ impl Default for FakeHost {
             neighbour: Neighbour::Mac([2, 0, 0, 0, 0, 2]),
             resolved: Ok(Some([2, 0, 0, 0, 0, 3])),
             privileged: true,
+            hop_limit: crate::control::ROCE_HOP_LIMIT,
         }
     }
 }
@@ -129,6 +132,10 @@ impl Host for FakeHost {
 
     fn lookup(&mut self, _dgid: Gid) -> Neighbour {
         self.neighbour.clone()
+    }
+
+    fn hop_limit(&mut self, _dgid: Gid) -> u8 {
+        self.hop_limit
     }
 
     fn resolver(&self) -> Resolver {

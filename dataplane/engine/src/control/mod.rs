@@ -35,6 +35,7 @@
 //! - [`address`]: paths to destinations and address handles.
 //! - [`cm`]: rdma_cm requests, served by the port's connection manager.
 //! - [`convert`]: between the control protocol's types and the transport's.
+//! - [`subject`]: what a request is about, for the log line of its refusal.
 
 mod access;
 mod address;
@@ -49,6 +50,7 @@ mod queue_pair;
 mod region;
 mod registry;
 mod server;
+mod subject;
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
@@ -66,8 +68,9 @@ pub use device::node_guid;
 pub use registry::AppLimits;
 pub use server::Control;
 
-/// The hop limit (IPv4 TTL, IPv6 hop limit) of every path: what the kernel's routes give
-/// RoCE traffic by default (`net.ipv4.ip_default_ttl`).
+/// The hop limit (IPv4 TTL, IPv6 hop limit) of a path when the host cannot say: what the
+/// kernel's routes give RoCE traffic by default (`net.ipv4.ip_default_ttl`,
+/// `net.ipv6.conf.*.hop_limit`).
 pub const ROCE_HOP_LIMIT: u8 = 64;
 
 /// Outstanding READ/atomic requests per QP, either role (`max_qp_rd_atom`,
@@ -124,6 +127,9 @@ pub trait Host {
     /// port's own MAC for a GID of this host (loopback). [`Neighbour::Pending`] when the
     /// kernel was asked to find it out.
     fn lookup(&mut self, dgid: Gid) -> Neighbour;
+    /// The hop limit of packets to `dgid`: the one the kernel's route to it gives its own
+    /// packets, which rxe's paths take too.
+    fn hop_limit(&mut self, dgid: Gid) -> u8;
     /// What waits for a pending destination.
     fn resolver(&self) -> Resolver;
     /// Whether process `pid` is privileged for the network as the kernel's verbs mean it

@@ -182,8 +182,8 @@ pub(super) struct Conn {
     free_bits: Vec<u32>,
     /// The next post bit never given.
     next_bit: u32,
-    /// A refusal for want of memory or past a limit was logged.
-    pub(super) warned: bool,
+    /// How many of its refusals were logged at warning level.
+    pub(super) refusals_logged: u32,
     /// The request waiting for a destination to resolve (the connection is not read
     /// meanwhile, so requests stay answered in order).
     pub(super) parked: Option<Request>,
@@ -211,7 +211,7 @@ impl Conn {
             bits: HashMap::new(),
             free_bits: Vec::new(),
             next_bit: 0,
-            warned: false,
+            refusals_logged: 0,
             parked: None,
             resolved: None,
         }

@@ -22,6 +22,7 @@ use xroce_wire::Gid;
 
 use super::access::{AccessPolicy, Peer};
 use super::registry::Registry;
+use super::subject;
 use super::{Answer, AppLimits, Host, Link, PortView, Refusal, Resolver, node_guid};
 use crate::poller::Command;
 use crate::rdma_cm::{CmPort, CmService};
@@ -46,6 +47,16 @@ const MADS: u64 = u64::MAX - 1;
 
 /// The poll-set id of the connection manager's resolutions.
 const CM_RESOLVED: u64 = u64::MAX - 2;
+
+/// How many refusals of one application are logged at warning level.
+const REFUSALS_LOGGED: u32 = 32;
+
+/// The command name of process `pid` (`/proc/<pid>/comm`), or `?` when it cannot be read.
+fn command_name(pid: i32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .map(|name| name.trim_end().to_owned())
+        .unwrap_or_else(|_| "?".into())
+}
 
 /// A resolution that finished: the connection that waits for it, the GID, the outcome.
 type Resolved = (u64, Gid, Result<Option<[u8; 6]>, String>);
@@ -341,6 +352,9 @@ impl Control {
     /// destination to resolve.
     fn answer(&mut self, id: u64, request: Request, answer: Result<Answer, Refusal>) {
         let Some(dgid) = self.parking.take() else {
+            if let Err(refusal) = &answer {
+                self.log_refusal(id, &request, refusal);
+            }
             return self.reply(id, answer.unwrap_or_else(Answer::from));
         };
         match self.start_resolution(id, dgid) {
@@ -350,10 +364,51 @@ impl Control {
                     c.parked = Some(request);
                 }
             }
-            Err(e) => self.reply(
-                id,
-                Refusal::new(libc::EAGAIN, format!("cannot start resolving a path: {e}")).into(),
-            ),
+            Err(e) => {
+                let refusal =
+                    Refusal::new(libc::EAGAIN, format!("cannot start resolving a path: {e}"));
+                self.log_refusal(id, &request, &refusal);
+                self.reply(id, refusal.into());
+            }
+        }
+    }
+
+    /// Logs one line for a refused request (but a hello: see [`Control::hello`]): the application, what it asked for and why
+    /// it was refused, the text its error carries. An application that loops on a
+    /// refusal must not flood the log: past [`REFUSALS_LOGGED`] of them, its further
+    /// refusals are logged at debug level.
+    fn log_refusal(&mut self, id: u64, request: &Request, refusal: &Refusal) {
+        // A refused hello is logged where it is refused, once per user.
+        if matches!(request, Request::Hello { .. }) {
+            return;
+        }
+        let Some(conn) = self.registry.find_mut(id) else {
+            return;
+        };
+        let handle = match request {
+            Request::ModifyQp { qp, .. } | Request::QueryQp { qp } | Request::DestroyQp { qp } => {
+                Some(*qp)
+            }
+            _ => None,
+        };
+        let qpn = handle.and_then(|h| conn.qps.get(&h)).map(|info| info.qpn);
+        let errno = nix::errno::Errno::from_raw(refusal.errno);
+        let line = format!(
+            "application pid {} ({}): {} refused: {} ({errno})",
+            conn.peer.pid,
+            command_name(conn.peer.pid),
+            subject::subject(request, qpn),
+            refusal.message
+        );
+        if conn.refusals_logged < REFUSALS_LOGGED {
+            conn.refusals_logged += 1;
+            if conn.refusals_logged == REFUSALS_LOGGED {
+                warn!("{line} (its further refusals are logged at debug level)");
+            } else {
+                warn!("{line}");
+            }
+        } else {
+            debug!("{line}");
         }
     }
 
@@ -371,14 +426,6 @@ impl Control {
         let Some(conn) = self.registry.find_mut(id) else {
             return;
         };
-        if let Reply::Error { errno, message } = &reply
-            && *errno == libc::ENOMEM
-            && !conn.warned
-        {
-            // Once per application: one that loops on a refusal must not flood the log.
-            conn.warned = true;
-            warn!("application pid {} refused: {message}", conn.peer.pid);
-        }
         let borrowed: Vec<BorrowedFd<'_>> = fds.iter().map(|f| f.as_fd()).collect();
         if let Err(e) = sys::send_message(conn.sock.as_fd(), &bytes, &borrowed) {
             debug!("context {id}: reply failed: {e}; closing");

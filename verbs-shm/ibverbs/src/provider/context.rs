@@ -23,8 +23,10 @@ use crate::ffi::{Errno, Verb};
 use crate::ops;
 
 /// The errno a verbs call reports for a verbs-shm error (the daemon's own errno, or the
-/// one a provider returns for the condition).
+/// one a provider returns for the condition). With `XROCE_IBVERBS_DEBUG=1` a refusal of the
+/// daemon is printed on stderr with its reason ([`debug`](super::debug)).
 pub(crate) fn errno(error: &client::Error) -> Errno {
+    super::debug::report(None, error);
     Errno(error.errno())
 }
 

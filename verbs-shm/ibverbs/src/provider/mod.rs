@@ -15,6 +15,7 @@
 //! |---|---|
 //! | `ibv_get_device_list` (the daemons of the caller's network namespace), `ibv_free_device_list`, `ibv_get_device_name`, `ibv_get_device_guid`, `ibv_get_device_index` | [`device`] |
 //! | `ibv_open_device`, `ibv_close_device`, the device/port/GID/P_Key queries (also `verbs_context::query_port` and `query_device_ex`), `ibv_get_async_event`, `ibv_ack_async_event` | [`context`] |
+//! | every refusal, with the daemon's reason, on stderr when `XROCE_IBVERBS_DEBUG=1` | [`debug`] |
 //! | `ibv_alloc_pd`, `ibv_dealloc_pd`, `ibv_reg_mr`, `ibv_reg_mr_iova`, `ibv_reg_mr_iova2`, `ibv_rereg_mr` (keys kept), `ibv_dereg_mr` | [`memory`] |
 //! | completion channels and CQs (also `verbs_context::create_cq_ex` and the `ibv_cq_ex` polling functions), `ibv_get_cq_event`, `ibv_ack_cq_events`, and (through `ibv_context_ops`) `poll_cq`, `req_notify_cq` | [`completion`] |
 //! | SRQs, QPs (RC, UC, UD; also `verbs_context::create_qp_ex`), AHs (also from a work completion), and (through `ibv_context_ops`) `post_send`, `post_recv`, `post_srq_recv` | [`queue_pair`] |
@@ -48,6 +49,7 @@
 
 pub(crate) mod completion;
 pub(crate) mod context;
+pub(crate) mod debug;
 pub(crate) mod device;
 pub(crate) mod fork;
 pub(crate) mod kernel_provider;
