@@ -8,7 +8,8 @@ use xroce_wire::cm::{
 };
 use xroce_wire::mad::MAD_LEN;
 use xroce_wire::{
-    CmMad, CmMessage, CommId, Gid, MsgResponse, Qkey, RejectReason, TransportServiceType,
+    CmMad, CmMessage, CommId, Gid, Guid, MsgResponse, Qkey, RejectReason, ServiceId,
+    TransportServiceType,
 };
 
 use super::connection::{CmState, Connection, PathInfo};
@@ -123,6 +124,40 @@ impl IbCm {
 
     /// REQs held for a listener that are due: taken again if one came (the REQ then
     /// counts as delivered or refused as any REQ), else refused with REJ 8.
+    /// A REQ or SIDR_REQ (`raw`, from `remote` at `from`) for `service_id`, which nobody
+    /// listens on: held for a listener within the grace (`req_held_for_listener`), or
+    /// recognised as a retransmission of one already held (`rcvd_duplicate`); `None`
+    /// when there is no grace and the caller refuses it.
+    pub(super) fn hold_for_listener(
+        &mut self,
+        now: Instant,
+        service_id: ServiceId,
+        remote: (Guid, CommId),
+        from: MadAddress,
+        raw: &[u8],
+    ) -> Option<Counter> {
+        if self
+            .held
+            .iter()
+            .any(|h| h.remote == remote && h.from.remote == from.remote)
+        {
+            return Some(Counter::rcvd_duplicate);
+        }
+        if self.config.listen_grace.is_zero() {
+            return None;
+        }
+        let mad = <[u8; MAD_LEN]>::try_from(raw).ok()?;
+        self.held.push(HeldReq {
+            until: now + self.config.listen_grace,
+            arrived: now,
+            service_id,
+            remote,
+            from,
+            mad,
+        });
+        Some(Counter::req_held_for_listener)
+    }
+
     pub(super) fn release_held(&mut self, now: Instant) {
         let (due, waiting): (Vec<HeldReq>, Vec<HeldReq>) = std::mem::take(&mut self.held)
             .into_iter()
@@ -193,26 +228,9 @@ impl IbCm {
             return Counter::req_stale;
         }
         if !self.listeners.contains_key(&req.service_id) {
-            if self
-                .held
-                .iter()
-                .any(|h| h.remote == (guid, req.local_comm_id))
-            {
-                // A retransmission of a REQ already waiting.
-                return Counter::rcvd_duplicate;
-            }
-            if !self.config.listen_grace.is_zero()
-                && let Ok(mad) = <[u8; MAD_LEN]>::try_from(raw)
-            {
-                self.held.push(HeldReq {
-                    until: now + self.config.listen_grace,
-                    arrived: now,
-                    service_id: req.service_id,
-                    remote: (guid, req.local_comm_id),
-                    from,
-                    mad,
-                });
-                return Counter::req_held_for_listener;
+            let remote = (guid, req.local_comm_id);
+            if let Some(held) = self.hold_for_listener(now, req.service_id, remote, from, raw) {
+                return held;
             }
             self.issue_rej(
                 from,

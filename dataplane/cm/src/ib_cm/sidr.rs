@@ -6,14 +6,13 @@ use xroce_wire::cm::{
     SIDR_REP_INFO_LEN, SIDR_REP_PRIVATE_DATA_LEN, SIDR_REQ_PRIVATE_DATA_LEN, SidrRepRepr,
     SidrReqRepr,
 };
-use xroce_wire::mad::MAD_LEN;
 use xroce_wire::{CmMessage, CommId, Guid, Qkey, Qpn, SidrStatus};
 
+use super::IbCm;
 use super::connection::{CmState, Connection};
 use super::params::{
     CmError, CmEventKind, SidrRepParams, SidrRepReceived, SidrReqParams, SidrReqReceived, check_len,
 };
-use super::{HeldReq, IbCm};
 use crate::address::MadAddress;
 use crate::counters::Counter;
 
@@ -64,25 +63,9 @@ impl IbCm {
             return Counter::rcvd_duplicate;
         }
         if !self.listeners.contains_key(&req.service_id) {
-            if self
-                .held
-                .iter()
-                .any(|h| h.remote == (Guid(0), req.request_id) && h.from.remote == from.remote)
-            {
-                return Counter::rcvd_duplicate;
-            }
-            if !self.config.listen_grace.is_zero()
-                && let Ok(mad) = <[u8; MAD_LEN]>::try_from(raw)
-            {
-                self.held.push(HeldReq {
-                    until: now + self.config.listen_grace,
-                    arrived: now,
-                    service_id: req.service_id,
-                    remote: (Guid(0), req.request_id),
-                    from,
-                    mad,
-                });
-                return Counter::req_held_for_listener;
+            let remote = (Guid(0), req.request_id);
+            if let Some(held) = self.hold_for_listener(now, req.service_id, remote, from, raw) {
+                return held;
             }
             self.sidr_unsupported(from, tid, req);
             return Counter::sidr_req_no_listener;
