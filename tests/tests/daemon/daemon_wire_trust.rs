@@ -554,3 +554,9 @@ pub(crate) fn wire_trust(family: Family) {
 fn a_connected_qp_answers_only_its_peer_over_ipv4() {
     wire_trust(Family::V4);
 }
+
+#[test]
+#[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]
+fn a_connected_qp_answers_only_its_peer_over_ipv6() {
+    wire_trust(Family::V6);
+}
