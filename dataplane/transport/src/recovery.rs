@@ -15,7 +15,11 @@
 //! rule) is timed until the acknowledgement that covers it, which gives a round-trip sample
 //! and a delivery-rate sample (the packets acknowledged meanwhile over the time it took).
 //! From them it keeps a smoothed round trip and its variation (RFC 6298), the smallest
-//! round trip seen lately, and the largest recent delivery rate; and derives:
+//! round trip seen lately, and the largest recent delivery rate. The smallest round trip
+//! is taken in a probe, as BBR's ProbeRTT does: the first sample (which waited behind the
+//! packets the requester sent before it knew the path) and then every ten seconds the window is held at [`PROBE_WINDOW`] packets until a packet sent with no more than
+//! that many ahead of it is answered; a round trip taken behind the requester's own queue
+//! would give a window that keeps that queue for ever. It derives:
 //! - the **window**: packets in flight at most twice the largest rate times the smallest
 //!   round trip (IRN's bandwidth-delay-product flow control, with BBR's gain of 2 so the
 //!   window can grow when the path is faster than what it was asked to carry), the round
@@ -53,6 +57,13 @@ use crate::time::Instant;
 /// noisy, and a window of a few packets would starve on the first hiccup).
 pub const MIN_WINDOW: u32 = 16;
 
+/// Packets in flight allowed while the smallest round trip is being measured (a probe):
+/// the queue the requester built drains, and a packet sent with at most this many ahead of
+/// it measures the path, not the queue. The round trip of a packet that waited behind a
+/// queue of its own making would give a window that keeps that queue for ever (every
+/// later round trip waits behind it, so no smaller one ever shows).
+pub const PROBE_WINDOW: u32 = 4;
+
 /// The fewest packets a paced resend sends back to back before it waits (it sends half a
 /// window when that is more).
 pub const PACE_BURST: u32 = 16;
@@ -63,7 +74,7 @@ const GAIN: u64 = 2;
 /// Delivery-rate samples the largest rate is taken over (one sample per round trip).
 const RATE_SAMPLES: usize = 8;
 
-/// How long the smallest round trip seen is trusted before a new sample replaces it (the
+/// How long the smallest round trip seen is trusted before a probe measures it again (the
 /// path may have changed).
 const MIN_RTT_LIFETIME: Duration = Duration::from_secs(10);
 
@@ -81,6 +92,10 @@ struct Timed {
     /// The oldest unacknowledged PSN when it was sent: what was acknowledged by the time
     /// its acknowledgement came is the delivery-rate sample.
     acked_before: Psn,
+    /// Packets sent and not acknowledged when it left, itself included: at most what it
+    /// queued behind (after going back, the packets sent before the resend may still be
+    /// on their way, ahead of it).
+    ahead: u64,
 }
 
 /// What one requester knows of its path and how it recovers from loss (see the module
@@ -92,8 +107,14 @@ pub(crate) struct Recovery {
     srtt: Option<u64>,
     /// Its mean deviation, nanoseconds.
     rttvar: u64,
-    /// The smallest round trip seen, nanoseconds, and when.
+    /// The smallest round trip seen, nanoseconds, and when (`None` until a probe ended).
     min_rtt: Option<(u64, Instant)>,
+    /// The smallest round trip seen since the current probe began, nanoseconds.
+    probe_min_rtt: Option<u64>,
+    /// The smallest round trip is being measured: the window is [`PROBE_WINDOW`] until a
+    /// packet sent with no more than that many ahead of it is answered. From the first
+    /// sample on, and again whenever the smallest round trip has lived its time.
+    probing: bool,
     /// The latest delivery-rate samples, packets per second (0: none).
     rates: [u64; RATE_SAMPLES],
     /// Of the same samples, what each round trip took beyond what the path explains,
@@ -128,6 +149,8 @@ impl Default for Recovery {
             srtt: None,
             rttvar: 0,
             min_rtt: None,
+            probe_min_rtt: None,
+            probing: true,
             rates: [0; RATE_SAMPLES],
             excess: [0; RATE_SAMPLES],
             next_rate: 0,
@@ -184,8 +207,10 @@ impl Recovery {
         every.min(self.window(max) / 2).max(1)
     }
 
-    /// A request packet with PSN `psn` left at `now`: timed if it asks for an
-    /// acknowledgement, is sent for the first time and nothing else is being timed.
+    /// A request packet with PSN `psn` left at `now`, `acked` being the oldest
+    /// unacknowledged PSN and `sent_high` the PSN after the highest sent before it: timed
+    /// if it asks for an acknowledgement, is sent for the first time (or is a resend the
+    /// peer asked for) and nothing else is being timed.
     #[inline]
     pub(crate) fn on_sent(
         &mut self,
@@ -194,12 +219,19 @@ impl Recovery {
         fresh: bool,
         now: Instant,
         acked: Psn,
+        sent_high: Psn,
     ) {
         if ack_req && (fresh || self.time_resends) && self.timed.is_none() {
+            let high = if psn.next().distance(sent_high) > 0 {
+                psn.next()
+            } else {
+                sent_high
+            };
             self.timed = Some(Timed {
                 psn,
                 sent_at: now,
                 acked_before: acked,
+                ahead: high.distance(acked).max(1) as u64,
             });
         }
     }
@@ -231,8 +263,7 @@ impl Recovery {
         self.timed = None;
         let rtt = now.saturating_duration_since(timed.sent_at);
         let delivered = acked.distance(timed.acked_before).max(0) as u64;
-        let in_flight = timed.psn.distance(timed.acked_before).max(0) as u64 + 1;
-        self.sample(rtt, delivered, in_flight, now)
+        self.sample(rtt, delivered, timed.ahead, now)
     }
 
     /// One round-trip sample of `rtt` over which `delivered` packets were acknowledged, of
@@ -255,13 +286,8 @@ impl Recovery {
                 self.srtt = Some((7 * srtt + rtt) / 8);
             }
         }
-        let min_rtt = match self.min_rtt {
-            Some((m, at)) if m <= rtt && now.saturating_duration_since(at) < MIN_RTT_LIFETIME => m,
-            _ => {
-                self.min_rtt = Some((rtt, now));
-                rtt
-            }
-        };
+        self.on_round_trip(rtt, in_flight, now);
+        let min_rtt = self.min_rtt.map_or(rtt, |(m, _)| m);
         self.rates[self.next_rate] = delivered.saturating_mul(1_000_000_000) / rtt;
         let rate = self.rate();
         // What the round trip took beyond what the path explains: the smallest round trip,
@@ -281,9 +307,41 @@ impl Recovery {
         true
     }
 
+    /// The smallest round trip, from a round trip of `rtt` of a packet sent with
+    /// `in_flight` packets in flight: a probe ends with a packet sent behind no more than
+    /// [`PROBE_WINDOW`] (the smallest round trip of the probe is taken); outside a probe a
+    /// smaller round trip is taken at once, and one that lived [`MIN_RTT_LIFETIME`] starts a
+    /// probe (the path may have changed, and only a drained queue shows it).
+    fn on_round_trip(&mut self, rtt: u64, in_flight: u64, now: Instant) {
+        if self.probing {
+            let least = self.probe_min_rtt.map_or(rtt, |m| m.min(rtt));
+            self.probe_min_rtt = Some(least);
+            if in_flight <= u64::from(PROBE_WINDOW) {
+                self.min_rtt = Some((least, now));
+                self.probe_min_rtt = None;
+                self.probing = false;
+            }
+            return;
+        }
+        match self.min_rtt {
+            Some((m, _)) if rtt < m => self.min_rtt = Some((rtt, now)),
+            Some((_, at)) if now.saturating_duration_since(at) < MIN_RTT_LIFETIME => {}
+            _ => {
+                self.probing = true;
+                self.probe_min_rtt = Some(rtt);
+            }
+        }
+    }
+
     /// The window from the largest recent rate, the smallest round trip and the largest
-    /// recent excess (none before the first sample).
+    /// recent excess ([`PROBE_WINDOW`] during a probe; none before the first sample).
     fn update_window(&mut self) {
+        if self.probing {
+            if self.srtt.is_some() {
+                self.window = PROBE_WINDOW;
+            }
+            return;
+        }
         let Some((min_rtt, _)) = self.min_rtt else {
             return;
         };
@@ -438,13 +496,27 @@ mod tests {
     /// Times packet `psn` sent at `sent` (µs) and acknowledged with everything before
     /// `acked` at `ack` (µs), `before` being the oldest unacknowledged PSN when it left.
     fn round_trip(r: &mut Recovery, psn: u32, before: u32, sent: u64, acked: u32, ack: u64) {
-        r.on_sent(Psn::new(psn), true, true, at(sent), Psn::new(before));
+        r.on_sent(
+            Psn::new(psn),
+            true,
+            true,
+            at(sent),
+            Psn::new(before),
+            Psn::new(psn),
+        );
         r.on_progress(
             Psn::new(acked),
             at(ack),
             false,
             Some(Duration::from_millis(67)),
         );
+    }
+
+    /// Ends the probe that the first sample starts: packet 100, sent at 0 with 4 packets
+    /// in flight, acknowledged at 100 µs.
+    fn probe(r: &mut Recovery) {
+        round_trip(r, 100, 97, 0, 101, 100);
+        assert!(!r.probing);
     }
 
     #[test]
@@ -460,6 +532,8 @@ mod tests {
     #[test]
     fn the_window_is_twice_the_measured_product_within_its_bounds() {
         let mut r = Recovery::default();
+        probe(&mut r);
+        assert_eq!(r.window(512), MIN_WINDOW);
         // 100 packets acknowledged over a 100 µs round trip: a million packets a second,
         // a product of 100 packets, a window of 200.
         round_trip(&mut r, 200, 101, 0, 201, 100);
@@ -479,17 +553,17 @@ mod tests {
     #[test]
     fn a_resend_the_peer_asked_for_is_timed() {
         let mut r = Recovery::default();
-        r.on_sent(Psn::new(10), true, true, at(0), Psn::new(0));
+        r.on_sent(Psn::new(10), true, true, at(0), Psn::new(0), Psn::new(10));
         // A NAK for PSN 5: the timed packet will be resent, its sample is lost.
         r.on_gap_shown();
         r.on_rewind(Psn::new(11));
-        r.on_sent(Psn::new(8), true, false, at(100), Psn::new(5));
+        r.on_sent(Psn::new(8), true, false, at(100), Psn::new(5), Psn::new(11));
         r.on_progress(Psn::new(9), at(150), false, None);
         assert_eq!(r.estimate().srtt, Some(Duration::from_micros(50)));
         // A rewind on a timeout: resends are not timed.
         r.on_expiry(at(200), Duration::from_millis(1));
         r.on_rewind(Psn::new(11));
-        r.on_sent(Psn::new(9), true, false, at(300), Psn::new(9));
+        r.on_sent(Psn::new(9), true, false, at(300), Psn::new(9), Psn::new(11));
         r.on_progress(Psn::new(10), at(310), false, None);
         assert_eq!(r.estimate().srtt, Some(Duration::from_micros(50)));
     }
@@ -498,6 +572,7 @@ mod tests {
     fn late_answers_widen_the_window_and_a_queue_does_not() {
         // 100 packets over 100 µs: a million a second, a window of 200.
         let mut r = Recovery::default();
+        probe(&mut r);
         round_trip(&mut r, 200, 101, 0, 201, 100);
         assert_eq!(r.window(4096), 200);
         // 400 in flight answered in 400 µs: a queue of our own making, explained by the
@@ -514,14 +589,77 @@ mod tests {
     }
 
     #[test]
+    fn a_round_trip_behind_our_own_queue_is_not_the_smallest() {
+        let mut r = Recovery::default();
+        // The first sample, behind the device's window of packets sent at once: 400 µs
+        // with 400 in flight. It measures the rate (a million a second) but not the path:
+        // the window drops to the probe's until the queue drained.
+        round_trip(&mut r, 400, 1, 0, 401, 400);
+        assert!(r.measured());
+        assert_eq!(r.window(512), PROBE_WINDOW);
+        assert_eq!(r.estimate().min_rtt, None);
+        assert_eq!(r.ack_req_every(66, 512), PROBE_WINDOW / 2);
+        // Still behind the queue (10 ahead): still probing.
+        round_trip(&mut r, 500, 491, 500, 501, 800);
+        assert_eq!(r.window(512), PROBE_WINDOW);
+        // Drained: 3 ahead, 20 µs. The path's product is 20 packets, the window 40.
+        round_trip(&mut r, 600, 598, 1000, 601, 1020);
+        assert_eq!(r.estimate().min_rtt, Some(Duration::from_micros(20)));
+        assert_eq!(r.window(512), 40);
+        // Round trips behind a queue again (the window's own) leave it there.
+        round_trip(&mut r, 700, 661, 2000, 701, 2040);
+        assert_eq!(r.window(512), 40);
+        assert_eq!(r.estimate().min_rtt, Some(Duration::from_micros(20)));
+    }
+
+    #[test]
+    fn a_smallest_round_trip_that_lived_its_time_is_probed_again() {
+        let mut r = Recovery::default();
+        probe(&mut r);
+        round_trip(&mut r, 200, 101, 200, 201, 300);
+        assert_eq!(r.window(512), 200);
+        // Ten seconds on, a round trip behind a queue (200 µs, 200 ahead) starts a probe
+        // instead of becoming the smallest round trip.
+        let later = 10_000_000;
+        round_trip(&mut r, 1200, 1001, later, 1201, later + 200);
+        assert_eq!(r.window(512), PROBE_WINDOW);
+        // The path got longer: 150 µs with 2 ahead.
+        round_trip(&mut r, 1300, 1299, later + 300, 1301, later + 450);
+        assert_eq!(r.estimate().min_rtt, Some(Duration::from_micros(150)));
+        assert_eq!(r.window(512), 300, "twice a million a second times 150 µs");
+    }
+
+    #[test]
+    fn a_resend_behind_what_was_sent_before_it_widens_nothing() {
+        let mut r = Recovery::default();
+        probe(&mut r);
+        round_trip(&mut r, 200, 101, 0, 201, 100);
+        assert_eq!(r.window(512), 200);
+        // A NAK for 201 after 400 more were sent: the timed resend of 210 waits behind the
+        // 400 still on their way (400 µs at a million a second) and is no late answer.
+        r.on_gap_shown();
+        r.on_rewind(Psn::new(601));
+        r.on_sent(
+            Psn::new(210),
+            true,
+            false,
+            at(1000),
+            Psn::new(201),
+            Psn::new(601),
+        );
+        r.on_progress(Psn::new(211), at(1400), false, None);
+        assert_eq!(r.window(512), 200);
+    }
+
+    #[test]
     fn a_frozen_clock_measures_nothing_and_a_resend_is_never_timed() {
         let mut r = Recovery::default();
         round_trip(&mut r, 10, 0, 5, 11, 5);
         assert!(!r.measured());
-        r.on_sent(Psn::new(20), true, false, at(0), Psn::new(0));
+        r.on_sent(Psn::new(20), true, false, at(0), Psn::new(0), Psn::new(21));
         r.on_progress(Psn::new(21), at(50), false, None);
         assert!(!r.measured(), "a retransmitted packet gives no sample");
-        r.on_sent(Psn::new(30), true, true, at(0), Psn::new(0));
+        r.on_sent(Psn::new(30), true, true, at(0), Psn::new(0), Psn::new(30));
         r.on_rewind(Psn::new(31));
         r.on_progress(Psn::new(31), at(50), false, None);
         assert!(!r.measured(), "going back discards the timed packet");
@@ -596,6 +734,7 @@ mod tests {
     #[test]
     fn a_resend_leaves_in_bursts_at_the_measured_rate() {
         let mut r = Recovery::default();
+        probe(&mut r);
         // A million packets a second: with a window of 32 (the device's limit here), a
         // burst of 16 every 16 µs.
         round_trip(&mut r, 200, 101, 0, 201, 100);
@@ -616,6 +755,7 @@ mod tests {
     #[test]
     fn a_pacing_deadline_that_passed_is_no_longer_a_timer() {
         let mut r = Recovery::default();
+        probe(&mut r);
         round_trip(&mut r, 200, 101, 0, 201, 100);
         r.on_rewind(Psn::new(250));
         burst(&mut r, 201, 201 + PACE_BURST, at(200));

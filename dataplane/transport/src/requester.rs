@@ -208,9 +208,9 @@ impl QueuePair {
             if !fresh {
                 cx.count(Counter::retransmitted_pkts);
             }
-            let acked = self.sq.unacked_psn();
+            let (acked, sent_high) = (self.sq.unacked_psn(), self.sq.sent_high());
             let recovery = &mut self.sq.recovery;
-            recovery.on_sent(psn, h.ack_req, fresh, cx.now, acked);
+            recovery.on_sent(psn, h.ack_req, fresh, cx.now, acked, sent_high);
             recovery.pace(psn, cx.now, self.config.limits.max_unacked_psns);
         }
         let read_or_atomic = matches!(kind, Kind::ReadRequest | Kind::CompareSwap | Kind::FetchAdd);

@@ -302,7 +302,11 @@ fn once_measured_the_window_is_what_the_path_needs_and_is_kept() {
 /// request packet with the `nth` fresh PSN after that (and of its `also` later
 /// transmissions), and runs until every one of `messages` messages completed.
 fn lose_one(nth: usize, also: usize, messages: u64) -> (Path, Psn) {
-    let mut p = Path::new(14, 7);
+    lose_one_on(Path::new(14, 7), nth, also, messages)
+}
+
+/// [`lose_one`] on path `p`.
+fn lose_one_on(mut p: Path, nth: usize, also: usize, messages: u64) -> (Path, Psn) {
     p.run(at(Duration::from_millis(5)), 16, messages, &mut |_, _| {
         false
     });
@@ -416,7 +420,11 @@ fn a_lost_last_packet_is_resent_on_the_measured_timer() {
 
 #[test]
 fn a_resend_leaves_paced() {
-    let (p, _) = lose_one(100, 0, 200);
+    // A longer path (200 µs each way: a product of 40 packets), so that what is resent is
+    // more than one burst.
+    let mut path = Path::new(14, 7);
+    path.delay = Duration::from_micros(200);
+    let (p, _) = lose_one_on(path, 400, 0, 200);
     p.check_all_delivered();
     assert!(p.count(Counter::req_held_by_pacing) > 0);
     // The resent packets leave in bursts of half a window (at least PACE_BURST), never
