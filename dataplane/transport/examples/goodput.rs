@@ -5,7 +5,9 @@
 //! virtual time. Frames from a to b queue for a bottleneck of `RATE` frames a second
 //! (`QUEUE` frames deep, the rest dropped) and then travel `DELAY` one way; acknowledgements
 //! travel back in `DELAY`. Both directions lose frames at random (`LOSS`, a fraction), or
-//! in runs (`BURST` frames on average). Each line gives the goodput as a fraction of the
+//! in runs (`BURST` frames on average). A host may stall as a poller sharing its core
+//! with other threads does: every `STALL_EVERY` µs on average (0: never) each host
+//! stops for `STALL` µs, and frames reaching it meanwhile wait. Each line gives the goodput as a fraction of the
 //! loss-free run's, the packets sent again, the timeouts and what the requester measured.
 //!
 //! ```sh
@@ -46,6 +48,62 @@ struct Model {
     secs: f64,
     seed: u64,
     min_rto: Duration,
+    /// Mean time between two stalls of a host (zero: none).
+    stall_every: Duration,
+    /// How long a host stalls.
+    stall: Duration,
+}
+
+/// When a host stalls: exponentially distributed gaps of `every` on average between
+/// stalls of `length`.
+struct Stalls {
+    rng: StdRng,
+    every: Duration,
+    length: Duration,
+    /// The next stall begins.
+    next: Instant,
+    /// The current stall ends.
+    until: Instant,
+}
+
+impl Stalls {
+    fn new(seed: u64, every: Duration, length: Duration) -> Stalls {
+        let mut s = Stalls {
+            rng: StdRng::seed_from_u64(seed),
+            every,
+            length,
+            next: Instant::ZERO,
+            until: Instant::ZERO,
+        };
+        s.next = s.gap(Instant::ZERO);
+        s
+    }
+
+    fn gap(&mut self, from: Instant) -> Instant {
+        if self.every.is_zero() {
+            return from + Duration::from_secs(1 << 30);
+        }
+        let u: f64 = self.rng.random_range(f64::EPSILON..1.0);
+        from + self.every.mul_f64(-u.ln())
+    }
+
+    /// Whether the host is stalled at `now` (starting the stalls that are due).
+    fn stalled(&mut self, now: Instant) -> bool {
+        while now >= self.next {
+            self.until = self.next + self.length;
+            self.next = self.gap(self.until);
+        }
+        now < self.until
+    }
+
+    /// When the host next changes between stalled and running.
+    fn change(&self, now: Instant) -> Instant {
+        if now < self.until {
+            self.until
+        } else {
+            self.next
+        }
+    }
 }
 
 /// A lossy link: independent losses, or a two-state Gilbert model with the same long-run
@@ -129,14 +187,20 @@ fn run(m: Model) -> Report {
     let mut completed = 0u64;
     let mut times = Vec::new();
     let mut buf = vec![0u8; MAX_FRAME];
+    let mut stalls_a = Stalls::new(m.seed ^ 0xa, m.stall_every, m.stall);
+    let mut stalls_b = Stalls::new(m.seed ^ 0xb, m.stall_every, m.stall);
     while now < end {
+        let (a_stalled, b_stalled) = (stalls_a.stalled(now), stalls_b.stalled(now));
         while posted_at.len() < m.depth {
             // NOTE(unwrap): the send queue holds the depth.
             a.endpoint.post_send(now, QA, wqe(next_id)).unwrap();
             next_id += 1;
             posted_at.push_back(now);
         }
-        while let Some(t) = a.endpoint.poll_transmit(now, &mut buf, &mut a.mem) {
+        while let Some(t) = (!a_stalled)
+            .then(|| a.endpoint.poll_transmit(now, &mut buf, &mut a.mem))
+            .flatten()
+        {
             // The bottleneck: a frame waits for those ahead; a full queue drops it.
             let start = link_free.max(now);
             let queued = (start - now).as_secs_f64() * m.rate;
@@ -148,7 +212,10 @@ fn run(m: Model) -> Report {
                 to_b.push_back((link_free + m.delay, buf[..t.len].to_vec()));
             }
         }
-        while let Some(t) = b.endpoint.poll_transmit(now, &mut buf, &mut b.mem) {
+        while let Some(t) = (!b_stalled)
+            .then(|| b.endpoint.poll_transmit(now, &mut buf, &mut b.mem))
+            .flatten()
+        {
             if !loss.lose() {
                 to_a.push_back((now + m.delay, buf[..t.len].to_vec()));
             }
@@ -161,11 +228,16 @@ fn run(m: Model) -> Report {
             completed += 1;
         }
         while b.endpoint.poll_completion().is_some() {}
+        // A stalled host's frames and timers wait for the stall's end.
+        let after_a = |t: Instant| if a_stalled { t.max(stalls_a.until) } else { t };
+        let after_b = |t: Instant| if b_stalled { t.max(stalls_b.until) } else { t };
         let next = [
-            to_b.front().map(|f| f.0),
-            to_a.front().map(|f| f.0),
-            a.endpoint.poll_timeout(),
-            b.endpoint.poll_timeout(),
+            to_b.front().map(|f| after_b(f.0)),
+            to_a.front().map(|f| after_a(f.0)),
+            a.endpoint.poll_timeout().map(after_a),
+            b.endpoint.poll_timeout().map(after_b),
+            Some(stalls_a.change(now)),
+            Some(stalls_b.change(now)),
         ]
         .into_iter()
         .flatten()
@@ -174,18 +246,23 @@ fn run(m: Model) -> Report {
             break;
         };
         now = now.max(next);
-        while to_b.front().is_some_and(|f| f.0 <= now) {
+        let (a_stalled, b_stalled) = (stalls_a.stalled(now), stalls_b.stalled(now));
+        while !b_stalled && to_b.front().is_some_and(|f| f.0 <= now) {
             if let Some((_, f)) = to_b.pop_front() {
                 b.endpoint.handle_frame(now, &f, &mut b.mem);
             }
         }
-        while to_a.front().is_some_and(|f| f.0 <= now) {
+        while !a_stalled && to_a.front().is_some_and(|f| f.0 <= now) {
             if let Some((_, f)) = to_a.pop_front() {
                 a.endpoint.handle_frame(now, &f, &mut a.mem);
             }
         }
-        a.endpoint.handle_timeout(now, &mut a.mem);
-        b.endpoint.handle_timeout(now, &mut b.mem);
+        if !a_stalled {
+            a.endpoint.handle_timeout(now, &mut a.mem);
+        }
+        if !b_stalled {
+            b.endpoint.handle_timeout(now, &mut b.mem);
+        }
     }
     times.sort_by(f64::total_cmp);
     let p99 = times
@@ -229,6 +306,8 @@ fn main() {
         secs: env("SECS", 2.0),
         seed: env("SEED", 1),
         min_rto: Duration::from_micros(env("MIN_RTO_US", 1000)),
+        stall_every: Duration::from_micros(env("STALL_EVERY", 0)),
+        stall: Duration::from_micros(env("STALL", 0)),
     };
     println!("{model:?}");
     let mut free = None;
