@@ -23,11 +23,13 @@
 //! - the **window**: packets in flight at most twice the largest rate times the smallest
 //!   round trip (IRN's bandwidth-delay-product flow control, with BBR's gain of 2 so the
 //!   window can grow when the path is faster than what it was asked to carry), the round
-//!   trip lengthened by the largest recent delay that neither it nor a queue explains (a
-//!   host whose threads share cores answers late now and then; an allowance given up at
-//!   each loss, when a wide window costs its width), never below
-//!   [`MIN_WINDOW`] and never above the device's `max_unacked_psns`; with AckReq at least
-//!   every half window, so acknowledgements clock it;
+//!   trip lengthened by the largest delay of the last 64 round trips that neither the path
+//!   nor a queue explains (a host whose threads share cores answers late now and then).
+//!   Once the path lost packets, that allowance is at most a quarter of the packets
+//!   delivered between two losses: go-back-N resends the whole window at each loss, so a
+//!   wide window costs its width each time. Never below [`MIN_WINDOW`], never above the
+//!   device's `max_unacked_psns`; with AckReq at least every half window, so
+//!   acknowledgements clock it;
 //! - the **retransmission timeout**: the smoothed round trip plus four variations, never
 //!   below the device's `min_retransmit_timeout` (the path cannot answer sooner), never above
 //!   the QP's `timeout`, doubled for each expiry without progress. An expiry before the
@@ -74,9 +76,18 @@ const GAIN: u64 = 2;
 /// Delivery-rate samples the largest rate is taken over (one sample per round trip).
 const RATE_SAMPLES: usize = 8;
 
+/// Round trips the largest excess is taken over: late answers come every few
+/// milliseconds on a busy host, many round trips apart.
+const EXCESS_SAMPLES: usize = 64;
+
 /// How long the smallest round trip seen is trusted before a probe measures it again (the
 /// path may have changed).
 const MIN_RTT_LIFETIME: Duration = Duration::from_secs(10);
+
+/// Once the path lost packets, the allowance for late answers is at most the mean number
+/// of packets delivered between two losses over this: each loss resends the allowance,
+/// so it costs at most this share of what is delivered.
+const ALLOWANCE_SHARE: u64 = 4;
 
 /// The largest backoff shift of the retransmission timeout (the QP's timeout caps it
 /// anyway).
@@ -119,7 +130,8 @@ pub(crate) struct Recovery {
     rates: [u64; RATE_SAMPLES],
     /// Of the same samples, what each round trip took beyond what the path explains,
     /// nanoseconds.
-    excess: [u64; RATE_SAMPLES],
+    excess: [u64; EXCESS_SAMPLES],
+    next_excess: usize,
     next_rate: usize,
     /// Packets in flight allowed (`u32::MAX` before the first sample: the device's limit).
     window: u32,
@@ -140,6 +152,12 @@ pub(crate) struct Recovery {
     peer_saw_gap: bool,
     /// Resent packets may be timed (the resend is one the peer asked for).
     time_resends: bool,
+    /// The oldest unacknowledged PSN at the last progress.
+    acked: Option<Psn>,
+    /// Packets acknowledged since the last loss.
+    since_loss: u64,
+    /// The mean number of packets acknowledged between two losses (`None`: no loss yet).
+    loss_interval: Option<u64>,
 }
 
 impl Default for Recovery {
@@ -152,7 +170,8 @@ impl Default for Recovery {
             probe_min_rtt: None,
             probing: true,
             rates: [0; RATE_SAMPLES],
-            excess: [0; RATE_SAMPLES],
+            excess: [0; EXCESS_SAMPLES],
+            next_excess: 0,
             next_rate: 0,
             window: u32::MAX,
             rto: None,
@@ -163,6 +182,9 @@ impl Default for Recovery {
             burst: 0,
             peer_saw_gap: false,
             time_resends: false,
+            acked: None,
+            since_loss: 0,
+            loss_interval: None,
         }
     }
 }
@@ -246,6 +268,12 @@ impl Recovery {
         idle: bool,
         qp_timeout: Option<Duration>,
     ) -> bool {
+        if let Some(before) = self.acked {
+            self.since_loss = self
+                .since_loss
+                .saturating_add(acked.distance(before).max(0) as u64);
+        }
+        self.acked = Some(acked);
         self.backoff = 0;
         self.retry_due = match qp_timeout {
             Some(t) if !idle => Some(now + t),
@@ -299,7 +327,8 @@ impl Recovery {
             .saturating_mul(1_000_000_000)
             .checked_div(rate)
             .unwrap_or(0);
-        self.excess[self.next_rate] = rtt.saturating_sub(min_rtt.max(queued));
+        self.excess[self.next_excess] = rtt.saturating_sub(min_rtt.max(queued));
+        self.next_excess = (self.next_excess + 1) % EXCESS_SAMPLES;
         self.next_rate = (self.next_rate + 1) % RATE_SAMPLES;
         self.update_window();
         let srtt = self.srtt.unwrap_or(rtt);
@@ -345,20 +374,34 @@ impl Recovery {
         let Some((min_rtt, _)) = self.min_rtt else {
             return;
         };
-        let excess = self.excess.iter().copied().max().unwrap_or(0);
-        let covered = min_rtt.saturating_add(excess);
-        let bdp = u128::from(self.rate()) * u128::from(covered) * u128::from(GAIN);
-        let window = bdp.div_ceil(1_000_000_000);
+        let rate = u128::from(self.rate()) * u128::from(GAIN);
+        let excess = u128::from(self.excess.iter().copied().max().unwrap_or(0));
+        let product = (rate * u128::from(min_rtt)).div_ceil(1_000_000_000);
+        let mut allowance = (rate * excess).div_ceil(1_000_000_000);
+        if let Some(interval) = self.loss_interval {
+            // The packets delivered since the last loss count once they are more.
+            let interval = interval.max(self.since_loss);
+            allowance = allowance.min(u128::from(interval / ALLOWANCE_SHARE));
+        }
+        let window = product.saturating_add(allowance);
         self.window = u32::try_from(window).unwrap_or(u32::MAX).max(MIN_WINDOW);
     }
 
     /// A loss (the peer showed a gap, or the timer expired): whatever go-back-N has in
-    /// flight is resent, so the allowance for late answers is given up and the window
-    /// falls back to twice the product of the smallest round trip until late answers
-    /// widen it again. Without loss a late answer costs a little idle time; with loss, a
-    /// wide window costs its whole width at every loss.
+    /// flight is resent, so the allowance for late answers is held to a share of the
+    /// packets delivered between losses ([`ALLOWANCE_SHARE`]). Without loss a late answer
+    /// costs a little idle time; with loss, a wide window costs its whole width at every
+    /// loss.
     fn on_loss(&mut self) {
-        self.excess = [0; RATE_SAMPLES];
+        // Losses before any progress since the last are one episode (a resend lost
+        // again, a timer's expiry after a NAK).
+        if self.since_loss > 0 || self.loss_interval.is_none() {
+            let since = std::mem::take(&mut self.since_loss);
+            self.loss_interval = Some(match self.loss_interval {
+                None => since,
+                Some(mean) => (3 * mean + since) / 4,
+            });
+        }
         self.update_window();
     }
 
@@ -583,9 +626,31 @@ mod tests {
         // poller); the window covers it.
         round_trip(&mut r, 800, 751, 2000, 801, 2300);
         assert_eq!(r.window(4096), 600);
-        // Until a loss: the window falls back to the product of the smallest round trip.
+    }
+
+    #[test]
+    fn under_loss_the_allowance_for_late_answers_is_a_share_of_the_packets_between_losses() {
+        let qp = Duration::from_millis(67);
+        let mut r = Recovery::default();
+        probe(&mut r);
+        round_trip(&mut r, 200, 101, 0, 201, 100);
+        // A late answer (200 µs): 400 packets of allowance on a product of 200.
+        round_trip(&mut r, 800, 751, 2000, 801, 2300);
+        assert_eq!(r.window(4096), 600);
+        // A loss after 700 packets: the allowance is at most a quarter of them.
         r.on_gap_shown();
-        assert_eq!(r.window(4096), 200);
+        let share = ALLOWANCE_SHARE as u32;
+        assert_eq!(r.window(4096), 200 + 700 / share);
+        // A resend lost again before any progress is the same loss.
+        r.on_expiry(at(2400), qp);
+        assert_eq!(r.window(4096), 200 + 700 / share);
+        // The next loss 100 packets later: the mean interval falls to 550.
+        round_trip(&mut r, 900, 851, 3000, 901, 3300);
+        r.on_gap_shown();
+        assert_eq!(r.window(4096), 200 + 550 / share);
+        // A long stretch without loss gives the allowance back.
+        round_trip(&mut r, 3000, 2951, 4000, 3001, 4300);
+        assert_eq!(r.window(4096), 600);
     }
 
     #[test]
