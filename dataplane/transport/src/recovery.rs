@@ -29,10 +29,16 @@
 //!   delivered between two losses: go-back-N resends the whole window at each loss, so a
 //!   wide window costs its width each time. Never below [`MIN_WINDOW`], never above the
 //!   device's `max_unacked_psns`; with AckReq at least every half window, so
-//!   acknowledgements clock it;
+//!   acknowledgements clock it. Until the path lost a packet (outside a probe) the window
+//!   is the device's: without loss a wide window costs nothing, and a window from round
+//!   trips measured on a busy host idles the path whenever a poller answers late;
 //! - the **retransmission timeout**: the smoothed round trip plus four variations, never
 //!   below the device's `min_retransmit_timeout` (the path cannot answer sooner), never above
-//!   the QP's `timeout`, doubled for each expiry without progress. An expiry before the
+//!   the QP's `timeout`, doubled for each expiry until a packet is timed again (Karn's
+//!   algorithm: progress alone does not end the backoff, since the answers to what a
+//!   premature expiry resent would each restart a timer that expires too soon again), and
+//!   after going back lengthened by the time what was in flight takes to drain at the
+//!   measured rate (it is ahead of the resend on the path). An expiry before the
 //!   QP's own timeout resends without spending the retry count: the retry count still
 //!   counts the QP's timeouts (and sequence-error NAKs), so a QP fails when it would have
 //!   without this timer, and never sooner;
@@ -133,12 +139,18 @@ pub(crate) struct Recovery {
     excess: [u64; EXCESS_SAMPLES],
     next_excess: usize,
     next_rate: usize,
-    /// Packets in flight allowed (`u32::MAX` before the first sample: the device's limit).
+    /// Packets in flight allowed (`u32::MAX`: the device's limit, before the first sample
+    /// and, outside a probe, until the path lost a packet).
     window: u32,
     /// The retransmission timeout before backoff; `None` before the first sample.
     rto: Option<Duration>,
-    /// Expiries of the retransmission timer since the last progress.
+    /// Expiries of the retransmission timer since the last packet timed (Karn).
     backoff: u32,
+    /// Packets that were in flight when the requester last went back and that no
+    /// progress has shown answered since: they are still ahead of the resend on the path
+    /// (the peer drops them, but only once they arrive), so the resend's answer waits for
+    /// them to drain.
+    drain: u64,
     /// When an expiry spends the retry count: the QP's own timeout after the last progress
     /// (or the last expiry that spent it).
     retry_due: Option<Instant>,
@@ -176,6 +188,7 @@ impl Default for Recovery {
             window: u32::MAX,
             rto: None,
             backoff: 0,
+            drain: 0,
             retry_due: None,
             resend_until: None,
             pace_until: None,
@@ -198,7 +211,8 @@ pub struct PathEstimate {
     pub min_rtt: Option<Duration>,
     /// The largest recent delivery rate, packets per second.
     pub rate: u64,
-    /// Packets in flight allowed (`None`: not measured yet, the device's limit).
+    /// Packets in flight allowed (`None`: the device's limit; not measured yet, or no
+    /// loss yet).
     pub window: Option<u32>,
     /// The retransmission timeout before backoff (`None`: the QP's).
     pub rto: Option<Duration>,
@@ -274,7 +288,7 @@ impl Recovery {
                 .saturating_add(acked.distance(before).max(0) as u64);
         }
         self.acked = Some(acked);
-        self.backoff = 0;
+        self.drain = 0;
         self.retry_due = match qp_timeout {
             Some(t) if !idle => Some(now + t),
             _ => None,
@@ -291,7 +305,16 @@ impl Recovery {
         self.timed = None;
         let rtt = now.saturating_duration_since(timed.sent_at);
         let delivered = acked.distance(timed.acked_before).max(0) as u64;
-        self.sample(rtt, delivered, timed.ahead, now)
+        let taught = self.sample(rtt, delivered, timed.ahead, now);
+        if taught {
+            // Karn: the backed-off timer is kept until a packet is timed again. Progress
+            // alone ends nothing: an expiry a little too soon is followed by the answers
+            // to what it resent, and a timer back at its unbacked value would expire
+            // again before the next, a little too soon each time, and the resends would
+            // kill every timing for ever.
+            self.backoff = 0;
+        }
+        taught
     }
 
     /// One round-trip sample of `rtt` over which `delivered` packets were acknowledged, of
@@ -377,13 +400,15 @@ impl Recovery {
         let rate = u128::from(self.rate()) * u128::from(GAIN);
         let excess = u128::from(self.excess.iter().copied().max().unwrap_or(0));
         let product = (rate * u128::from(min_rtt)).div_ceil(1_000_000_000);
-        let mut allowance = (rate * excess).div_ceil(1_000_000_000);
-        if let Some(interval) = self.loss_interval {
-            // The packets delivered since the last loss count once they are more.
-            let interval = interval.max(self.since_loss);
-            allowance = allowance.min(u128::from(interval / ALLOWANCE_SHARE));
-        }
-        let window = product.saturating_add(allowance);
+        let allowance = (rate * excess).div_ceil(1_000_000_000);
+        // Until the path lost a packet a wide window costs nothing: the device's.
+        let Some(interval) = self.loss_interval else {
+            self.window = u32::MAX;
+            return;
+        };
+        // The packets delivered since the last loss count once they are more.
+        let interval = interval.max(self.since_loss);
+        let window = product.saturating_add(allowance.min(u128::from(interval / ALLOWANCE_SHARE)));
         self.window = u32::try_from(window).unwrap_or(u32::MAX).max(MIN_WINDOW);
     }
 
@@ -412,15 +437,21 @@ impl Recovery {
 
     /// How long the retransmission timer runs when armed now: the QP's `timeout` until the
     /// path is measured, then the measured timeout at least `floor`, doubled for each expiry
-    /// without progress, at most the QP's timeout.
+    /// since the last packet timed, plus the time the packets still ahead of a resend take
+    /// at the measured rate, at most the QP's timeout.
     pub(crate) fn retransmit_after(&self, qp_timeout: Duration, floor: Duration) -> Duration {
-        match self.rto {
-            None => qp_timeout,
-            Some(rto) => rto
-                .max(floor)
-                .saturating_mul(1 << self.backoff.min(MAX_BACKOFF))
-                .min(qp_timeout),
-        }
+        let Some(rto) = self.rto else {
+            return qp_timeout;
+        };
+        let drain = self
+            .drain
+            .saturating_mul(1_000_000_000)
+            .checked_div(self.rate())
+            .unwrap_or(0);
+        rto.max(floor)
+            .saturating_mul(1 << self.backoff.min(MAX_BACKOFF))
+            .saturating_add(Duration::from_nanos(drain))
+            .min(qp_timeout)
     }
 
     /// The retransmission timer was armed at `now` with nothing outstanding before: the
@@ -458,14 +489,18 @@ impl Recovery {
         self.on_loss();
     }
 
-    /// The requester goes back to resend what it sent from the oldest unacknowledged PSN up
-    /// to `sent_high` (exclusive): the timed packet may be resent, so its sample would be
-    /// ambiguous (Karn); the resent packets are paced. A resend the peer asked for by
+    /// The requester goes back to resend what it sent from the oldest unacknowledged PSN,
+    /// `acked`, up to `sent_high` (exclusive): the timed packet may be resent, so its sample
+    /// would be ambiguous (Karn); the resent packets are paced, and their timer waits for
+    /// what was in flight to drain first (after a requester sent a device's window at once
+    /// the path holds a queue of it, and a timer of the measured round trip alone would
+    /// expire before the resend could be answered, again and again). A resend the peer asked for by
     /// showing a gap is timed all the same: the peer dropped every packet after the gap, so
     /// only a resent packet can be acknowledged (under loss, go-back-N resends so often
     /// that fresh packets alone would leave the path unmeasured).
-    pub(crate) fn on_rewind(&mut self, sent_high: Psn) {
+    pub(crate) fn on_rewind(&mut self, acked: Psn, sent_high: Psn) {
         self.timed = None;
+        self.drain = sent_high.distance(acked).max(0) as u64;
         self.time_resends = std::mem::take(&mut self.peer_saw_gap);
         self.resend_until = Some(sent_high);
         self.pace_until = None;
@@ -522,7 +557,7 @@ impl Recovery {
             srtt: self.srtt.map(Duration::from_nanos),
             min_rtt: self.min_rtt.map(|(m, _)| Duration::from_nanos(m)),
             rate: self.rate(),
-            window: self.measured().then_some(self.window),
+            window: (self.window != u32::MAX).then_some(self.window),
             rto: self.rto,
         }
     }
@@ -556,8 +591,10 @@ mod tests {
     }
 
     /// Ends the probe that the first sample starts: packet 100, sent at 0 with 4 packets
-    /// in flight, acknowledged at 100 µs.
+    /// in flight, acknowledged at 100 µs. The path lost a packet long ago (until the
+    /// first loss the window is the device's).
     fn probe(r: &mut Recovery) {
+        r.loss_interval = Some(u64::MAX / 8);
         round_trip(r, 100, 97, 0, 101, 100);
         assert!(!r.probing);
     }
@@ -587,7 +624,10 @@ mod tests {
         // still holds the window up.
         round_trip(&mut r, 300, 299, 1000, 301, 1100);
         assert_eq!(r.window(512), 200);
-        let mut slow = Recovery::default();
+        let mut slow = Recovery {
+            loss_interval: Some(u64::MAX / 8),
+            ..Recovery::default()
+        };
         round_trip(&mut slow, 10, 8, 0, 11, 100);
         assert_eq!(slow.window(512), MIN_WINDOW, "never below the minimum");
         assert_eq!(slow.ack_req_every(66, 512), MIN_WINDOW / 2);
@@ -599,13 +639,13 @@ mod tests {
         r.on_sent(Psn::new(10), true, true, at(0), Psn::new(0), Psn::new(10));
         // A NAK for PSN 5: the timed packet will be resent, its sample is lost.
         r.on_gap_shown();
-        r.on_rewind(Psn::new(11));
+        r.on_rewind(Psn::new(11), Psn::new(11));
         r.on_sent(Psn::new(8), true, false, at(100), Psn::new(5), Psn::new(11));
         r.on_progress(Psn::new(9), at(150), false, None);
         assert_eq!(r.estimate().srtt, Some(Duration::from_micros(50)));
         // A rewind on a timeout: resends are not timed.
         r.on_expiry(at(200), Duration::from_millis(1));
-        r.on_rewind(Psn::new(11));
+        r.on_rewind(Psn::new(11), Psn::new(11));
         r.on_sent(Psn::new(9), true, false, at(300), Psn::new(9), Psn::new(11));
         r.on_progress(Psn::new(10), at(310), false, None);
         assert_eq!(r.estimate().srtt, Some(Duration::from_micros(50)));
@@ -633,10 +673,12 @@ mod tests {
         let qp = Duration::from_millis(67);
         let mut r = Recovery::default();
         probe(&mut r);
+        r.loss_interval = None;
         round_trip(&mut r, 200, 101, 0, 201, 100);
-        // A late answer (200 µs): 400 packets of allowance on a product of 200.
+        // A late answer (200 µs): 400 packets of allowance on a product of 200; but no
+        // loss yet, so the window is the device's.
         round_trip(&mut r, 800, 751, 2000, 801, 2300);
-        assert_eq!(r.window(4096), 600);
+        assert_eq!(r.window(4096), 4096);
         // A loss after 700 packets: the allowance is at most a quarter of them.
         r.on_gap_shown();
         let share = ALLOWANCE_SHARE as u32;
@@ -655,7 +697,10 @@ mod tests {
 
     #[test]
     fn a_round_trip_behind_our_own_queue_is_not_the_smallest() {
-        let mut r = Recovery::default();
+        let mut r = Recovery {
+            loss_interval: Some(u64::MAX / 8),
+            ..Recovery::default()
+        };
         // The first sample, behind the device's window of packets sent at once: 400 µs
         // with 400 in flight. It measures the rate (a million a second) but not the path:
         // the window drops to the probe's until the queue drained.
@@ -703,7 +748,7 @@ mod tests {
         // A NAK for 201 after 400 more were sent: the timed resend of 210 waits behind the
         // 400 still on their way (400 µs at a million a second) and is no late answer.
         r.on_gap_shown();
-        r.on_rewind(Psn::new(601));
+        r.on_rewind(Psn::new(601), Psn::new(601));
         r.on_sent(
             Psn::new(210),
             true,
@@ -725,7 +770,7 @@ mod tests {
         r.on_progress(Psn::new(21), at(50), false, None);
         assert!(!r.measured(), "a retransmitted packet gives no sample");
         r.on_sent(Psn::new(30), true, true, at(0), Psn::new(0), Psn::new(30));
-        r.on_rewind(Psn::new(31));
+        r.on_rewind(Psn::new(31), Psn::new(31));
         r.on_progress(Psn::new(31), at(50), false, None);
         assert!(!r.measured(), "going back discards the timed packet");
     }
@@ -760,7 +805,42 @@ mod tests {
             r.retransmit_after(qp, Duration::ZERO),
             Duration::from_micros(1200)
         );
+        // Progress alone keeps it (Karn): the answers to what an expiry a little too soon
+        // resent would otherwise each restart a timer that expires too soon again.
         r.on_progress(Psn::new(12), at(1000), false, Some(qp));
+        assert_eq!(
+            r.retransmit_after(qp, Duration::ZERO),
+            Duration::from_micros(1200)
+        );
+        // A packet timed again ends the backoff: 100 µs once more, srtt 100 µs, rttvar
+        // 37.5 µs.
+        round_trip(&mut r, 20, 12, 1000, 21, 1100);
+        assert_eq!(
+            r.retransmit_after(qp, Duration::ZERO),
+            Duration::from_micros(250)
+        );
+    }
+
+    #[test]
+    fn a_resend_waits_for_what_was_in_flight_to_drain() {
+        // 11 packets delivered in 100 µs: 110 000 a second; the timeout 300 µs.
+        let mut r = Recovery::default();
+        round_trip(&mut r, 10, 0, 0, 11, 100);
+        let qp = Duration::from_millis(67);
+        // Going back with 110 packets in flight (from 11 up to 121): they take 1 ms to
+        // drain ahead of the resend.
+        r.on_rewind(Psn::new(11), Psn::new(121));
+        assert_eq!(
+            r.retransmit_after(qp, Duration::ZERO),
+            Duration::from_micros(1300)
+        );
+        assert_eq!(
+            r.retransmit_after(Duration::from_micros(800), Duration::ZERO),
+            Duration::from_micros(800),
+            "never beyond the QP's timeout"
+        );
+        // Progress: what was ahead was answered or dropped.
+        r.on_progress(Psn::new(12), at(2000), false, Some(qp));
         assert_eq!(
             r.retransmit_after(qp, Duration::ZERO),
             Duration::from_micros(300)
@@ -803,7 +883,7 @@ mod tests {
         // A million packets a second: with a window of 32 (the device's limit here), a
         // burst of 16 every 16 µs.
         round_trip(&mut r, 200, 101, 0, 201, 100);
-        r.on_rewind(Psn::new(250));
+        r.on_rewind(Psn::new(250), Psn::new(250));
         burst(&mut r, 201, 201 + PACE_BURST - 1, at(200));
         assert!(r.may_send(at(200)), "the burst goes on");
         r.pace(Psn::new(216), at(200), 32);
@@ -822,7 +902,7 @@ mod tests {
         let mut r = Recovery::default();
         probe(&mut r);
         round_trip(&mut r, 200, 101, 0, 201, 100);
-        r.on_rewind(Psn::new(250));
+        r.on_rewind(Psn::new(250), Psn::new(250));
         burst(&mut r, 201, 201 + PACE_BURST, at(200));
         r.end_pace(at(200));
         assert_eq!(r.pace_deadline(), Some(at(216)), "not yet");

@@ -368,7 +368,7 @@ impl SendQueue {
     fn rewind(&mut self, mtu: u32) {
         self.rewind = false;
         self.noack_pkts = 0;
-        self.recovery.on_rewind(self.sent_high);
+        self.recovery.on_rewind(self.unacked_psn, self.sent_high);
         // The resent packets are admitted again, chunk by chunk.
         self.chunk_end = None;
         let psn = self.unacked_psn;
