@@ -315,6 +315,9 @@ impl QueuePair {
         {
             cx.count(Counter::rtt_samples);
         }
+        if self.sq.recovery.take_spurious() {
+            cx.count(Counter::spurious_timeouts);
+        }
         let deadline = if idle {
             None
         } else {

@@ -178,6 +178,10 @@ counters! {
     /// Those of `adaptive_timeouts` that resent a gap a NAK had already made the requester
     /// resend: the resend was lost too and the gap persisted.
     gap_retries,
+    /// Those of `adaptive_timeouts` found needless: what was sent before was answered
+    /// sooner after the expiry than the path carries a resend and its answer (a peer
+    /// answering late). The measured timer's floor rises to the time that answer took.
+    spurious_timeouts,
 }
 
 impl Counter {
@@ -208,6 +212,7 @@ impl Counter {
                 | Counter::rtt_samples
                 | Counter::adaptive_timeouts
                 | Counter::gap_retries
+                | Counter::spurious_timeouts
         )
     }
 }

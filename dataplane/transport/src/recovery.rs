@@ -32,7 +32,11 @@
 //!   acknowledgements clock it. Until the path lost a packet (outside a probe) the window
 //!   is the device's: without loss a wide window costs nothing, and a window from round
 //!   trips measured on a busy host idles the path whenever a poller answers late;
-//! - the **retransmission timeout**: the smoothed round trip plus four variations, never
+//! - the **retransmission timeout**: the smoothed round trip plus four variations, at least
+//!   one and a half times the largest of the last 32 round trips and, for a second, of the
+//!   time an answer took that came after a needless expiry (an answer sooner after the
+//!   expiry than the smallest round trip answers what was sent before: the peer was late,
+//!   not the packet lost; counted in `spurious_timeouts`), never
 //!   below the device's `min_retransmit_timeout` (the path cannot answer sooner), never above
 //!   the QP's `timeout`, doubled for each expiry until a packet is timed again (Karn's
 //!   algorithm: progress alone does not end the backoff, since the answers to what a
@@ -85,6 +89,21 @@ const RATE_SAMPLES: usize = 8;
 /// Round trips the largest excess is taken over: late answers come every few
 /// milliseconds on a busy host, many round trips apart.
 const EXCESS_SAMPLES: usize = 64;
+
+/// Round trips the largest recent one is taken over: the retransmission timeout is never
+/// below [`LATE_GAIN_EIGHTHS`] eighths of it.
+const LATE_SAMPLES: usize = 32;
+
+/// The retransmission timeout is at least this many eighths (1.5 times) of the largest
+/// recent round trip, and of the time an answer took that came after a needless expiry:
+/// a peer that answered that late once (a slow host, rxe in a busy virtual machine) is not
+/// taken for lost when it does so again.
+const LATE_GAIN_EIGHTHS: u64 = 12;
+
+/// How long the time a late answer took after a needless expiry holds the timeout up:
+/// late answers come seconds apart on some hosts, far more round trips apart than
+/// [`LATE_SAMPLES`].
+const LATE_LIFETIME: Duration = Duration::from_secs(1);
 
 /// How long the smallest round trip seen is trusted before a probe measures it again (the
 /// path may have changed).
@@ -146,6 +165,20 @@ pub(crate) struct Recovery {
     rto: Option<Duration>,
     /// Expiries of the retransmission timer since the last packet timed (Karn).
     backoff: u32,
+    /// The latest round trips, nanoseconds (0: none).
+    late: [u64; LATE_SAMPLES],
+    next_late: usize,
+    /// The largest time an answer took after a needless expiry within the last
+    /// [`LATE_LIFETIME`], nanoseconds, and when it came.
+    late_answer: Option<(u64, Instant)>,
+    /// When the retransmission timer was last started (armed from idle, or restarted by
+    /// progress).
+    armed_at: Option<Instant>,
+    /// Since the last progress the timer expired: when it was started before the first of
+    /// those expiries, and when the latest came.
+    expired: Option<(Instant, Instant)>,
+    /// The last progress showed the latest expiry needless.
+    spurious: bool,
     /// Packets that were in flight when the requester last went back and that no
     /// progress has shown answered since: they are still ahead of the resend on the path
     /// (the peer drops them, but only once they arrive), so the resend's answer waits for
@@ -188,6 +221,12 @@ impl Default for Recovery {
             window: u32::MAX,
             rto: None,
             backoff: 0,
+            late: [0; LATE_SAMPLES],
+            next_late: 0,
+            late_answer: None,
+            armed_at: None,
+            expired: None,
+            spurious: false,
             drain: 0,
             retry_due: None,
             resend_until: None,
@@ -289,6 +328,10 @@ impl Recovery {
         }
         self.acked = Some(acked);
         self.drain = 0;
+        self.armed_at = Some(now);
+        if let Some((armed, expired)) = self.expired.take() {
+            self.on_answer_after_expiry(armed, expired, now);
+        }
         self.retry_due = match qp_timeout {
             Some(t) if !idle => Some(now + t),
             _ => None,
@@ -354,9 +397,64 @@ impl Recovery {
         self.next_excess = (self.next_excess + 1) % EXCESS_SAMPLES;
         self.next_rate = (self.next_rate + 1) % RATE_SAMPLES;
         self.update_window();
-        let srtt = self.srtt.unwrap_or(rtt);
-        self.rto = Some(Duration::from_nanos(srtt.saturating_add(4 * self.rttvar)));
+        self.late[self.next_late] = rtt;
+        self.next_late = (self.next_late + 1) % LATE_SAMPLES;
+        self.update_rto(now);
         true
+    }
+
+    /// The retransmission timeout at `now`: the smoothed round trip plus four variations
+    /// (RFC 6298 2.3), at least [`LATE_GAIN_EIGHTHS`] eighths of the largest recent round
+    /// trip and of the latest late answer's time.
+    fn update_rto(&mut self, now: Instant) {
+        let Some(srtt) = self.srtt else {
+            return;
+        };
+        if self
+            .late_answer
+            .is_some_and(|(_, at)| now.saturating_duration_since(at) >= LATE_LIFETIME)
+        {
+            self.late_answer = None;
+        }
+        let largest = self
+            .late
+            .iter()
+            .copied()
+            .chain(self.late_answer.map(|(took, _)| took))
+            .max()
+            .unwrap_or(0);
+        let rto = srtt
+            .saturating_add(4 * self.rttvar)
+            .max(largest.saturating_mul(LATE_GAIN_EIGHTHS) / 8);
+        self.rto = Some(Duration::from_nanos(rto));
+    }
+
+    /// Progress at `now` after the timer, started at `armed`, expired (the latest time at
+    /// `expired`): if it came sooner after the expiry than the path carries a packet and
+    /// its answer (the smallest round trip), it answers what was sent before, and the
+    /// expiry was needless (the peer was late, not the packet lost; rxe in a busy virtual
+    /// machine answers milliseconds late now and then). The time that answer took counts
+    /// as a round trip for the timeout's floor, so the peer is not taken for lost again
+    /// when it is as late; and the backoff stays until a packet is timed again (Karn).
+    fn on_answer_after_expiry(&mut self, armed: Instant, expired: Instant, now: Instant) {
+        let Some((min_rtt, _)) = self.min_rtt else {
+            return;
+        };
+        let since = now.saturating_duration_since(expired);
+        if u64::try_from(since.as_nanos()).unwrap_or(u64::MAX) >= min_rtt {
+            return;
+        }
+        self.spurious = true;
+        let took = now.saturating_duration_since(armed);
+        let took = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+        let held = self.late_answer.map_or(0, |(t, _)| t);
+        self.late_answer = Some((took.max(held), now));
+        self.update_rto(now);
+    }
+
+    /// Whether the last progress showed the latest expiry of the timer needless (once).
+    pub(crate) fn take_spurious(&mut self) -> bool {
+        std::mem::take(&mut self.spurious)
     }
 
     /// The smallest round trip, from a round trip of `rtt` of a packet sent with
@@ -457,6 +555,7 @@ impl Recovery {
     /// The retransmission timer was armed at `now` with nothing outstanding before: the
     /// retry count's deadline starts.
     pub(crate) fn on_armed(&mut self, now: Instant, qp_timeout: Duration) {
+        self.armed_at = Some(now);
         if self.retry_due.is_none() {
             self.retry_due = Some(now + qp_timeout);
         }
@@ -467,6 +566,8 @@ impl Recovery {
     /// timer backs off.
     pub(crate) fn on_expiry(&mut self, now: Instant, qp_timeout: Duration) -> bool {
         self.backoff = (self.backoff + 1).min(MAX_BACKOFF);
+        let armed = self.expired.map_or(self.armed_at, |(armed, _)| Some(armed));
+        self.expired = armed.map(|armed| (armed, now));
         self.peer_saw_gap = false;
         self.on_loss();
         let spends = self.retry_due.is_none_or(|due| now >= due);
@@ -819,6 +920,64 @@ mod tests {
             r.retransmit_after(qp, Duration::ZERO),
             Duration::from_micros(250)
         );
+    }
+
+    #[test]
+    fn an_answer_sooner_after_an_expiry_than_the_path_allows_marks_it_needless() {
+        let qp = Duration::from_millis(67);
+        let mut r = Recovery::default();
+        // The smallest round trip: 100 µs.
+        probe(&mut r);
+        let rto = r.estimate().rto.expect("measured");
+        // Armed at 1 ms, expired at 1.3 ms; the answer 200 µs later may be the resend's:
+        // nothing is learned.
+        r.on_armed(at(1000), qp);
+        r.on_expiry(at(1300), qp);
+        r.on_progress(Psn::new(102), at(1500), false, Some(qp));
+        assert!(!r.take_spurious());
+        assert_eq!(r.estimate().rto, Some(rto));
+        // Restarted by that progress at 1.5 ms, expired at 2.3 ms, answered 50 µs later,
+        // sooner than a resend can be: the answer took 850 µs, and the timeout is at
+        // least one and a half times that.
+        r.on_expiry(at(2300), qp);
+        r.on_progress(Psn::new(103), at(2350), false, Some(qp));
+        assert!(r.take_spurious());
+        assert!(!r.take_spurious(), "once");
+        assert_eq!(r.estimate().rto, Some(Duration::from_micros(1275)));
+        // For a while: a round trip 2 s later has it forgotten.
+        round_trip(&mut r, 110, 109, 2_000_000, 111, 2_000_100);
+        assert!(r.estimate().rto < Some(Duration::from_micros(1275)));
+    }
+
+    #[test]
+    fn the_timeout_is_at_least_one_and_a_half_times_the_largest_recent_round_trip() {
+        let mut r = Recovery::default();
+        probe(&mut r);
+        // One round trip of 1 ms among many of 100 µs.
+        round_trip(&mut r, 200, 199, 1000, 201, 2000);
+        for i in 0..8 {
+            round_trip(
+                &mut r,
+                300 + i,
+                299 + i,
+                3000 + 200 * i as u64,
+                301 + i,
+                3100 + 200 * i as u64,
+            );
+        }
+        assert!(r.estimate().rto >= Some(Duration::from_micros(1500)));
+        // Forgotten once LATE_SAMPLES round trips followed.
+        for i in 0..LATE_SAMPLES as u32 {
+            round_trip(
+                &mut r,
+                400 + i,
+                399 + i,
+                10_000 + 200 * u64::from(i),
+                401 + i,
+                10_100 + 200 * u64::from(i),
+            );
+        }
+        assert!(r.estimate().rto < Some(Duration::from_micros(1500)));
     }
 
     #[test]

@@ -72,6 +72,13 @@ struct Path {
     in_flight: Vec<(u32, u32)>,
     /// Host a's counters at the end of the warm-up.
     warmed: Counters,
+    /// Host b answers late now and then, as a peer whose threads share a busy core: every
+    /// this many of its frames, what it sends waits this long (and what it sends next
+    /// waits behind it).
+    late: Option<(u32, Duration)>,
+    /// Frames host b sent, and when the current late answer leaves.
+    b_sent: u32,
+    late_until: Instant,
 }
 
 impl Path {
@@ -110,6 +117,9 @@ impl Path {
             next_wr: 0,
             in_flight: Vec::new(),
             warmed: Counters::default(),
+            late: None,
+            b_sent: 0,
+            late_until: Instant::ZERO,
         }
     }
 
@@ -196,8 +206,15 @@ impl Path {
                     psn,
                     again: false,
                 };
+                self.b_sent += 1;
+                if let Some((every, wait)) = self.late
+                    && self.b_sent.is_multiple_of(every)
+                {
+                    self.late_until = self.now + wait;
+                }
                 if !lose(&s, false) {
-                    self.to_a.push_back((self.now + self.delay, frame.to_vec()));
+                    let leaves = self.now.max(self.late_until);
+                    self.to_a.push_back((leaves + self.delay, frame.to_vec()));
                 }
             }
             while let Some(c) = self.a.endpoint.poll_completion() {
@@ -527,4 +544,32 @@ fn a_silent_peer_fails_the_qp_no_sooner_than_its_timeout_and_retry_count_say() {
             .iter()
             .all(|c| c.status != WcStatus::Success)
     );
+}
+
+#[test]
+fn a_peer_that_answers_late_now_and_then_is_rarely_taken_for_lost() {
+    const EVERY: u32 = 200;
+    // Host b holds every 200th frame it sends (and those after it) 3 ms, fifteen times
+    // the unloaded round trip, a few hundred round trips apart: the first late answer may
+    // expire the measured timer (nothing told it the peer could be that late), the later
+    // ones seldom do.
+    let mut p = Path::new(14, 7);
+    p.warm_up(at(WARM_UP), 16, u64::MAX);
+    p.late = Some((EVERY, Duration::from_millis(3)));
+    let b_before = p.b_sent;
+    let end = p.now + Duration::from_millis(600);
+    p.run(end, 16, u64::MAX, &mut |_, _| false);
+    let late = u64::from((p.b_sent - b_before) / EVERY);
+    assert!(late >= 10, "{late} late answers");
+    let expiries = p.count(Counter::adaptive_timeouts) + p.count(Counter::retransmit_timeouts);
+    assert!(
+        expiries * 5 <= late,
+        "{expiries} expiries for {late} late answers"
+    );
+    assert!(p.count(Counter::spurious_timeouts) <= expiries);
+    assert_eq!(p.count(Counter::completer_retry_err), expiries);
+    let end = p.now + Duration::from_millis(20);
+    let posted = p.next_wr;
+    p.run(end, 0, posted, &mut |_, _| false);
+    p.check_all_delivered();
 }
