@@ -271,8 +271,8 @@ impl Recovery {
     }
 
     /// Whether the path has been measured.
-    #[inline]
-    pub(crate) fn measured(&self) -> bool {
+    #[cfg(test)]
+    fn measured(&self) -> bool {
         self.srtt.is_some()
     }
 

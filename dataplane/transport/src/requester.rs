@@ -180,9 +180,14 @@ impl QueuePair {
         }
         if qp_type == QpType::Rc {
             let every = self.ack_req_every();
+            // A measured window below the device's is clocked by acknowledgements: the
+            // packet that fills it asks for one. The device's window is not (a requester
+            // that keeps it full would have every packet acknowledged).
+            let limit = self.window_limit();
+            let measured = limit < self.config.limits.max_unacked_psns as i32;
             h.ack_req = pos.ends_message()
                 || self.sq.noack_pkts() + 1 >= every
-                || (self.sq.recovery.measured() && self.sq.window() + 1 >= self.window_limit());
+                || (measured && self.sq.window() + 1 >= limit);
         }
 
         let pd = self.config.pd;
