@@ -81,6 +81,9 @@ pub(crate) struct Recovery {
     pub(crate) adaptive_timeouts: u64,
     /// Those that resent a gap a NAK's resend had not filled.
     pub(crate) gap_retries: u64,
+    /// Expiries found needless (the peer answered late).
+    #[serde(default)]
+    pub(crate) spurious_timeouts: u64,
     /// Round trips measured.
     pub(crate) rtt_samples: u64,
     /// Times the measured window held a packet back.
@@ -189,6 +192,7 @@ pub(crate) fn run(
                 prompt_retries: delta("prompt_retries"),
                 adaptive_timeouts: delta("adaptive_timeouts"),
                 gap_retries: delta("gap_retries"),
+                spurious_timeouts: delta("spurious_timeouts"),
                 rtt_samples: delta("rtt_samples"),
                 held_by_window: delta("req_held_by_window"),
                 held_by_pacing: delta("req_held_by_pacing"),
