@@ -9,7 +9,7 @@
 //! queue pairs and memory regions alike.
 
 use core::fmt;
-use core::ops::BitOr;
+use core::ops::{BitOr, BitOrAssign};
 
 use xroce_wire::{Gid, IbMtu, Psn, Qpn};
 
@@ -22,6 +22,36 @@ pub enum QpType {
     Uc,
     /// Unreliable datagram.
     Ud,
+}
+
+impl QpType {
+    /// The `ibv_qp_type` value.
+    pub const fn raw(self) -> u32 {
+        match self {
+            QpType::Rc => 2,
+            QpType::Uc => 3,
+            QpType::Ud => 4,
+        }
+    }
+
+    /// The QP type for an `ibv_qp_type` value, if the transport has it.
+    pub const fn from_raw(raw: u32) -> Option<QpType> {
+        match raw {
+            2 => Some(QpType::Rc),
+            3 => Some(QpType::Uc),
+            4 => Some(QpType::Ud),
+            _ => None,
+        }
+    }
+
+    /// The service's short name: `RC`, `UC` or `UD`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            QpType::Rc => "RC",
+            QpType::Uc => "UC",
+            QpType::Ud => "UD",
+        }
+    }
 }
 
 /// Queue pair states (`ibv_qp_state`), with their verbs values.
@@ -45,8 +75,27 @@ pub enum QpState {
 }
 
 impl QpState {
+    /// The verbs value.
+    pub const fn raw(self) -> u32 {
+        self as u32
+    }
+
+    /// The state as `ibv_qp_state` names it: `RESET`, `INIT`, `RTR`, `RTS`, `SQD`, `SQE`,
+    /// `ERR`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            QpState::Reset => "RESET",
+            QpState::Init => "INIT",
+            QpState::Rtr => "RTR",
+            QpState::Rts => "RTS",
+            QpState::Sqd => "SQD",
+            QpState::Sqe => "SQE",
+            QpState::Err => "ERR",
+        }
+    }
+
     /// The state for a verbs value.
-    pub fn from_raw(raw: u32) -> Option<QpState> {
+    pub const fn from_raw(raw: u32) -> Option<QpState> {
         Some(match raw {
             0 => QpState::Reset,
             1 => QpState::Init,
@@ -125,6 +174,12 @@ impl BitOr for AttrMask {
     type Output = AttrMask;
     fn bitor(self, rhs: AttrMask) -> AttrMask {
         AttrMask(self.0 | rhs.0)
+    }
+}
+
+impl BitOrAssign for AttrMask {
+    fn bitor_assign(&mut self, rhs: AttrMask) {
+        self.0 |= rhs.0;
     }
 }
 
@@ -668,6 +723,24 @@ impl QpAttr {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn verbs_values_round_trip() {
+        for t in [QpType::Rc, QpType::Uc, QpType::Ud] {
+            assert_eq!(QpType::from_raw(t.raw()), Some(t));
+        }
+        assert_eq!(QpType::Rc.raw(), 2);
+        assert_eq!(QpType::from_raw(1), None);
+        assert_eq!(QpType::from_raw(5), None);
+        for raw in 0..7 {
+            // NOTE(unwrap): 0..7 are the seven states.
+            let state = QpState::from_raw(raw).unwrap();
+            assert_eq!(state.raw(), raw);
+        }
+        assert_eq!(QpState::from_raw(7), None);
+        assert_eq!(QpState::Rts.name(), "RTS");
+        assert_eq!(QpType::Uc.name(), "UC");
+    }
 
     const RC_INIT: AttrMask = AttrMask(
         AttrMask::STATE.0 | AttrMask::PKEY_INDEX.0 | AttrMask::PORT.0 | AttrMask::ACCESS_FLAGS.0,
