@@ -7,7 +7,6 @@
 //!   the daemon's control socket.
 //! - [`cm`]: rdma_cm requests and the event records of event channels.
 //! - [`sys`]: shared memory, descriptor passing and the control socket address.
-//!
 //! - [`client`]: the application library (devices, protection domains, memory regions,
 //!   completion queues, queue pairs, shared receive queues, address handles, rdma_cm event
 //!   channels).
