@@ -1,10 +1,9 @@
 //! Protection domains, queue pairs, shared receive queues and address handles.
 
-use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::context::{Bell, Inner};
+use super::context::{Bell, Inner, map_rings};
 use super::cq::{Cq, CqLife};
 use super::mr::Mr;
 use super::{Error, Result};
@@ -351,10 +350,7 @@ impl Qp {
         else {
             return Err(Error::Protocol(format!("unexpected reply {reply:?}")));
         };
-        let fd = fds
-            .pop()
-            .ok_or_else(|| Error::Protocol("no ring memory".into()))?;
-        let map = Arc::new(Mapping::map(fd.as_fd(), ring_len as usize, 0, true)?);
+        let map = map_rings(&mut fds, ring_len)?;
         let bad = |e: crate::ring::RingError| Error::Protocol(e.to_string());
         let sq = Producer::new(Ring::new(map.clone(), 0, sq_entries).map_err(bad)?);
         let rq = if rq_entries > 0 {
@@ -644,10 +640,7 @@ impl Srq {
         else {
             return Err(Error::Protocol(format!("unexpected reply {reply:?}")));
         };
-        let fd = fds
-            .pop()
-            .ok_or_else(|| Error::Protocol("no ring memory".into()))?;
-        let map = Arc::new(Mapping::map(fd.as_fd(), ring_len as usize, 0, true)?);
+        let map = map_rings(&mut fds, ring_len)?;
         let ring = Ring::new(map, 0, entries).map_err(|e| Error::Protocol(e.to_string()))?;
         Ok(Srq {
             handle: srq,
