@@ -81,6 +81,20 @@
 //! # Ok::<(), xroce_wire::EmitError>(())
 //! ```
 //!
+//! # Modules
+//!
+//! - The envelope: [`ethernet`] (with its 802.1Q tag), [`ipv4`], [`ipv6`], [`udp`] (and the
+//!   private `checksum`, the one's complement sum IPv4 needs); [`frame`], the whole frame
+//!   and the sender's template.
+//! - The InfiniBand part: [`bth`]; the extension headers [`rdeth`], [`deth`], [`reth`],
+//!   [`atomic_eth`], [`aeth`], [`atomic_ack_eth`], [`immdt`], [`ieth`]; [`cnp`], the
+//!   RoCEv2 congestion notification; [`ib`], the headers an opcode carries, as one repr;
+//!   [`opcode`], the table; [`icrc`].
+//! - Numbers and names: [`identifiers`] (QPNs, keys, P_Keys), [`psn`], [`gid`], [`mtu`]
+//!   (IB MTUs and the path MTU rule), [`source_port`] (the UDP source port rule).
+//! - Connection management: [`mad`], [`cm`].
+//! - The private `error`: [`ParseError`] and [`EmitError`], re-exported here.
+//!
 //! # Specifications
 //!
 //! InfiniBand Architecture Specification Volume 1 (IBTA), chapter 9 (transport layer),

@@ -270,9 +270,6 @@ impl Drop for TwoHosts {
     }
 }
 
-/// `ibv_qp_attr_mask` bits.
-pub use verbs_shm::client::mask;
-
 /// Moves an RC or UC QP to RTS connected to `dest_qpn` at `av`, the way `ibv_rc_pingpong`
 /// does (path MTU 1024, timeout 14, retry 7, RNR retry 7): [`verbs_shm::client::Qp::connect`].
 pub fn connect(

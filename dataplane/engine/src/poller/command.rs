@@ -384,8 +384,8 @@ impl Poller {
                 let qp = self.endpoint.qp(qpn)?;
                 Some(QpStat {
                     qpn: qpn.value(),
-                    qp_type: format!("{:?}", qp.qp_type()).to_uppercase(),
-                    state: state_name(state).to_owned(),
+                    qp_type: qp.qp_type().name().to_owned(),
+                    state: state.name().to_owned(),
                     counters: counters.iter().map(|(n, v)| (n.to_owned(), v)).collect(),
                 })
             })
@@ -429,18 +429,5 @@ impl Poller {
                 ("xsk_tx_invalid_descs", kernel.tx_invalid_descs),
             ],
         }
-    }
-}
-
-/// A QP state as `ibv_qp_state` names it.
-fn state_name(state: QpState) -> &'static str {
-    match state {
-        QpState::Reset => "RESET",
-        QpState::Init => "INIT",
-        QpState::Rtr => "RTR",
-        QpState::Rts => "RTS",
-        QpState::Sqd => "SQD",
-        QpState::Sqe => "SQE",
-        QpState::Err => "ERR",
     }
 }
