@@ -21,10 +21,12 @@
 //!   does, until the peer changes.
 //! - **Signals from the transport's own traffic**: a round-trip sample is the time from a
 //!   request packet that asks for an acknowledgement to the first response covering its
-//!   PSN (one sample outstanding at a time); a loss is a request packet sent again (a PSN
-//!   not beyond the highest sent), counted once per recovery (until a new PSN beyond the
-//!   highest goes out) and not after an RNR NAK (a busy receiver is not congestion). The
-//!   delay controller cuts for it; under DCQCN it counts as a CNP.
+//!   PSN (one sample outstanding at a time), and the PSNs acknowledged between two samples
+//!   over the time between them is the rate the path delivered; a loss is the requester
+//!   going back (a request whose PSN does not follow the last one sent: go-back-N after a
+//!   NAK or a timeout, or any retransmission), but not after an RNR NAK (a busy receiver
+//!   is not congestion). The delay controller cuts for it; under DCQCN it counts as a
+//!   CNP.
 //! - **Pacing**: the rate feeds the queue pair's token bucket ([`crate::pacer`]), and a
 //!   bucket in debt is the instant the transport must hold the queue pair until.
 //!
@@ -186,7 +188,7 @@ counters!(CongestionCounters {
     np_cnp_no_path,
     /// Packets sent ECN-capable (ECT(0) set here).
     cc_ect_packets,
-    /// Losses taken as congestion (a recovery's first packet sent again).
+    /// Losses taken as congestion (the requester going back to a PSN sent before).
     cc_loss_events,
     /// Rate cuts of the delay controller.
     cc_delay_cuts,
@@ -245,8 +247,13 @@ struct QpControl {
     delay: DelayControl,
     pacer: Pacer,
     probe: Option<(Psn, Instant)>,
+    /// The PSN acknowledged at the last round-trip sample, and when.
+    delivered_mark: Option<(Psn, Instant)>,
+    /// The length of the last new request frame.
+    frame_bytes: u64,
+    /// The last request PSN sent, and the highest.
+    last_psn: Option<Psn>,
     highest_psn: Option<Psn>,
-    recovery_until: Option<Psn>,
     rnr: bool,
     counters: CongestionCounters,
 }
@@ -263,8 +270,10 @@ impl QpControl {
             delay: DelayControl::new(config.delay, config.line_rate),
             pacer: Pacer::new(config.burst),
             probe: None,
+            delivered_mark: None,
+            frame_bytes: 0,
+            last_psn: None,
             highest_psn: None,
-            recovery_until: None,
             rnr: false,
             counters: CongestionCounters::default(),
         }
@@ -347,10 +356,15 @@ impl Congestion {
                 Some(qc) if qc.enabled && reacts => {
                     self.counters.rp_cnp_handled += 1;
                     qc.counters.rp_cnp_handled += 1;
+                    // Under Auto, DCQCN takes over from the delay controller's rate.
+                    let held_at = match algorithm {
+                        Algorithm::Auto => qc.delay.rate(now),
+                        _ => Rate::from_bits_per_sec(u64::MAX),
+                    };
                     let (params, line) = (self.config.dcqcn, self.config.line_rate);
                     qc.rp
                         .get_or_insert_with(|| ReactionPoint::new(params, line))
-                        .handle_cnp(now);
+                        .handle_cnp_below(now, held_at);
                 }
                 Some(qc) => {
                     self.counters.rp_cnp_ignored += 1;
@@ -397,6 +411,18 @@ impl Congestion {
             {
                 qc.probe = None;
                 if qc.controller(self.config.algorithm) == Controller::Delay {
+                    if let Some((from, then)) = qc.delivered_mark
+                        && let Ok(packets) = u64::try_from(p.psn.distance(from))
+                        && packets > 0
+                        && now > then
+                    {
+                        let bits = u128::from(packets * qc.frame_bytes * 8) * 1_000_000_000;
+                        let rate = bits / u128::from((now - then).as_nanos().max(1) as u64);
+                        qc.delay.on_delivered(Rate::from_bits_per_sec(
+                            rate.min(u128::from(u64::MAX)) as u64,
+                        ));
+                    }
+                    qc.delivered_mark = Some((p.psn, now));
                     self.counters.cc_rtt_samples += 1;
                     qc.counters.cc_rtt_samples += 1;
                     if qc.delay.on_rtt(now, now - sent) == DelayVerdict::Cut {
@@ -426,15 +452,17 @@ impl Congestion {
             .qps
             .entry(qpn.value())
             .or_insert_with(|| QpControl::new(config));
-        if qc.dest_qp != Some(p.dest_qp) {
-            // A new peer (the QP was reset and connected again): start over, keeping only
-            // what the frames from the new peer already said.
-            let peer_ecn = qc.dest_qp.is_none() && qc.peer_ecn;
-            let counters = qc.counters;
-            *qc = QpControl::new(config);
-            qc.peer_ecn = peer_ecn;
-            qc.counters = counters;
-            qc.dest_qp = Some(p.dest_qp);
+        match qc.dest_qp {
+            Some(peer) if peer == p.dest_qp => {}
+            // Made by arrivals before its first frame: what they said stands.
+            None => qc.dest_qp = Some(p.dest_qp),
+            Some(_) => {
+                // A new peer (the QP was reset and connected again): start over.
+                let counters = qc.counters;
+                *qc = QpControl::new(config);
+                qc.counters = counters;
+                qc.dest_qp = Some(p.dest_qp);
+            }
         }
         qc.enabled = config.algorithm != Algorithm::Off && config.dscps.contains(p.dscp);
         let mark = qc.enabled
@@ -455,14 +483,18 @@ impl Congestion {
         }
         let controller = qc.controller(config.algorithm);
         if info.transport == Transport::Rc && info.is_request() {
-            let sent_again = qc.highest_psn.filter(|h| !h.precedes(p.psn));
-            if let Some(highest) = sent_again {
+            let went_back = qc.last_psn.is_some_and(|last| !last.precedes(p.psn));
+            qc.last_psn = Some(p.psn);
+            let new = qc.highest_psn.is_none_or(|h| h.precedes(p.psn));
+            if new {
+                qc.highest_psn = Some(p.psn);
+                qc.frame_bytes = frame.len() as u64;
+            }
+            if went_back {
                 qc.probe = None;
                 if qc.rnr {
                     qc.rnr = false;
-                    qc.recovery_until = Some(highest);
-                } else if qc.recovery_until.is_none() {
-                    qc.recovery_until = Some(highest);
+                } else {
                     self.counters.cc_loss_events += 1;
                     qc.counters.cc_loss_events += 1;
                     match controller {
@@ -481,14 +513,11 @@ impl Congestion {
                         Controller::None => {}
                     }
                 }
-            } else {
-                qc.highest_psn = Some(p.psn);
-                if qc.recovery_until.is_some_and(|r| r.precedes(p.psn)) {
-                    qc.recovery_until = None;
-                }
-                if p.ack_request && qc.probe.is_none() {
-                    qc.probe = Some((p.psn, now));
-                }
+            } else if p.ack_request && qc.probe.is_none() {
+                // Retransmissions too: go-back-N discards what followed a loss, so their
+                // acknowledgements are theirs (and without them a lossy flow has no
+                // samples, the signal it needs most).
+                qc.probe = Some((p.psn, now));
             }
         }
         let bytes = frame.len() as u64;
@@ -500,7 +529,7 @@ impl Congestion {
                 }
                 None => config.line_rate,
             },
-            Controller::Delay => qc.delay.rate(),
+            Controller::Delay => qc.delay.rate(now),
             Controller::None => config.line_rate,
         };
         let limit = if rate >= config.line_rate {
@@ -561,7 +590,7 @@ impl Congestion {
                 Some(rp) => (rp.rate(now), rp.state().map(|(a, _)| a)),
                 None => (line, None),
             },
-            Controller::Delay => (qc.delay.rate(), None),
+            Controller::Delay => (qc.delay.rate(now), None),
             Controller::None => (line, None),
         };
         let ecn_capable = qc.enabled

@@ -124,6 +124,22 @@ pub enum ParamError {
 }
 
 impl DcqcnParams {
+    /// NVIDIA's defaults with the DCQCN paper's timers and gain: alpha updated and the
+    /// rate raised every 55 µs (`dce_tcp_rtt`, `rpg_time_reset`), `g` of 1/256
+    /// (`dce_tcp_g` 1020), a 10 MB byte counter. NVIDIA's defaults suit fabrics whose round
+    /// trip is a few microseconds; where queueing makes it a millisecond (a slow port behind
+    /// fast hosts), alpha forgets a CNP long before the next arrives and the byte counter
+    /// raises a fast sender's rate faster than CNPs cut it: these timers keep up.
+    pub fn paper_timers() -> DcqcnParams {
+        DcqcnParams {
+            rpg_time_reset: Duration::from_micros(55),
+            rpg_byte_reset: 10 << 20,
+            dce_tcp_g: 1020,
+            dce_tcp_rtt: Duration::from_micros(55),
+            ..DcqcnParams::default()
+        }
+    }
+
     /// Every parameter's name, in NVIDIA's spelling.
     pub const NAMES: &'static [&'static str] = &[
         "rpg_time_reset",
@@ -287,6 +303,12 @@ impl ReactionPoint {
 
     /// A CNP arrived for this QP at `now`.
     pub fn handle_cnp(&mut self, now: Instant) {
+        self.handle_cnp_below(now, Rate::from_bits_per_sec(u64::MAX));
+    }
+
+    /// A CNP arrived at `now` for a QP that another controller held at `rate` until now:
+    /// a first CNP starts the limiter there if that is below `rate_to_set_on_first_cnp`.
+    pub fn handle_cnp_below(&mut self, now: Instant, rate: Rate) {
         self.advance(now);
         let p = &self.params;
         match &mut self.limiter {
@@ -302,6 +324,7 @@ impl ReactionPoint {
                         .bits_per_sec()
                         .clamp(1, self.max_rate)
                 };
+                let first = first.min(rate.bits_per_sec()).max(1);
                 self.limiter = Some(Limiter {
                     rate: first,
                     target: first,
@@ -904,6 +927,18 @@ mod tests {
         // The next CNP is a first one again: alpha back at its initial value, no cut.
         rp.handle_cnp(at(100_001));
         assert_eq!(rp.state(), Some((1023, GBIT)));
+    }
+
+    #[test]
+    fn a_first_cnp_below_another_controllers_rate_starts_there() {
+        let mut rp = ReactionPoint::new(DcqcnParams::default(), GBIT);
+        rp.handle_cnp_below(at(0), Rate::from_mbit(300));
+        assert_eq!(rp.rate(at(1)), Rate::from_mbit(300));
+        assert_eq!(rp.state(), Some((1018, Rate::from_mbit(300))));
+        // Later CNPs are ordinary ones.
+        rp.handle_cnp_below(at(2), Rate::from_mbit(1));
+        assert!(rp.rate(at(4)) < Rate::from_mbit(300));
+        assert!(rp.rate(at(4)) > Rate::from_mbit(100));
     }
 
     #[test]
