@@ -6,6 +6,7 @@
 
 mod daemon_capture;
 mod daemon_cm;
+mod daemon_congestion;
 mod daemon_control;
 mod daemon_device_node;
 mod daemon_errors;
