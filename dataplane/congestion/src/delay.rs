@@ -9,8 +9,10 @@
 //!
 //! Increases follow DCQCN's timer, because round-trip samples come only as often as the
 //! transport asks for acknowledgements, which at a low rate is seldom: every
-//! `increase_period` without a cut, the rate grows by `ai_rate`, and after `hai_after` such
-//! periods in a row by `hai_rate`. A sample above the target stops the increases for four
+//! `increase_period` or round trip (the last sample), whichever is longer, without a cut,
+//! the rate grows by `ai_rate`, and after `hai_after` such periods in a row by `hai_rate`
+//! (a step per round trip, as Swift's additive increase: a step per fixed period would
+//! grow a flow behind a deep queue faster than its own signal can stop it). A sample above the target stops the increases for four
 //! times the longer of its round trip and `increase_period` (or until a sample below it):
 //! news of a queue holds the rate while it is news, but a flow slowed so far that its
 //! samples come seldom, or stopped for a retransmission timeout, is not held forever by an
@@ -44,7 +46,7 @@ use crate::rate::Rate;
 pub struct DelayParams {
     /// Queueing delay aimed at: the round-trip time above the base (default 100 µs).
     pub target: Duration,
-    /// Time between increases (default 100 µs).
+    /// Time between increases, at least (default 100 µs; a longer round trip is longer).
     pub increase_period: Duration,
     /// Rate added per period (default 10 Mbit/s).
     pub ai_rate: Rate,
@@ -231,7 +233,10 @@ impl DelayControl {
     /// Applies the increases due until `now`.
     fn advance(&mut self, now: Instant) {
         let p = self.params;
-        let period = p.increase_period.max(Duration::from_nanos(1));
+        let period = p
+            .increase_period
+            .max(self.recent_rtt())
+            .max(Duration::from_nanos(1));
         let Some(start) = self.period_start else {
             self.period_start = Some(now);
             return;
@@ -356,19 +361,21 @@ mod tests {
             Rate::from_mbit(500),
             "no increase while it is news"
         );
-        assert_eq!(d.rate(at(914)), Rate::from_mbit(500));
+        // Then a step per round trip (200 µs, longer than the period).
+        assert_eq!(d.rate(at(1014)), Rate::from_mbit(500));
         assert_eq!(
-            d.rate(at(915)),
+            d.rate(at(1015)),
             Rate::from_mbit(510),
-            "a period after it ends"
+            "a round trip after it ends"
         );
         // A long queue: cut by half, and held for four round trips (4 ms) ...
-        assert_eq!(d.on_rtt(at(1000), us(1000)), DelayVerdict::Cut);
-        assert_eq!(d.rate(at(1000)), Rate::from_mbit(255));
-        assert_eq!(d.rate(at(1099)), Rate::from_mbit(255));
-        // ... unless a sample below the target comes first.
-        assert_eq!(d.on_rtt(at(1100), us(30)), DelayVerdict::Fine);
-        assert_eq!(d.rate(at(1200)), Rate::from_mbit(265));
+        assert_eq!(d.on_rtt(at(1100), us(1000)), DelayVerdict::Cut);
+        assert_eq!(d.rate(at(1100)), Rate::from_mbit(255));
+        assert_eq!(d.rate(at(1199)), Rate::from_mbit(255));
+        // ... unless a sample below the target comes first (and with it a short round
+        // trip: a step per period again).
+        assert_eq!(d.on_rtt(at(1200), us(30)), DelayVerdict::Fine);
+        assert_eq!(d.rate(at(1300)), Rate::from_mbit(265));
     }
 
     #[test]

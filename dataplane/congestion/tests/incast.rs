@@ -11,7 +11,7 @@
 //!
 //! With ECN marks and DCQCN the senders share the port fairly, keep it mostly busy and
 //! lose almost nothing once the onset's burst is over; without ECN the delay controller
-//! loses a fraction of what no control loses, less fairly; without congestion control the
+//! loses a fiftieth of what no control loses, less fairly and with a less busy port; without congestion control the
 //! queue overflows, frames are lost and go-back-N wastes the port. These are properties of
 //! the algorithms on this simulated network (deterministic, seeded), not measurements of a
 //! machine; the bounds asserted are below the targets a bench run aims at.
@@ -412,7 +412,7 @@ fn auto_with_ecn_marks_ends_up_under_dcqcn() {
 }
 
 #[test]
-fn without_ecn_the_delay_controller_loses_a_fraction_and_keeps_the_port_busy() {
+fn without_ecn_the_delay_controller_loses_little_and_keeps_the_port_busy() {
     let o = incast(
         4,
         &CongestionConfig::new(LINE),
@@ -429,9 +429,9 @@ fn without_ecn_the_delay_controller_loses_a_fraction_and_keeps_the_port_busy() {
         Duration::from_millis(10),
         Duration::from_millis(20),
     );
-    assert!(o.drops * 5 < off.drops, "{o:?} off {off:?}");
-    assert!(o.utilisation > 0.8, "{o:?}");
-    assert!(o.jain > 0.75, "{o:?}");
+    assert!(o.drops * 50 < off.drops, "{o:?} off {off:?}");
+    assert!(o.utilisation > 0.75, "{o:?}");
+    assert!(o.jain > 0.7, "{o:?}");
 }
 
 #[test]
