@@ -15,10 +15,11 @@
 //!   class that asks for ECN bits itself keeps them.
 //! - **Notification point**: a CE-marked packet for a queue pair is counted and answered
 //!   with a CNP to the peer QP, at most one per `cnp_interval`.
-//! - **Reaction point**: CNPs from the peer drive DCQCN ([`crate::dcqcn`]). Until the
-//!   first CNP, and on paths that never mark, the delay controller ([`crate::delay`]) sets
-//!   the rate from round-trip times ([`Algorithm::Auto`]); once a CNP has come, DCQCN alone
-//!   does, until the peer changes.
+//! - **Reaction point**: CNPs from the peer drive DCQCN ([`crate::dcqcn`]). On paths that
+//!   never mark, once the queue pair has lost a packet, the delay controller
+//!   ([`crate::delay`]) sets the rate from round-trip times and losses
+//!   ([`Algorithm::Auto`]); once a CNP has come, DCQCN alone does, until the peer changes.
+//!   A queue pair that neither loses nor sees a mark is not limited.
 //! - **Signals from the transport's own traffic**: a round-trip sample is the time from a
 //!   request packet that asks for an acknowledgement to the first response covering its
 //!   PSN (one sample outstanding at a time), and the PSNs acknowledged between two samples
@@ -52,7 +53,10 @@ use crate::rate::Rate;
 /// Which controller sets a queue pair's rate.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Algorithm {
-    /// The delay controller until the first CNP, DCQCN from then on.
+    /// Nothing until the first loss or CNP; from a loss, the delay controller; from a CNP,
+    /// DCQCN. A path that neither loses nor marks is not slowed by anything (round-trip
+    /// times alone, on a host whose pollers share cores, say more about the scheduler
+    /// than about the path).
     #[default]
     Auto,
     /// DCQCN alone (a loss counts as a CNP).
@@ -210,7 +214,8 @@ pub enum Arrival {
 /// Which controller has a queue pair's rate now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Controller {
-    /// None: no congestion control for this queue pair.
+    /// None: nothing limits its rate (no congestion control for this queue pair, or under
+    /// [`Algorithm::Auto`] neither a CNP nor a loss yet).
     None,
     /// The delay controller.
     Delay,
@@ -255,6 +260,9 @@ struct QpControl {
     last_psn: Option<Psn>,
     highest_psn: Option<Psn>,
     rnr: bool,
+    /// A loss was seen (under [`Algorithm::Auto`], the delay controller has the rate from
+    /// then on, until a CNP).
+    lossy: bool,
     counters: CongestionCounters,
 }
 
@@ -275,6 +283,7 @@ impl QpControl {
             last_psn: None,
             highest_psn: None,
             rnr: false,
+            lossy: false,
             counters: CongestionCounters::default(),
         }
     }
@@ -288,7 +297,8 @@ impl QpControl {
             Algorithm::Dcqcn => Controller::Dcqcn,
             Algorithm::Delay => Controller::Delay,
             Algorithm::Auto if self.rp.is_some() => Controller::Dcqcn,
-            Algorithm::Auto => Controller::Delay,
+            Algorithm::Auto if self.lossy => Controller::Delay,
+            Algorithm::Auto => Controller::None,
         }
     }
 }
@@ -481,7 +491,6 @@ impl Congestion {
         if !qc.enabled {
             return None;
         }
-        let controller = qc.controller(config.algorithm);
         if info.transport == Transport::Rc && info.is_request() {
             let went_back = qc.last_psn.is_some_and(|last| !last.precedes(p.psn));
             qc.last_psn = Some(p.psn);
@@ -497,7 +506,8 @@ impl Congestion {
                 } else {
                     self.counters.cc_loss_events += 1;
                     qc.counters.cc_loss_events += 1;
-                    match controller {
+                    qc.lossy = true;
+                    match qc.controller(config.algorithm) {
                         Controller::Dcqcn => {
                             let (params, line) = (config.dcqcn, config.line_rate);
                             qc.rp

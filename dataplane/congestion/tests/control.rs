@@ -277,7 +277,10 @@ fn cnps_for_unknown_or_uncontrolled_qps_are_ignored_and_bad_ones_go_to_the_trans
 #[test]
 fn a_retransmission_is_a_loss_once_per_recovery_and_an_rnr_wait_is_not() {
     let (mut a, mut b) = hosts();
-    let mut ca = Congestion::new(CongestionConfig::new(GBIT));
+    let mut ca = Congestion::new(CongestionConfig {
+        algorithm: Algorithm::Delay,
+        ..CongestionConfig::new(GBIT)
+    });
     // Round trips first, so the delay controller has a base.
     for t in 0..4u64 {
         write(&mut a, QA, 1024, at(t * 100));
@@ -374,4 +377,41 @@ fn a_traffic_class_outside_the_dscp_set_is_left_alone() {
     assert!(frames.iter().all(|f| ecn(f) == ECN_NOT_ECT));
     assert_eq!(ca.qp(QA, at(0)).unwrap().controller, Controller::None);
     receive(&mut b, None, &frames, at(1));
+}
+
+#[test]
+fn under_auto_nothing_limits_a_qp_until_it_loses_a_packet() {
+    let (mut a, mut b) = hosts();
+    let mut ca = Congestion::new(CongestionConfig::new(GBIT));
+    // Round trips far above any target: no sample is taken, nothing is cut.
+    for t in 0..4u64 {
+        write(&mut a, QA, 1024, at(t * 10_000));
+        let f = send(&mut a, Some(&mut ca), at(t * 10_000));
+        receive(&mut b, None, &f, at(t * 10_000 + 5000));
+        let acks = send(&mut b, None, at(t * 10_000 + 5000));
+        receive(&mut a, Some(&mut ca), &acks, at(t * 10_000 + 5000));
+    }
+    let st = ca.qp(QA, at(40_000)).unwrap();
+    assert_eq!((st.controller, st.rate), (Controller::None, None));
+    assert_eq!(ca.counters().cc_rtt_samples, 0);
+    // A loss: the retransmit timer sends the packets again, and the delay controller takes
+    // the rate, cut by half.
+    write(&mut a, QA, 4096, at(50_000));
+    let lost = send(&mut a, Some(&mut ca), at(50_000));
+    assert_eq!(lost.len(), 4);
+    let mut again = Vec::new();
+    let mut timeout = at(50_000);
+    for _ in 0..4 {
+        timeout = a.endpoint.poll_timeout().unwrap();
+        a.endpoint.handle_timeout(timeout, &mut a.mem);
+        again = send(&mut a, Some(&mut ca), timeout);
+        if !again.is_empty() {
+            break;
+        }
+    }
+    assert!(!again.is_empty());
+    assert_eq!(ca.counters().cc_loss_events, 1);
+    let st = ca.qp(QA, timeout).unwrap();
+    assert_eq!(st.controller, Controller::Delay);
+    assert_eq!(st.rate, Some(Rate::from_mbit(500)));
 }

@@ -112,8 +112,9 @@ struct Args {
     /// before it uses an RDMA device).
     #[arg(long)]
     no_device_node: bool,
-    /// Congestion control: `auto` (a delay and loss controller until the first CNP, DCQCN
-    /// from then on), `dcqcn`, `delay` or `off` (no pacing, no ECN, no CNPs).
+    /// Congestion control: `auto` (nothing until a QP's first loss or CNP; then a delay and
+    /// loss controller, or DCQCN from the first CNP), `dcqcn`, `delay` or `off` (no pacing,
+    /// no ECN, no CNPs).
     #[arg(long, value_enum)]
     cc: Option<Cc>,
     /// ECN-capable packets and CNPs for CE marks: `auto` (toward peers whose packets are
