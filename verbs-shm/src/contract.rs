@@ -178,7 +178,8 @@ pub struct Cqe {
     pub pkey_index: u16,
     /// Source LID (0 on RoCE).
     pub slid: u16,
-    /// Service level.
+    /// Service level. RoCE carries none: a UD receive has the network header it arrived
+    /// with here, as RDMA NICs report it (2 IPv4, 1 IPv6); other completions 0.
     pub sl: u8,
     /// DLID path bits (0 on RoCE).
     pub dlid_path_bits: u8,

@@ -433,6 +433,43 @@ pub fn peer_credentials(sock: &impl AsFd) -> io::Result<(i32, u32, u32)> {
     Ok((c.pid(), c.uid(), c.gid()))
 }
 
+/// `SO_PEERGROUPS` (Linux 4.13; the value of every architecture but MIPS and SPARC, which
+/// xroce does not build for).
+const SO_PEERGROUPS: libc::c_int = 59;
+
+/// The supplementary groups of the peer of a unix socket, as they were when it connected
+/// (`SO_PEERGROUPS`): what a device file's group permission would have been checked
+/// against when the peer opened it.
+pub fn peer_groups(sock: &impl AsFd) -> io::Result<Vec<u32>> {
+    let mut groups: Vec<libc::gid_t> = vec![0; 64];
+    loop {
+        let mut len = (groups.len() * size_of::<libc::gid_t>()) as libc::socklen_t;
+        // Safety: getsockopt writes at most `len` bytes into `groups`, which holds that
+        // many, and stores the length it needs (or wrote) in `len`.
+        let r = unsafe {
+            libc::getsockopt(
+                sock.as_fd().as_raw_fd(),
+                libc::SOL_SOCKET,
+                SO_PEERGROUPS,
+                groups.as_mut_ptr().cast(),
+                &mut len,
+            )
+        };
+        let needed = len as usize / size_of::<libc::gid_t>();
+        if r == 0 {
+            groups.truncate(needed);
+            return Ok(groups);
+        }
+        let e = io::Error::last_os_error();
+        // ERANGE: more groups than room; `len` says how many. The kernel caps a process at
+        // NGROUPS_MAX (65536), so this ends.
+        if e.raw_os_error() != Some(libc::ERANGE) || needed <= groups.len() {
+            return Err(e);
+        }
+        groups.resize(needed, 0);
+    }
+}
+
 /// The devices whose daemons listen in this network namespace, from the calling thread's
 /// view of the unix socket table (`/proc/thread-self/net/unix`: a thread that entered
 /// another namespace sees that namespace's daemons), sorted by name.
@@ -493,5 +530,29 @@ mod tests {
         assert!(Mapping::map_pieces(&[(a.as_fd(), 0, 100)], true).is_err());
         assert!(Mapping::map_pieces(&[(a.as_fd(), 8, PAGE_SIZE)], true).is_err());
         assert!(Mapping::map_pieces(&[], true).is_err());
+    }
+
+    #[test]
+    fn a_peer_is_known_by_its_credentials_and_groups() {
+        let (a, b) = socket::socketpair(
+            AddressFamily::Unix,
+            SockType::SeqPacket,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )
+        .unwrap();
+        let (pid, uid, gid) = peer_credentials(&a).unwrap();
+        assert_eq!(pid as u32, std::process::id());
+        assert_eq!(uid, nix::unistd::geteuid().as_raw());
+        assert_eq!(gid, nix::unistd::getegid().as_raw());
+        let mut mine: Vec<u32> = nix::unistd::getgroups()
+            .unwrap()
+            .iter()
+            .map(|g| g.as_raw())
+            .collect();
+        let mut theirs = peer_groups(&b).unwrap();
+        mine.sort_unstable();
+        theirs.sort_unstable();
+        assert_eq!(theirs, mine);
     }
 }

@@ -21,12 +21,20 @@ pub(crate) enum Need {
     VerbsTools,
     /// The Linux rxe peer of the interop checks, booted in a VM.
     Interop,
+    /// UCX and Open MPI run on the drop-in libraries, with what builds the MPI check and
+    /// UCX's client-server example.
+    Ucx,
 }
 
 impl Need {
     /// Every need: what `cargo xtask deps` and `cargo xtask test` install.
-    pub(crate) const ALL: &'static [Need] =
-        &[Need::Build, Need::Lab, Need::VerbsTools, Need::Interop];
+    pub(crate) const ALL: &'static [Need] = &[
+        Need::Build,
+        Need::Lab,
+        Need::VerbsTools,
+        Need::Interop,
+        Need::Ucx,
+    ];
 
     fn packages(self) -> &'static [&'static str] {
         match self {
@@ -45,7 +53,16 @@ impl Need {
                 "make",
                 "gcc-multilib",
             ],
-            Need::Lab => &["iproute2", "ethtool", "iputils-ping", "tcpdump"],
+            // setpriv and capsh run tests as ordinary users and the daemon as its service
+            // starts it.
+            Need::Lab => &[
+                "iproute2",
+                "ethtool",
+                "iputils-ping",
+                "tcpdump",
+                "util-linux",
+                "libcap2-bin",
+            ],
             Need::VerbsTools => &[
                 "libibverbs-dev",
                 "ibverbs-utils",
@@ -57,6 +74,7 @@ impl Need {
                 "rdmacm-utils",
             ],
             Need::Interop => &["qemu-system-x86"],
+            Need::Ucx => &["ucx-utils", "libucx-dev", "openmpi-bin", "libopenmpi-dev"],
         }
     }
 
@@ -66,6 +84,7 @@ impl Need {
             Need::Lab => "for the labs of network namespaces",
             Need::VerbsTools => "for the verbs and rdma_cm programs run on the drop-in libraries",
             Need::Interop => "for the Linux rxe peer in a VM",
+            Need::Ucx => "for UCX and Open MPI on xroce",
         }
     }
 }

@@ -13,6 +13,7 @@
 //! | `bench` | `xroce-bench` | xroce's figures against raw AF_XDP, kernel UDP/TCP, Linux rxe |
 //! | `interop` | `xroce-interop` | xroce against Linux rxe, both directions |
 //! | `rdma-core-tests` | `xroce-rdma-core-tests` | rdma-core's own test suite on xroce |
+//! | `ucx` | `xroce-ucx` | UCX's perftest and Open MPI jobs (pml ucx) between two xroce hosts |
 //! | `lab` | `xroce-lab` | two-namespace labs to experiment in |
 //! | `pcap` | `xroce-pcap` | one line per RoCEv2 packet of a capture, every ICRC checked |
 //! | `build` | | the drop-in `libibverbs.so.1` and `librdmacm.so.1` into `target/xroce/lib` |
@@ -59,6 +60,9 @@ enum Command {
     Interop(Forward),
     /// Run rdma-core's own test suite (Debian's python3-pyverbs) on xroce's device.
     RdmaCoreTests(Forward),
+    /// Run UCX (ucx_perftest over rc_verbs and ud_verbs) and Open MPI jobs with pml ucx
+    /// between two xroce hosts.
+    Ucx(Forward),
     /// Two-namespace veth labs: `up` and `down` a fixed one, or hold one until Ctrl-C.
     Lab(Forward),
     /// Print one line per RoCEv2 packet of pcap/pcapng files and check every ICRC.
@@ -95,6 +99,12 @@ fn run(cli: Cli) -> Result<()> {
             "xroce-rdma-core-tests",
             Debug,
             &[Need::Build, Need::Lab, Need::VerbsTools],
+            &f.args,
+        ),
+        Command::Ucx(f) => tool::run(
+            "xroce-ucx",
+            Debug,
+            &[Need::Build, Need::Lab, Need::VerbsTools, Need::Ucx],
             &f.args,
         ),
         Command::Lab(f) => tool::run("xroce-lab", Debug, &[Need::Lab], &f.args),

@@ -95,6 +95,19 @@ counters! {
     rep_stale,
     /// SIDR_REQs for a service ID nobody listens on (answered with SIDR_REP status 1).
     sidr_req_no_listener,
+    /// REQs and SIDR_REQs for a service ID nobody listened on yet, held for a listener
+    /// (`IbCmConfig::listen_grace`); then counted once more, as taken or refused.
+    req_held_for_listener,
+    /// REJ 8 to a REQ of ours sent less than the listen grace ago: the REQ is sent again
+    /// shortly (the peer may be about to listen).
+    rej_no_listener_yet,
+    /// SIDR_REP status 1 to a SIDR_REQ of ours sent less than the listen grace ago: sent
+    /// again shortly.
+    sidr_rep_no_listener_yet,
+    /// Held REQs that a listener took in time.
+    held_req_taken,
+    /// Held REQs refused: no listener came in time (REJ 8), or the one that came refused.
+    held_req_refused,
     /// MADs queued for sending, retransmissions included.
     sent_mads,
     /// MADs sent again because their answer did not come in time.
@@ -116,6 +129,11 @@ counters! {
     /// on, or the wrong QP type. Answered with REJ 28 or SIDR_REP status 2, as Linux does.
     /// (The MAD itself counts as delivered: the CM handed it to rdma_cm.)
     req_refused,
+    /// Connection requests a listener had no room for: as many unanswered as its
+    /// `rdma_listen` backlog allows. A REQ is dropped without an answer (its sender's
+    /// retransmission may find room); a SIDR_REQ gets SIDR_REP status 2, as Linux does.
+    /// (The MAD counts as delivered: the CM handed it to rdma_cm.)
+    req_over_backlog,
 }
 
 impl Counter {
@@ -137,6 +155,9 @@ impl Counter {
                 | Counter::req_invalid_gid
                 | Counter::rep_stale
                 | Counter::sidr_req_no_listener
+                | Counter::req_held_for_listener
+                | Counter::rej_no_listener_yet
+                | Counter::sidr_rep_no_listener_yet
         )
     }
 }

@@ -34,11 +34,15 @@ impl Host {
     /// Host `n`: address 10.0.0.n, node GUID 02:00:00:ff:fe:00:00:0n, randomness from
     /// `random`.
     pub fn new(n: u8, random: Box<dyn Random>) -> Host {
+        Host::configured(n, random, |_| {})
+    }
+
+    /// Host `n` as [`Host::new`] makes it, its configuration changed by `edit` first.
+    pub fn configured(n: u8, random: Box<dyn Random>, edit: impl FnOnce(&mut Config)) -> Host {
         let addr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, n));
-        let mut cm = RdmaCm::new(
-            Config::new(Guid(0x0200_00ff_fe00_0000 | u64::from(n))),
-            random,
-        );
+        let mut config = Config::new(Guid(0x0200_00ff_fe00_0000 | u64::from(n)));
+        edit(&mut config);
+        let mut cm = RdmaCm::new(config, random);
         cm.add_local_address(addr);
         Host {
             cm,

@@ -65,6 +65,82 @@ fn no_listener_is_rej_8() {
     assert_eq!(r.remote_comm_id, p.a.cm.id(a).unwrap().comm_id.unwrap());
 }
 
+/// A pair whose passive side holds REQs for a listener as long as `grace`.
+fn pair_with_grace(seed: u64, grace: Duration) -> Pair {
+    let a = Host::new(1, Box::new(SeededRandom::new(seed ^ 0xa)));
+    let b = Host::configured(2, Box::new(SeededRandom::new(seed ^ 0xb)), |c| {
+        c.listen_grace = grace
+    });
+    Pair::of(a, b, seed, Impairments::NONE)
+}
+
+#[test]
+fn a_listen_within_the_grace_takes_the_request_that_came_first() {
+    let mut p = pair_with_grace(21, Duration::from_millis(250));
+    let a = connect(&mut p, PORT);
+    p.run_for(Duration::from_millis(100));
+    assert!(
+        p.a.any(EventKind::Rejected).is_none(),
+        "no REJ within the grace"
+    );
+    assert!(
+        p.sent_by(Side::B, |_| true).is_empty(),
+        "B answers nothing yet"
+    );
+    assert_eq!(p.b.cm.counters().req_held_for_listener, 1);
+    listen(&mut p.b, OWNER_B, PortSpace::Tcp, PORT);
+    let req = wait(&mut p, PATIENCE, true, EventKind::ConnectRequest);
+    let now = p.now;
+    p.b.cm.accept(now, req.id, &rping_param(0x22)).unwrap();
+    wait(&mut p, PATIENCE, false, EventKind::ConnectResponse);
+    assert_eq!(p.b.cm.counters().held_req_taken, 1);
+    assert_eq!(p.b.cm.counters().req_no_listener, 0);
+    assert_eq!(p.a.count(EventKind::Rejected), 0);
+    let _ = a;
+}
+
+#[test]
+fn without_a_listen_the_held_request_is_rej_8_after_the_grace() {
+    let mut p = pair_with_grace(22, Duration::from_millis(250));
+    let a = connect(&mut p, 9999);
+    let sent = p.now;
+    let rej = wait(&mut p, PATIENCE, false, EventKind::Rejected);
+    assert_eq!((rej.id, rej.status), (a, 8));
+    let rejs = p.sent_by(Side::B, |m| matches!(m, CmMessage::Rej(_)));
+    assert_eq!(rejs.len(), 1);
+    let waited = rejs[0].at.saturating_duration_since(sent);
+    assert!(
+        waited >= Duration::from_millis(250) && waited < Duration::from_millis(300),
+        "REJ after the grace: {waited:?}"
+    );
+    assert_eq!(rejs[0].tid(), p.wire[0].tid(), "the REQ's TID");
+    let c = p.b.cm.counters();
+    assert_eq!(
+        (
+            c.req_held_for_listener,
+            c.held_req_refused,
+            c.held_req_taken
+        ),
+        (1, 1, 0)
+    );
+}
+
+#[test]
+fn a_held_request_sent_again_is_a_duplicate_and_connects_once() {
+    let mut p = pair_with_grace(23, Duration::from_millis(250));
+    connect(&mut p, PORT);
+    p.run_for(Duration::from_millis(50));
+    let req = p.wire[0].mad;
+    p.inject(Side::B, &req);
+    p.run_for(Duration::from_millis(10));
+    assert_eq!(p.b.cm.counters().rcvd_duplicate, 1);
+    listen(&mut p.b, OWNER_B, PortSpace::Tcp, PORT);
+    wait(&mut p, PATIENCE, true, EventKind::ConnectRequest);
+    p.run_for(Duration::from_millis(500));
+    assert_eq!(p.b.count(EventKind::ConnectRequest), 1);
+    assert_eq!(p.b.cm.counters().held_req_taken, 1);
+}
+
 #[test]
 fn a_listener_on_another_address_of_the_port_is_rej_28() {
     let mut p = Pair::new(5);

@@ -1,7 +1,14 @@
 //! The daemon: sets up the XDP program and one poller per served queue, then runs the
 //! control plane until it is told to stop (SIGINT or SIGTERM), and tears everything down.
+//!
+//! Everything that needs privileges happens first, on this one thread: the device node,
+//! the XDP program, every AF_XDP socket. Then the daemon gives its privileges up
+//! ([`crate::privileges`]), and only then starts the pollers, which inherit what is left.
+//! The device node goes to a keeper process before that (the program running the daemon
+//! answers `keep-device-node`: `xroced` does).
 
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::AsFd;
+use std::path::Path;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -16,10 +23,11 @@ use verbs_shm::sys::{self, Mapping};
 use xroce_transport::{Endpoint, EndpointConfig, Limits};
 use xroce_wire::IbMtu;
 
-use crate::control::{AppLimits, Control, Host, Neighbour, PollerLink, Resolver};
-use crate::device_node::DeviceNode;
+use crate::control::{AccessPolicy, AppLimits, Control, Host, Neighbour, PollerLink, Resolver};
+use crate::device_node::{DeviceNode, Keeper};
 use crate::handoff;
 use crate::poller::{Command, GsiLink, Poller, PollerConfig};
+use crate::privileges::{self, User};
 use crate::umem::HugepagePolicy;
 use crate::xdp::{AttachRequest, XdpProgram};
 use crate::xsk::{Port, PortConfig, ZeroCopy};
@@ -55,6 +63,10 @@ pub struct DaemonConfig {
     /// Congestion control for every queue pair. A line rate of zero: the interface's
     /// speed ([`link_speed`]).
     pub congestion: xroce_congestion::CongestionConfig,
+    /// Who may open the device.
+    pub access: AccessPolicy,
+    /// The user to run as after setup (`None`: the one it was started as).
+    pub user: Option<User>,
 }
 
 /// The speed of `interface` as the kernel reports it (`/sys/class/net/IF/speed`, Mbit/s),
@@ -103,7 +115,7 @@ pub fn run(cfg: DaemonConfig, mut host: Box<dyn Host>) -> Result<()> {
         }
     })?;
 
-    let _node = if cfg.device_node {
+    let node = if cfg.device_node {
         match DeviceNode::create(&cfg.device) {
             Ok(node) => {
                 info!("{} is the device's node", node.path().display());
@@ -189,13 +201,46 @@ pub fn run(cfg: DaemonConfig, mut host: Box<dyn Host>) -> Result<()> {
         congestion.ecn,
         congestion.line_rate.mbit()
     );
+    // Every AF_XDP socket, while the daemon may still open them.
+    let mut ports = Vec::new();
+    for &queue in &cfg.queues {
+        let mut port_cfg = PortConfig::new(&cfg.interface, queue);
+        port_cfg.hugepages = cfg.hugepages;
+        port_cfg.zero_copy = cfg.zero_copy;
+        port_cfg.rx_frames = cfg.frames;
+        port_cfg.tx_frames = cfg.frames;
+        let port = Port::open(&port_cfg)
+            .map_err(|e| anyhow!("opening AF_XDP on {} queue {queue}: {e}", cfg.interface))?;
+        xdp.insert_socket(queue, port.as_fd())
+            .map_err(|e| anyhow!("{e}"))?;
+        ports.push(port);
+    }
+
+    let _keeper: Option<Keeper> = match node {
+        Some(node) => match node.hand_to_keeper(Path::new("/proc/self/exe"), cfg.user.as_ref()) {
+            Ok(keeper) => {
+                info!(
+                    "keeper pid {} removes {} when the daemon stops",
+                    keeper.pid(),
+                    keeper.path().display()
+                );
+                Some(keeper)
+            }
+            Err(e) => {
+                warn!("no keeper for the device node ({e}): it stays after the daemon stops");
+                None
+            }
+        },
+        None => None,
+    };
+    privileges::drop_after_setup(cfg.user.as_ref()).context("giving up privileges")?;
+
     let mut pollers = Vec::new();
-    for (index, &queue) in cfg.queues.iter().enumerate() {
+    for ((index, &queue), xsk) in cfg.queues.iter().enumerate().zip(ports) {
         let (tx, rx) = unbounded();
         let doorbell = doorbells[index].clone();
         // NOTE(unwrap): the mesh has one end per queue.
         let handoff = mesh.next().expect("one hand-over end per poller");
-        let (ready_tx, ready_rx) = bounded::<Result<OwnedFd, String>>(1);
         let core = cfg.cores.get(index).map(|&id| core_affinity::CoreId { id });
         let pcfg = PollerConfig {
             index,
@@ -208,11 +253,6 @@ pub fn run(cfg: DaemonConfig, mut host: Box<dyn Host>) -> Result<()> {
             gsi: gsi.clone(),
             congestion: congestion.clone(),
         };
-        let mut port_cfg = PortConfig::new(&cfg.interface, queue);
-        port_cfg.hugepages = cfg.hugepages;
-        port_cfg.zero_copy = cfg.zero_copy;
-        port_cfg.rx_frames = cfg.frames;
-        port_cfg.tx_frames = cfg.frames;
         let endpoint_cfg = EndpointConfig {
             mac: port.mac,
             gids: port.gids.clone(),
@@ -230,29 +270,8 @@ pub fn run(cfg: DaemonConfig, mut host: Box<dyn Host>) -> Result<()> {
         let thread = std::thread::Builder::new()
             .name(format!("xroce-poller-{index}"))
             .spawn(move || {
-                let port = match Port::open(&port_cfg) {
-                    Ok(p) => p,
-                    Err(e) => {
-                        let _ = ready_tx.send(Err(e.to_string()));
-                        return;
-                    }
-                };
-                let fd = match port.as_fd().try_clone_to_owned() {
-                    Ok(fd) => fd,
-                    Err(e) => {
-                        let _ = ready_tx.send(Err(e.to_string()));
-                        return;
-                    }
-                };
-                let _ = ready_tx.send(Ok(fd));
-                Poller::new(pcfg, port, Endpoint::new(endpoint_cfg), mac).run();
+                Poller::new(pcfg, xsk, Endpoint::new(endpoint_cfg), mac).run();
             })?;
-        let socket = ready_rx
-            .recv()
-            .map_err(|_| anyhow!("poller {index} died while opening its port"))?
-            .map_err(|e| anyhow!("opening AF_XDP on {} queue {queue}: {e}", cfg.interface))?;
-        xdp.insert_socket(queue, socket.as_fd())
-            .map_err(|e| anyhow!("{e}"))?;
         info!(
             "poller {index}: queue {queue}{}",
             core.map(|c| format!(", core {}", c.id)).unwrap_or_default()
@@ -269,7 +288,9 @@ pub fn run(cfg: DaemonConfig, mut host: Box<dyn Host>) -> Result<()> {
     let links = pollers.iter().map(|p| p.link.clone()).collect();
     let mut control = Control::new(&cfg.device, listener, links, wake_fd, host, cfg.limits)
         .context("creating the control plane's resolution doorbell")?
-        .with_gsi(gsi_rx, gsi.bell.clone());
+        .with_gsi(gsi_rx, gsi.bell.clone())
+        .with_access(cfg.access.clone());
+    info!("{} may open {}", cfg.access.allowed(), cfg.device);
     if let Some(areas) = cfg.map_budget {
         control = control.with_map_budget(areas);
     }
@@ -426,6 +447,17 @@ impl Host for NetlinkHost {
         }
     }
 
+    fn hop_limit(&mut self, dgid: xroce_wire::Gid) -> u8 {
+        let interface = self.port().netdev;
+        self.neighbours
+            .hop_limit(self.ifindex, &interface, dgid.to_ip())
+            .unwrap_or(crate::control::ROCE_HOP_LIMIT)
+    }
+
+    fn is_privileged(&self, pid: i32) -> bool {
+        has_capability(pid, CAP_NET_RAW)
+    }
+
     fn resolver(&self) -> Resolver {
         let (ifindex, timeout) = (self.ifindex, self.timeout);
         Arc::new(move |dgid: xroce_wire::Gid| {
@@ -435,5 +467,40 @@ impl Host for NetlinkHost {
                 Err(e) => Err(e.to_string()),
             }
         })
+    }
+}
+
+/// `CAP_NET_RAW`'s bit in a capability set.
+const CAP_NET_RAW: u32 = 13;
+
+/// Whether process `pid` has capability `cap` in its effective set (the `CapEff` line of
+/// `/proc/PID/status`); `false` when that cannot be read (the process is gone).
+fn has_capability(pid: i32, cap: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .as_deref()
+        .and_then(effective_capabilities)
+        .is_some_and(|set| set >> cap & 1 == 1)
+}
+
+/// The effective capability set of a `/proc/PID/status` text.
+fn effective_capabilities(status: &str) -> Option<u64> {
+    let line = status.lines().find_map(|l| l.strip_prefix("CapEff:"))?;
+    u64::from_str_radix(line.trim(), 16).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_effective_capabilities_are_read_from_proc_status() {
+        let status = "Name:\tx\nCapInh:\t0000000000000000\nCapEff:\t0000000000002000\n";
+        assert_eq!(effective_capabilities(status), Some(1 << CAP_NET_RAW));
+        assert_eq!(effective_capabilities("Name:\tx\n"), None);
+        // This test process: as root it has everything, otherwise (usually) nothing.
+        let root = nix::unistd::geteuid().is_root();
+        assert_eq!(has_capability(std::process::id() as i32, CAP_NET_RAW), root);
+        assert!(!has_capability(-1, CAP_NET_RAW));
     }
 }

@@ -17,8 +17,8 @@ use xroce_cm::MadAddress;
 use xroce_wire::mad::{GSI_QKEY, GSI_QPN, MAD_LEN};
 use xroce_wire::source_port::rxe_initial_udp_source_port;
 use xroce_wire::{
-    BthRepr, DethRepr, EthernetAddress, Frame, FrameRepr, IbRepr, IpRepr, Opcode, ParseError, Pkey,
-    Psn,
+    BthRepr, DethRepr, EthernetAddress, Frame, FrameRepr, Gid, IbRepr, IpRepr, Opcode, ParseError,
+    Pkey, Psn,
 };
 
 /// A MAD that came to QP1.
@@ -39,9 +39,16 @@ pub enum GsiDrop {
     /// The frame did not parse, or its ICRC was wrong.
     #[error("malformed frame or bad ICRC")]
     Malformed,
+    /// The destination address is not one of the port's GIDs (rxe's `rxe_chk_dgid`).
+    #[error("destination address is not one of the port's GIDs")]
+    WrongDgid,
     /// Not a UD SEND Only with a DETH.
     #[error("not a UD SEND Only")]
     NotUdSend,
+    /// The P_Key is not in the port's P_Key table (IBTA 10.9.3; rxe searches the table for
+    /// QP1, whose one entry is 0xffff).
+    #[error("P_Key is not in the port's P_Key table")]
+    BadPkey,
     /// The DETH's Q_Key is not the GSI's (IBTA 13.5.3: QP1 takes only Q_Key 0x80010000).
     #[error("Q_Key is not 0x80010000")]
     BadQkey,
@@ -50,11 +57,19 @@ pub enum GsiDrop {
     BadLength,
 }
 
-/// Takes a frame for QP1 apart: its MAD and where it came from.
-pub fn parse(frame: &[u8]) -> Result<ReceivedMad, GsiDrop> {
+/// Takes a frame for QP1 apart, checked as rxe checks one (its destination is one of the
+/// port's `gids`, the opcode is UD's, the P_Key and the Q_Key match): its MAD and where it
+/// came from.
+pub fn parse(frame: &[u8], gids: &[Gid]) -> Result<ReceivedMad, GsiDrop> {
     let f = Frame::parse(frame).map_err(|_: ParseError| GsiDrop::Malformed)?;
+    if !gids.contains(&Gid::from_ip(f.headers.ip.dst_addr())) {
+        return Err(GsiDrop::WrongDgid);
+    }
     if f.ib.bth.opcode != Opcode::UD_SEND_ONLY {
         return Err(GsiDrop::NotUdSend);
+    }
+    if f.ib.bth.pkey.0 & 0x7fff != 0x7fff {
+        return Err(GsiDrop::BadPkey);
     }
     let deth = f.ib.deth.ok_or(GsiDrop::NotUdSend)?;
     if deth.qkey != GSI_QKEY {
@@ -167,7 +182,8 @@ mod tests {
             .collect();
         assert_eq!(gsi.len(), 5, "REQ, REP, RTU, DREQ, DREP");
         for f in gsi {
-            let got = parse(f).unwrap();
+            let dst = Frame::parse(f).unwrap().headers.ip.dst_addr();
+            let got = parse(f, &[Gid::from_ip(dst)]).unwrap();
             assert_eq!(got.from.remote_qpn, GSI_QPN);
             // Rebuild it with the capture's PSN and identification.
             let parsed = Frame::parse(f).unwrap();
@@ -205,7 +221,11 @@ mod tests {
         let (fa, fb) = (Frame::parse(&a).unwrap(), Frame::parse(&b).unwrap());
         assert_eq!(fa.ib.bth.psn.next(), fb.ib.bth.psn);
         assert_eq!(fa.headers.udp.src_port, 55410);
-        assert_eq!(parse(&a).unwrap().from.local, IpAddr::from([10, 0, 0, 2]));
+        let ours = [Gid::from_ip([10, 0, 0, 2].into())];
+        assert_eq!(
+            parse(&a, &ours).unwrap().from.local,
+            IpAddr::from([10, 0, 0, 2])
+        );
         let mixed = MadAddress::new([10, 0, 0, 1].into(), "fd00::1".parse().unwrap());
         assert!(s.frame(&mixed, [2; 6], [4; 6], &[0; MAD_LEN]).is_none());
     }
@@ -215,10 +235,23 @@ mod tests {
         let mut s = GsiSender::new();
         let to = MadAddress::new([10, 0, 0, 1].into(), [10, 0, 0, 2].into());
         let mut f = s.frame(&to, [2; 6], [4; 6], &[7; MAD_LEN]).unwrap();
-        assert!(parse(&f).is_ok());
+        let ours = [Gid::from_ip(to.remote)];
+        assert!(parse(&f, &ours).is_ok());
+        assert_eq!(
+            parse(&f, &[Gid::from_ip(to.local)]),
+            Err(GsiDrop::WrongDgid)
+        );
+        let mut parsed = Frame::parse(&f).unwrap();
+        parsed.ib.bth.pkey = Pkey(0x1234);
+        let mut foreign = vec![0u8; f.len()];
+        let n = parsed
+            .headers
+            .emit_packet(&mut foreign, &parsed.ib, parsed.payload)
+            .unwrap();
+        assert_eq!(parse(&foreign[..n], &ours), Err(GsiDrop::BadPkey));
         let last = f.len() - 1;
         f[last] ^= 1;
-        assert_eq!(parse(&f), Err(GsiDrop::Malformed));
-        assert_eq!(parse(&f[..20]), Err(GsiDrop::Malformed));
+        assert_eq!(parse(&f, &ours), Err(GsiDrop::Malformed));
+        assert_eq!(parse(&f[..20], &ours), Err(GsiDrop::Malformed));
     }
 }

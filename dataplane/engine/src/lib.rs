@@ -19,6 +19,7 @@
 //! - [`control`]: the control socket: applications, their objects, every verb.
 //! - [`daemon`]: sets everything up, runs the control plane, tears everything down.
 //! - [`device_node`]: `/dev/infiniband/uverbs-<device>`, the node some RDMA software checks for.
+//! - [`privileges`]: what the daemon keeps after setup, and how it gives up the rest.
 
 pub mod bells;
 pub mod control;
@@ -29,6 +30,7 @@ pub mod handoff;
 pub mod host;
 pub mod memory;
 pub mod poller;
+pub mod privileges;
 pub mod rdma_cm;
 pub mod umem;
 pub mod xdp;

@@ -64,8 +64,8 @@ pub enum AttachRequest {
 pub enum XdpError {
     /// The kernel refused the object or the program.
     #[error(
-        "loading the XDP program failed: {0} (it needs root, or CAP_BPF + CAP_NET_ADMIN, and a \
-         kernel with BTF and XDP support)"
+        "loading the XDP program failed: {0} (it needs root, or CAP_BPF + CAP_PERFMON + \
+         CAP_NET_ADMIN, and a kernel with BTF and XDP support)"
     )]
     Load(String),
     /// No interface of that name in this network namespace.

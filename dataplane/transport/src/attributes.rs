@@ -510,13 +510,15 @@ pub struct Transition {
 /// Validates a `modify` of a `qp_type` queue pair in state `current` the way
 /// `ibv_modify_qp` does: the transition must exist for the QP type, every required
 /// attribute must be in `mask` and no attribute outside the required and optional ones,
-/// and every value given must be in range for the device (`limits`).
+/// and every value given must be in range for the device (`limits`) and its port, whose
+/// GID table has `gids` entries.
 pub fn validate_modify(
     qp_type: QpType,
     current: QpState,
     attr: &QpAttr,
     mask: AttrMask,
     limits: &Limits,
+    gids: usize,
 ) -> Result<Transition, ModifyError> {
     let from = current;
     if mask.contains(AttrMask::CUR_STATE) && attr.cur_qp_state != from {
@@ -551,12 +553,18 @@ pub fn validate_modify(
             extra,
         });
     }
-    check_values(attr, given, limits)?;
+    check_values(attr, given, limits, gids)?;
     Ok(Transition { from, to, given })
 }
 
-/// Checks the values of the attributes in `given` against the device.
-fn check_values(attr: &QpAttr, given: AttrMask, limits: &Limits) -> Result<(), ModifyError> {
+/// Checks the values of the attributes in `given` against the device and its port's
+/// `gids` GIDs.
+fn check_values(
+    attr: &QpAttr,
+    given: AttrMask,
+    limits: &Limits,
+    gids: usize,
+) -> Result<(), ModifyError> {
     let bad = |attr: &'static str, why: &'static str| Err(ModifyError::InvalidValue { attr, why });
     if given.contains(AttrMask::PORT) && attr.port_num != 1 {
         return bad("port_num", "the device has one port, port 1");
@@ -593,10 +601,11 @@ fn check_values(attr: &QpAttr, given: AttrMask, limits: &Limits) -> Result<(), M
             "larger than the device's max_qp_rd_atom",
         );
     }
-    if given.contains(AttrMask::AV) && attr.path.sgid_index != 0 {
+    // Any entry of the port's GID table: IPv4-mapped, global IPv6 or link-local IPv6.
+    if given.contains(AttrMask::AV) && usize::from(attr.path.sgid_index) >= gids {
         return bad(
             "ah_attr.grh.sgid_index",
-            "the GID table has one entry, index 0",
+            "beyond the port's GID table (ibv_query_gid lists its entries)",
         );
     }
     Ok(())
@@ -689,7 +698,7 @@ mod tests {
     }
 
     fn rc(from: QpState, attr: &QpAttr, mask: AttrMask) -> Result<Transition, ModifyError> {
-        validate_modify(QpType::Rc, from, attr, mask, &Limits::default())
+        validate_modify(QpType::Rc, from, attr, mask, &Limits::default(), 1)
     }
 
     #[test]
@@ -742,6 +751,7 @@ mod tests {
             &to(QpState::Init),
             RC_INIT,
             &Limits::default(),
+            1,
         );
         assert!(
             matches!(ud, Err(ModifyError::MissingAttributes { missing, .. }) if missing == AttrMask::QKEY)
@@ -769,6 +779,7 @@ mod tests {
             &to(QpState::Rts),
             AttrMask::STATE,
             &Limits::default(),
+            1,
         );
         assert_eq!(uc.map(|t| t.to), Ok(QpState::Rts));
         // Every state may go to RESET or ERR, with no attribute.
@@ -807,12 +818,48 @@ mod tests {
             ..Limits::default()
         };
         assert!(matches!(
-            validate_modify(QpType::Rc, QpState::Init, &attr, RC_RTR, &limits),
+            validate_modify(QpType::Rc, QpState::Init, &attr, RC_RTR, &limits, 1),
             Err(ModifyError::InvalidValue {
                 attr: "path_mtu",
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn the_source_gid_may_be_any_entry_of_the_ports_table() {
+        let mut attr = to(QpState::Rtr);
+        let limits = Limits::default();
+        let rtr = |attr: &QpAttr, gids| {
+            validate_modify(QpType::Rc, QpState::Init, attr, RC_RTR, &limits, gids)
+        };
+        // IPv4-mapped, global IPv6 and link-local IPv6: indices 0, 1 and 2.
+        for index in 0..3 {
+            attr.path.sgid_index = index;
+            assert_eq!(rtr(&attr, 3).map(|t| t.to), Ok(QpState::Rtr), "{index}");
+        }
+        attr.path.sgid_index = 3;
+        assert!(matches!(
+            rtr(&attr, 3),
+            Err(ModifyError::InvalidValue {
+                attr: "ah_attr.grh.sgid_index",
+                ..
+            })
+        ));
+        // A port without addresses has no GID to send from.
+        attr.path.sgid_index = 0;
+        assert!(rtr(&attr, 0).is_err());
+        // Without an address vector the index is not looked at.
+        attr.path.sgid_index = 9;
+        let rts = validate_modify(
+            QpType::Rc,
+            QpState::Rts,
+            &attr,
+            AttrMask::MIN_RNR_TIMER,
+            &limits,
+            1,
+        );
+        assert_eq!(rts.map(|t| t.to), Ok(QpState::Rts));
     }
 
     #[test]

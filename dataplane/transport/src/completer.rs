@@ -51,24 +51,13 @@ impl CompleterState {
 }
 
 impl QueuePair {
-    /// Handles a response packet (ACK/NAK, READ response, atomic acknowledgement).
+    /// Handles a response packet (ACK/NAK, READ response, atomic acknowledgement) of an RC
+    /// queue pair in RTS or SQD, from its peer (checked with the header).
     pub(crate) fn handle_response<M: MemoryTable + ?Sized>(
         &mut self,
         pkt: &Packet<'_>,
         cx: &mut Cx<'_, M>,
     ) {
-        if self.config.qp_type != QpType::Rc {
-            cx.count(Counter::rcvd_wrong_transport);
-            return;
-        }
-        if !matches!(self.state, QpState::Rts | QpState::Sqd) {
-            cx.count(if self.state == QpState::Err {
-                Counter::rcvd_qp_error
-            } else {
-                Counter::rcvd_qp_not_ready
-            });
-            return;
-        }
         if self.sq.stalled() {
             // The peer answers: the QP sends again (and is taken for stalled again if the
             // answers stop).
@@ -402,6 +391,7 @@ impl QueuePair {
                 flags,
                 src_qp: 0,
                 solicited: false,
+                network_header: None,
             });
         }
         if self.state == QpState::Sqd && !self.comp.drained_notified && self.sq.drained() {

@@ -102,6 +102,20 @@ impl core::ops::BitOr for WcFlags {
     }
 }
 
+/// The network header a UD datagram arrived with: the kernel's `network_hdr_type` of a
+/// work completion, which rxe sets for every UD receive of a kernel consumer. RoCE has no
+/// service level on the wire (no LRH), and RDMA NICs report this in a UD receive's `sl`
+/// instead (IBTA Annex A17.4.5.1: a RoCEv2 UD completion says whether the datagram came
+/// over IPv4 or IPv6, which tells where the destination address sits in the 40-byte GRH
+/// area).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum NetworkHeader {
+    /// IPv4: 20 undefined bytes, then the IPv4 header.
+    Ipv4,
+    /// IPv6: the IPv6 header fills the 40 bytes.
+    Ipv6,
+}
+
 /// Which queue of a queue pair a completion belongs to, and so which CQ it goes to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CompletionQueue {
@@ -134,6 +148,8 @@ pub struct Completion {
     pub src_qp: u32,
     /// The message carried the solicited event bit (receives).
     pub solicited: bool,
+    /// The network header of a UD receive (`None` otherwise).
+    pub network_header: Option<NetworkHeader>,
 }
 
 impl Completion {
@@ -151,6 +167,7 @@ impl Completion {
             flags: WcFlags::default(),
             src_qp: 0,
             solicited: false,
+            network_header: None,
         }
     }
 }

@@ -78,10 +78,17 @@ counters! {
     rcvd_qp_not_ready,
     /// Packets dropped because their opcode is not of the queue pair's transport type.
     rcvd_wrong_transport,
-    /// Packets dropped because their P_Key does not match.
-    rcvd_bad_pkey,
-    /// UD packets dropped because their Q_Key does not match the queue pair's.
-    rcvd_bad_qkey,
+    /// RC and UC packets dropped because their source and destination addresses are not
+    /// the queue pair's path: the peer's GID and the local GID the path names (rxe's
+    /// `check_addr`, which drops them without a counter). Whoever can send to the host must
+    /// not be able to join a connection.
+    rcvd_wrong_addr,
+    /// Packets dropped because their P_Key does not match the queue pair's (IBTA 10.9.3;
+    /// rxe's port attribute of the same name).
+    bad_pkey_cntr,
+    /// UD packets dropped because their Q_Key does not match the queue pair's (IBTA
+    /// 10.2.5; rxe's port attribute of the same name).
+    qkey_viol_cntr,
     /// Requests that were duplicates of already executed ones (re-ACKed or replayed).
     duplicate_request,
     /// Requests ahead of the expected PSN that caused a PSN sequence error NAK.

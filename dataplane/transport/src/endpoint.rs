@@ -320,7 +320,7 @@ impl Endpoint {
             .qps
             .get_mut(&qpn.value())
             .ok_or(EndpointError::NoSuchQp(qpn))?;
-        slot.qp.modify(attr, mask)?;
+        slot.qp.modify(attr, mask, self.config.gids.len())?;
         queues!(self).after(slot, now, qpn.value(), true);
         Ok(())
     }
@@ -419,7 +419,8 @@ impl Endpoint {
             events: &mut self.events,
             budget: Budget::UNLIMITED,
         };
-        slot.qp.handle_packet(&received.packet, &mut cx);
+        slot.qp
+            .handle_packet(&received.packet, &self.config.gids, &mut cx);
         queues!(self).after(slot, now, qpn, true);
     }
 

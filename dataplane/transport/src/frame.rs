@@ -26,20 +26,20 @@ pub(crate) struct Received<'a> {
     pub(crate) dest_qpn: Qpn,
 }
 
-/// Takes a received frame apart. The error is the counter the drop lands in.
+/// Takes a received frame apart: it must parse, its ICRC verify and its destination be one
+/// of `gids`. The error is the counter the drop lands in.
 #[inline]
 pub(crate) fn parse<'a>(bytes: &'a [u8], gids: &[Gid]) -> Result<Received<'a>, Counter> {
     let frame = Frame::parse(bytes).map_err(|e| match e {
         ParseError::IcrcMismatch { .. } => Counter::rcvd_icrc_err,
         _ => Counter::rcvd_malformed,
     })?;
+    // rxe's `rxe_chk_dgid`: the destination must be one of the port's GIDs. The queue
+    // pair's own checks (its path, its keys) come later, once it is found
+    // (`receive::check_header`).
     let dgid = Gid::from_ip(frame.headers.ip.dst_addr());
     if !gids.contains(&dgid) {
         return Err(Counter::rcvd_wrong_dgid);
-    }
-    // IBTA 10.9.3: the P_Key matches when the low 15 bits agree (we have only 0xffff).
-    if frame.ib.bth.pkey.0 & 0x7fff != 0x7fff {
-        return Err(Counter::rcvd_bad_pkey);
     }
     let h = Headers::from_wire(&frame.ib).ok_or(Counter::rcvd_unsupported_opcode)?;
     let ip_start = frame.headers.ethernet.header_len();
@@ -47,6 +47,8 @@ pub(crate) fn parse<'a>(bytes: &'a [u8], gids: &[Gid]) -> Result<Received<'a>, C
     let net = Net {
         ip_header,
         sgid: Gid::from_ip(frame.headers.ip.src_addr()),
+        dgid,
+        ipv6: matches!(frame.headers.ip, IpRepr::Ipv6(_)),
     };
     Ok(Received {
         packet: Packet {

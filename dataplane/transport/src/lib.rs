@@ -17,8 +17,8 @@
 //!
 //! # Modules
 //!
-//! From the bottom up: a module uses only modules listed before it, except the three
-//! roles and [`qp`], which use each other (the roles are `impl QueuePair` blocks on the
+//! From the bottom up: a module uses only modules listed before it, except the roles
+//! (with [`receive`]) and [`qp`], which use each other (the roles are `impl QueuePair` blocks on the
 //! queue pair, and the queue pair calls them). No other module depends on a role.
 //!
 //! - [`attributes`]: QP types, states, attributes, access flags and the `modify_qp` state
@@ -33,9 +33,11 @@
 //! - [`srq`]: shared receive queues.
 //! - [`context`]: what a queue pair borrows for one call (time, memory, counters, events,
 //!   where packets go). [`frame`]: Ethernet frames to packets and back.
-//! - [`qp`] with the roles: [`requester`] (send queue → request packets), [`responder`]
-//!   (request packets → memory, receive completions, responses), [`completer`] (responses
-//!   → send completions, retransmission).
+//! - [`qp`] with the roles: [`receive`] (the checks every packet passes before a role sees
+//!   it: service, state, the connection's addresses, P_Key and Q_Key; `rxe_recv.c`),
+//!   [`requester`] (send queue → request packets), [`responder`] (request packets →
+//!   memory, receive completions, responses), [`completer`] (responses → send
+//!   completions, retransmission).
 //! - [`endpoint`]: every queue pair and shared receive queue of one poller, scheduling,
 //!   timers, frame I/O.
 //! - [`testing`]: an in-process memory table, hosts, connections and a link for tests,
@@ -53,6 +55,7 @@ pub mod frame;
 pub mod memory;
 pub mod packet;
 pub mod qp;
+pub mod receive;
 pub mod requester;
 pub mod responder;
 pub mod send_queue;
@@ -64,7 +67,7 @@ pub mod wqe;
 pub use attributes::{
     Access, AttrMask, Limits, ModifyError, Path, QpAttr, QpCaps, QpState, QpType,
 };
-pub use completion::{Completion, CompletionQueue, WcFlags, WcOpcode, WcStatus};
+pub use completion::{Completion, CompletionQueue, NetworkHeader, WcFlags, WcOpcode, WcStatus};
 pub use context::{AsyncEvent, Cx, Emit};
 pub use counters::{Counter, Counters};
 pub use endpoint::{Endpoint, EndpointConfig, EndpointError, Transmit};

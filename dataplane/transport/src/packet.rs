@@ -14,6 +14,7 @@ use xroce_wire::{
 };
 
 use crate::attributes::QpType;
+use crate::completion::NetworkHeader;
 
 /// What a packet does: the operations of the opcode table the transport implements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -128,7 +129,8 @@ impl Headers {
     }
 }
 
-/// The network layer a request arrived over, for UD receives (the 40-byte GRH area) and
+/// The network layer a packet arrived over: its addresses, which a connected queue pair
+/// checks against its path, and its IP header, for UD receives (the 40-byte GRH area) and
 /// address handles built from completions.
 #[derive(Clone, Copy, Debug)]
 pub struct Net<'a> {
@@ -136,6 +138,10 @@ pub struct Net<'a> {
     pub ip_header: &'a [u8],
     /// The source GID (from the source IP address).
     pub sgid: Gid,
+    /// The destination GID (from the destination IP address).
+    pub dgid: Gid,
+    /// Whether the packet came over IPv6 (its GIDs may still be IPv4-mapped in form).
+    pub ipv6: bool,
 }
 
 /// A received packet.
@@ -155,13 +161,23 @@ impl Packet<'_> {
     pub fn grh(&self) -> [u8; 40] {
         let mut grh = [0u8; 40];
         let ip = self.net.ip_header;
-        if ip.len() >= 40 {
-            grh.copy_from_slice(&ip[..40]);
-        } else {
-            let n = ip.len().min(20);
-            grh[20..20 + n].copy_from_slice(&ip[..n]);
+        match self.network_header() {
+            NetworkHeader::Ipv6 => grh.copy_from_slice(&ip[..40]),
+            NetworkHeader::Ipv4 => {
+                let n = ip.len().min(20);
+                grh[20..20 + n].copy_from_slice(&ip[..n]);
+            }
         }
         grh
+    }
+
+    /// The network header it arrived with: only an IPv6 header is 40 bytes long.
+    pub fn network_header(&self) -> NetworkHeader {
+        if self.net.ip_header.len() >= 40 {
+            NetworkHeader::Ipv6
+        } else {
+            NetworkHeader::Ipv4
+        }
     }
 }
 

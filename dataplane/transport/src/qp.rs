@@ -13,13 +13,12 @@
 
 use std::collections::VecDeque;
 
-use xroce_wire::{Psn, Qpn};
+use xroce_wire::{Gid, Psn, Qpn};
 
 use crate::attributes::{AttrMask, Limits, ModifyError, QpAttr, QpCaps, QpState, QpType};
 use crate::completer::CompleterState;
 use crate::completion::{Completion, CompletionQueue, WcOpcode};
 use crate::context::{Cx, Emit};
-use crate::counters::Counter;
 use crate::memory::{MemoryTable, PdId};
 use crate::packet::Packet;
 use crate::responder::ResponderState;
@@ -121,14 +120,21 @@ impl QueuePair {
     }
 
     /// Modifies attributes and possibly the state, validating like `ibv_modify_qp`
-    /// ([`validate_modify`](crate::attributes::validate_modify)). On error nothing changes.
-    pub fn modify(&mut self, attr: &QpAttr, mask: AttrMask) -> Result<(), ModifyError> {
+    /// ([`validate_modify`](crate::attributes::validate_modify)) against a port whose GID
+    /// table has `gids` entries. On error nothing changes.
+    pub fn modify(
+        &mut self,
+        attr: &QpAttr,
+        mask: AttrMask,
+        gids: usize,
+    ) -> Result<(), ModifyError> {
         let transition = crate::attributes::validate_modify(
             self.config.qp_type,
             self.state,
             attr,
             mask,
             &self.config.limits,
+            gids,
         )?;
         let given = transition.given;
         self.attr.apply(attr, given);
@@ -403,10 +409,18 @@ pub(crate) fn send_opcode(op: SendOp) -> WcOpcode {
 }
 
 impl QueuePair {
-    /// Handles one received packet addressed to this QP.
-    pub fn handle_packet<M: MemoryTable + ?Sized>(&mut self, pkt: &Packet<'_>, cx: &mut Cx<'_, M>) {
-        if pkt.h.transport != self.config.qp_type {
-            cx.count(Counter::rcvd_wrong_transport);
+    /// Handles one received packet addressed to this QP. `gids` is the port's GID table,
+    /// which the QP's path names its local GID in: a packet must pass the checks of the
+    /// [`receive`](crate::receive) module (service, state, addresses, keys) before a role
+    /// sees it.
+    pub fn handle_packet<M: MemoryTable + ?Sized>(
+        &mut self,
+        pkt: &Packet<'_>,
+        gids: &[Gid],
+        cx: &mut Cx<'_, M>,
+    ) {
+        if let Err(counter) = self.check_header(pkt, gids) {
+            cx.count(counter);
             return;
         }
         if pkt.h.kind.is_response() {

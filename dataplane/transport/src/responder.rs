@@ -140,17 +140,12 @@ enum Sequence {
 }
 
 impl QueuePair {
-    /// Handles a request packet.
+    /// Handles a request packet (its service, state, addresses and keys are checked).
     pub(crate) fn handle_request<M: MemoryTable + ?Sized>(
         &mut self,
         pkt: &Packet<'_>,
         cx: &mut Cx<'_, M>,
     ) {
-        match self.state {
-            QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe => {}
-            QpState::Err => return cx.count(Counter::rcvd_qp_error),
-            _ => return cx.count(Counter::rcvd_qp_not_ready),
-        }
         if !self.resp.established {
             self.resp.established = true;
             if self.state == QpState::Rtr {
@@ -584,6 +579,7 @@ impl QueuePair {
             flags,
             src_qp: self.attr.dest_qpn.value(),
             solicited: h.solicited,
+            network_header: None,
         });
         Ok(())
     }
@@ -601,13 +597,10 @@ impl QueuePair {
         }
     }
 
-    /// UD: the DETH must be there with the queue pair's Q_Key (IBTA 10.2.5), and the
+    /// UD: the DETH must be there (its Q_Key was checked with the header), and the
     /// operation a SEND ONLY.
     fn check_datagram(&self, pkt: &Packet<'_>) -> Result<xroce_wire::DethRepr, Refusal> {
         let deth = pkt.h.deth.ok_or(Refusal::Malformed)?;
-        if deth.qkey.0 != self.attr.qkey {
-            return Err(Refusal::QkeyViolation);
-        }
         if pkt.h.kind != Kind::Send || pkt.h.pos != Position::Only {
             return Err(Refusal::OperationNotAllowed);
         }
@@ -654,6 +647,7 @@ impl QueuePair {
             flags,
             src_qp: deth.src_qp.value(),
             solicited: pkt.h.solicited,
+            network_header: Some(pkt.network_header()),
         });
         if status != WcStatus::Success {
             // A bad receive buffer is the application's error: the QP goes to ERR.
@@ -683,6 +677,7 @@ impl QueuePair {
                 flags: WcFlags::default(),
                 src_qp: 0,
                 solicited: false,
+                network_header: None,
             }),
             (_, recv) => {
                 if let Some(recv) = recv {

@@ -2,7 +2,7 @@
 //! an in-process memory table, hosts with an endpoint and that memory, connected queue
 //! pairs, and a lossless in-order link. The engine does not use this module.
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use xroce_wire::{Gid, IbMtu, Psn, Qpn};
 
@@ -200,7 +200,7 @@ pub struct Host {
     pub mem: Regions,
     /// Its MAC address.
     pub mac: [u8; 6],
-    /// Its GID (an IPv4-mapped 10.0.0.x).
+    /// Its GID (an IPv4-mapped 10.0.0.x, or fd00::x).
     pub gid: Gid,
 }
 
@@ -210,10 +210,20 @@ impl Host {
         Host::with_limits(n, Limits::default())
     }
 
+    /// Host number `n` addressed over IPv6: MAC 02:00:00:00:00:n, address fd00::n.
+    pub fn ipv6(n: u8) -> Host {
+        let gid = Gid::from_ipv6(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, u16::from(n)));
+        Host::with_gid(n, gid, Limits::default())
+    }
+
     /// Host number `n` with these device limits.
     pub fn with_limits(n: u8, limits: Limits) -> Host {
+        Host::with_gid(n, Gid::from_ipv4(Ipv4Addr::new(10, 0, 0, n)), limits)
+    }
+
+    /// Host number `n` (MAC 02:00:00:00:00:n) whose GID table holds `gid` alone.
+    pub fn with_gid(n: u8, gid: Gid, limits: Limits) -> Host {
         let mac = [2, 0, 0, 0, 0, n];
-        let gid = Gid::from_ipv4(Ipv4Addr::new(10, 0, 0, n));
         let config = EndpointConfig {
             mac,
             gids: vec![gid],

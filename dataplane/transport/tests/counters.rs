@@ -9,7 +9,7 @@
 use xroce_transport::testing::{Connection, Host, connect, qp_config};
 use xroce_transport::{
     Access, AttrMask, Counter, Counters, Gather, Instant, QpAttr, QpState, QpType, RecvWqe,
-    SendFlags, SendOp, SendWqe, SgeList, UdDest,
+    SendFlags, SendOp, SendWqe, SgeList, UdDest, WcStatus,
 };
 use xroce_wire::{
     AethRepr, BthRepr, EthernetAddress, Frame, FrameRepr, IbRepr, NakCode, Opcode, Pkey, Psn, Qpn,
@@ -231,13 +231,13 @@ fn a_frame_to_another_address_lands_in_rcvd_wrong_dgid() {
 }
 
 #[test]
-fn a_foreign_pkey_lands_in_rcvd_bad_pkey() {
+fn a_foreign_pkey_lands_in_bad_pkey_cntr() {
     let (mut a, mut b) = pair(QpType::Rc);
     let f = request(&mut a, write(64)).remove(0);
     let f = rewrite(&f, |_, ib, _| ib.bth.pkey = Pkey(0x1234));
     let before = counters(&b);
     give(&mut b, &f);
-    assert_counted(&b, &before, &[(Counter::rcvd_bad_pkey, 1)]);
+    assert_counted(&b, &before, &[(Counter::bad_pkey_cntr, 1)]);
 }
 
 #[test]
@@ -261,6 +261,156 @@ fn a_packet_for_no_qp_lands_in_rcvd_unknown_qpn() {
     let before = counters(&b);
     give(&mut b, &f);
     assert_counted(&b, &before, &[(Counter::rcvd_unknown_qpn, 1)]);
+}
+
+// ---------------------------------------------------------------------------------------
+// The connection's addresses and the keys (rxe's `check_addr` and `check_keys`).
+
+/// Sets the IP source (and destination) of a frame, keeping its family.
+fn readdress(frame: &[u8], src: Option<[u8; 4]>, dst: Option<[u8; 4]>) -> Vec<u8> {
+    rewrite(frame, |h, _, _| {
+        if let xroce_wire::IpRepr::Ipv4(ip) = &mut h.ip {
+            if let Some(src) = src {
+                ip.src_addr = src.into();
+            }
+            if let Some(dst) = dst {
+                ip.dst_addr = dst.into();
+            }
+        }
+    })
+}
+
+/// The same frame carried over IPv6 between the IPv4-mapped forms of its addresses.
+fn over_ipv6_mapped(frame: &[u8]) -> Vec<u8> {
+    rewrite(frame, |h, _, _| {
+        let xroce_wire::IpRepr::Ipv4(ip) = h.ip else {
+            panic!("an IPv4 frame")
+        };
+        h.ip = xroce_wire::IpRepr::Ipv6(xroce_wire::Ipv6Repr {
+            src_addr: ip.src_addr.to_ipv6_mapped(),
+            dst_addr: ip.dst_addr.to_ipv6_mapped(),
+            next_header: 17,
+            payload_len: 0,
+            dscp: 0,
+            ecn: 0,
+            flow_label: 0,
+            hop_limit: 64,
+        });
+        h.ethernet.ethertype = xroce_wire::EtherType::IPV6;
+    })
+}
+
+#[test]
+fn a_request_from_another_address_lands_in_rcvd_wrong_addr() {
+    for qp_type in [QpType::Rc, QpType::Uc] {
+        let (mut a, mut b) = pair(qp_type);
+        let f = request(&mut a, write(64)).remove(0);
+        let psn = b.endpoint.qp(QB).unwrap().diagnostics().expected_psn;
+        let before = counters(&b);
+        // Another address of the peer's host, then another host.
+        give(&mut b, &readdress(&f, Some([10, 0, 0, 3]), None));
+        give(&mut b, &readdress(&f, Some([192, 168, 1, 1]), None));
+        assert_counted(&b, &before, &[(Counter::rcvd_wrong_addr, 2)]);
+        assert!(take(&mut b).is_empty(), "{qp_type:?}: no answer");
+        assert_eq!(b.endpoint.qp(QB).unwrap().diagnostics().expected_psn, psn);
+        assert!(b.mem.region(0).bytes.iter().all(|&x| x == 0));
+        // The peer's own frame still goes through.
+        give(&mut b, &f);
+        assert_eq!(counters(&b).rcvd_wrong_addr, 2);
+        assert_ne!(b.endpoint.qp(QB).unwrap().diagnostics().expected_psn, psn);
+    }
+}
+
+#[test]
+fn a_request_to_another_of_our_addresses_lands_in_rcvd_wrong_addr() {
+    let (mut a, mut b) = pair(QpType::Rc);
+    // B has a second address: a frame to it passes the GID table (rcvd_wrong_dgid) but is
+    // not to the address the connection uses.
+    let second = xroce_wire::Gid::from_ipv4([10, 0, 0, 12].into());
+    b.endpoint.set_gids(vec![b.gid, second]);
+    let f = request(&mut a, write(64)).remove(0);
+    let before = counters(&b);
+    give(&mut b, &readdress(&f, None, Some([10, 0, 0, 12])));
+    assert_counted(&b, &before, &[(Counter::rcvd_wrong_addr, 1)]);
+    assert!(take(&mut b).is_empty());
+}
+
+#[test]
+fn an_ipv6_frame_with_the_peers_mapped_address_lands_in_rcvd_wrong_addr() {
+    let (mut a, mut b) = pair(QpType::Rc);
+    let f = request(&mut a, write(64)).remove(0);
+    let before = counters(&b);
+    give(&mut b, &over_ipv6_mapped(&f));
+    assert_counted(&b, &before, &[(Counter::rcvd_wrong_addr, 1)]);
+    assert!(take(&mut b).is_empty());
+}
+
+#[test]
+fn a_response_from_another_address_lands_in_rcvd_wrong_addr_and_completes_nothing() {
+    let (mut a, mut b) = pair(QpType::Rc);
+    let f = request(&mut a, write(64)).remove(0);
+    give(&mut b, &f);
+    let acks = take(&mut b);
+    assert_eq!(acks.len(), 1);
+    let before = counters(&a);
+    give(&mut a, &readdress(&acks[0], Some([10, 0, 0, 3]), None));
+    assert_counted(&a, &before, &[(Counter::rcvd_wrong_addr, 1)]);
+    assert!(
+        a.endpoint.poll_completion().is_none(),
+        "a forged ACK completes nothing"
+    );
+    give(&mut a, &acks[0]);
+    assert_eq!(
+        a.endpoint.poll_completion().unwrap().status,
+        WcStatus::Success
+    );
+}
+
+#[test]
+fn a_ud_datagram_from_any_address_is_delivered() {
+    let (mut a, mut b) = pair(QpType::Ud);
+    b.endpoint.post_recv(NOW, QB, recv(1, 256)).unwrap();
+    let qkey = Connection::default().qkey;
+    let f = ud_send(&mut a, &b, 64, qkey);
+    let before = counters(&b);
+    give(&mut b, &readdress(&f[0], Some([192, 168, 1, 1]), None));
+    assert_counted(&b, &before, &[]);
+    assert_eq!(
+        b.endpoint.poll_completion().unwrap().status,
+        WcStatus::Success
+    );
+}
+
+#[test]
+fn a_foreign_pkey_for_no_qp_lands_in_rcvd_unknown_qpn_as_in_rxe() {
+    // rxe looks the queue pair up before it checks the keys.
+    let (mut a, mut b) = pair(QpType::Rc);
+    let f = request(&mut a, write(64)).remove(0);
+    let f = rewrite(&f, |_, ib, _| {
+        ib.bth.pkey = Pkey(0x1234);
+        ib.bth.dest_qp = Qpn::new(0x999);
+    });
+    let before = counters(&b);
+    give(&mut b, &f);
+    assert_counted(&b, &before, &[(Counter::rcvd_unknown_qpn, 1)]);
+}
+
+#[test]
+fn a_limited_member_pkey_is_taken_and_a_zero_pkey_is_not() {
+    // IBTA 10.9.3: the port's P_Key is the full default (0xffff): the limited default
+    // (0x7fff) matches it, any other low 15 bits do not.
+    let (mut a, mut b) = pair(QpType::Rc);
+    let f = request(&mut a, write(64)).remove(0);
+    let before = counters(&b);
+    give(&mut b, &rewrite(&f, |_, ib, _| ib.bth.pkey = Pkey(0x8000)));
+    assert_counted(&b, &before, &[(Counter::bad_pkey_cntr, 1)]);
+    give(&mut b, &rewrite(&f, |_, ib, _| ib.bth.pkey = Pkey(0x7fff)));
+    assert_counted(&b, &before, &[(Counter::bad_pkey_cntr, 1)]);
+    assert_eq!(
+        take(&mut b).len(),
+        1,
+        "the ACK of the limited member's WRITE"
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -546,6 +696,95 @@ fn a_first_shorter_than_the_mtu_is_nakked_invalid_request() {
 }
 
 #[test]
+fn a_reth_longer_than_2_pow_31_is_nakked_invalid_request() {
+    let (mut a, mut b) = pair(QpType::Rc);
+    let f = request(&mut a, write(64));
+    let long = rewrite(&f[0], |_, ib, _| {
+        ib.reth.as_mut().unwrap().dma_len = (1 << 31) + 1;
+    });
+    nak_round_trip(
+        &mut a,
+        &mut b,
+        &[long],
+        NakCode::InvalidRequest,
+        Counter::sent_nak_invalid_request,
+        Counter::rcvd_nak_invalid_request,
+    );
+}
+
+#[test]
+fn a_misaligned_atomic_is_nakked_invalid_request() {
+    let (mut a, mut b) = pair(QpType::Rc);
+    let f = request(&mut a, fetch_add(1));
+    let odd = rewrite(&f[0], |_, ib, _| ib.atomic_eth.as_mut().unwrap().va += 4);
+    nak_round_trip(
+        &mut a,
+        &mut b,
+        &[odd],
+        NakCode::InvalidRequest,
+        Counter::sent_nak_invalid_request,
+        Counter::rcvd_nak_invalid_request,
+    );
+}
+
+#[test]
+fn a_read_to_a_qp_that_takes_none_is_nakked_invalid_request() {
+    // max_dest_rd_atomic 0 on B (and max_rd_atomic 0 on A, which then posts a WRITE that
+    // is turned into a READ on the way).
+    let c = Connection {
+        max_rd_atomic: 0,
+        ..Connection::default()
+    };
+    let (mut a, mut b) = pair_with(QpType::Rc, &c);
+    let f = request(&mut a, write(64));
+    let read = rewrite(&f[0], |_, ib, payload| {
+        ib.bth.opcode = Opcode::RC_RDMA_READ_REQUEST;
+        payload.clear();
+    });
+    nak_round_trip(
+        &mut a,
+        &mut b,
+        &[read],
+        NakCode::InvalidRequest,
+        Counter::sent_nak_invalid_request,
+        Counter::rcvd_nak_invalid_request,
+    );
+}
+
+#[test]
+fn an_rc_send_longer_than_its_receive_is_nakked_invalid_request() {
+    let (mut a, mut b) = pair(QpType::Rc);
+    b.endpoint.post_recv(NOW, QB, recv(1, 16)).unwrap();
+    let f = request(&mut a, wqe(1, SendOp::Send, 0, 64));
+    nak_round_trip(
+        &mut a,
+        &mut b,
+        &f,
+        NakCode::InvalidRequest,
+        Counter::sent_nak_invalid_request,
+        Counter::rcvd_nak_invalid_request,
+    );
+    let c = b.endpoint.poll_completion().unwrap();
+    assert_eq!((c.wr_id, c.status), (1, WcStatus::LocLenErr));
+}
+
+#[test]
+fn a_send_with_invalidate_of_a_foreign_rkey_is_nakked_invalid_request() {
+    let (mut a, mut b) = pair(QpType::Rc);
+    b.endpoint.post_recv(NOW, QB, recv(1, 256)).unwrap();
+    let inv = SendOp::SendWithInv { rkey: 0x0bad_0001 };
+    let f = request(&mut a, wqe(1, inv, 0, 64));
+    nak_round_trip(
+        &mut a,
+        &mut b,
+        &f,
+        NakCode::InvalidRequest,
+        Counter::sent_nak_invalid_request,
+        Counter::rcvd_nak_invalid_request,
+    );
+}
+
+#[test]
 fn a_write_with_a_bad_rkey_is_nakked_remote_access() {
     let (mut a, mut b) = pair(QpType::Rc);
     let f = request(&mut a, write(64));
@@ -691,6 +930,27 @@ fn a_plain_ack_for_a_read_lands_in_response_out_of_seq() {
 }
 
 #[test]
+fn a_read_response_into_a_local_buffer_that_refuses_it_fails_the_read() {
+    // rxe's `do_read`: the requester's own buffer refuses the data (here its lkey is not
+    // a region's): the READ completes with a local protection error; no drop, no NAK.
+    let (mut a, mut b) = pair(QpType::Rc);
+    let op = SendOp::Read {
+        remote_addr: BASE + 0x8000,
+        rkey: RKEY,
+    };
+    let mut w = wqe(1, op, 0, 64);
+    w.data = Gather::Sges(SgeList::single(BASE, 64, 0x9999));
+    let f = request(&mut a, w);
+    give(&mut b, &f[0]);
+    let response = take(&mut b);
+    let before = counters(&a);
+    give(&mut a, &response[0]);
+    assert_counted(&a, &before, &[]);
+    let c = a.endpoint.poll_completion().unwrap();
+    assert_eq!((c.wr_id, c.status), (1, WcStatus::LocProtErr));
+}
+
+#[test]
 fn a_read_response_for_a_write_lands_in_bad_response() {
     let (mut a, b) = pair(QpType::Rc);
     request(&mut a, write(64));
@@ -798,13 +1058,31 @@ fn ud_send(a: &mut Host, b: &Host, len: u32, qkey: u32) -> Vec<Vec<u8>> {
 }
 
 #[test]
-fn a_ud_send_with_a_foreign_qkey_lands_in_rcvd_bad_qkey() {
+fn a_ud_send_with_a_foreign_qkey_lands_in_qkey_viol_cntr() {
     let (mut a, mut b) = pair(QpType::Ud);
     b.endpoint.post_recv(NOW, QB, recv(1, 256)).unwrap();
     let f = ud_send(&mut a, &b, 64, 0x1234);
     let before = counters(&b);
     give(&mut b, &f[0]);
-    assert_counted(&b, &before, &[(Counter::rcvd_bad_qkey, 1)]);
+    assert_counted(&b, &before, &[(Counter::qkey_viol_cntr, 1)]);
+}
+
+#[test]
+fn a_controlled_qkey_in_a_work_request_sends_the_qps_own() {
+    // IBTA 10.2.5: a work request's Q_Key with the high bit set stands for the sending
+    // QP's own Q_Key (the same on both sides here), so the datagram gets in.
+    let (mut a, mut b) = pair(QpType::Ud);
+    b.endpoint.post_recv(NOW, QB, recv(1, 256)).unwrap();
+    let f = ud_send(&mut a, &b, 64, 0x8000_0001);
+    let deth = Frame::parse(&f[0]).unwrap().ib.deth.unwrap();
+    assert_eq!(deth.qkey.0, Connection::default().qkey);
+    let before = counters(&b);
+    give(&mut b, &f[0]);
+    assert_counted(&b, &before, &[]);
+    assert_eq!(
+        b.endpoint.poll_completion().unwrap().status,
+        WcStatus::Success
+    );
 }
 
 #[test]
@@ -843,8 +1121,9 @@ fn every_drop_or_nak_counter_is_exercised_here() {
         "rcvd_unknown_qpn",
         "rcvd_qp_not_ready",
         "rcvd_wrong_transport",
-        "rcvd_bad_pkey",
-        "rcvd_bad_qkey",
+        "rcvd_wrong_addr",
+        "bad_pkey_cntr",
+        "qkey_viol_cntr",
         "duplicate_request",
         "out_of_seq_request",
         "out_of_seq_dropped",

@@ -1,12 +1,14 @@
 //! Script-style tests: two hosts, one queue pair each, one operation at a time, with the
 //! exact outcome asserted (memory, completions, counters).
 
+use std::net::Ipv6Addr;
+
 use xroce_transport::testing::{Connection, Direction, Host, connect, exchange, run};
 use xroce_transport::{
-    Access, Completion, Gather, Instant, QpState, QpType, RecvWqe, SendFlags, SendOp, SendWqe,
-    SgeList, WcOpcode, WcStatus,
+    Access, Completion, Gather, Instant, NetworkHeader, QpState, QpType, RecvWqe, SendFlags,
+    SendOp, SendWqe, SgeList, WcOpcode, WcStatus,
 };
-use xroce_wire::{Frame, IbMtu, Opcode, Qpn};
+use xroce_wire::{Frame, Gid, IbMtu, Opcode, Qpn};
 
 const QA: Qpn = Qpn::new(0x11);
 const QB: Qpn = Qpn::new(0x22);
@@ -417,7 +419,42 @@ fn ud_send_delivers_the_grh_and_the_payload() {
     assert_eq!(grh[20] >> 4, 4, "an IPv4 header in the second half");
     assert_eq!(&grh[32..36], &[10, 0, 0, 1], "its source address");
     assert_eq!(region(&b, 40, 512), region(&a, 0, 512));
-    assert_eq!(completions(&mut a)[0].status, WcStatus::Success);
+    assert_eq!(rc[0].network_header, Some(NetworkHeader::Ipv4));
+    let sent = completions(&mut a);
+    assert_eq!(sent[0].status, WcStatus::Success);
+    assert_eq!(sent[0].network_header, None, "only receives say it");
+}
+
+#[test]
+fn ud_send_over_ipv6_delivers_the_ipv6_header_and_says_so() {
+    let c = Connection::default();
+    let (mut a, mut b) = pair(QpType::Ud, &c);
+    let v6 = |n: u16| Gid::from_ipv6(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, n));
+    a.endpoint.set_gids(vec![a.gid, v6(1)]);
+    b.endpoint.set_gids(vec![b.gid, v6(2)]);
+    fill(&mut a, 0, 64, 3);
+    b.endpoint
+        .post_recv(Instant::ZERO, QB, recv_wqe(3, 0, 40 + 64))
+        .unwrap();
+    let mut path = a.path_to(&b);
+    path.dgid = v6(2);
+    path.sgid_index = 1;
+    let mut wqe = send_wqe(4, SendOp::Send, 0, 64);
+    wqe.ud = Some(xroce_transport::UdDest {
+        path,
+        remote_qpn: QB.value(),
+        remote_qkey: c.qkey,
+    });
+    a.endpoint.post_send(Instant::ZERO, QA, wqe).unwrap();
+    exchange(&mut a, &mut b, Instant::ZERO, &mut lossless);
+    let rc = completions(&mut b);
+    assert_eq!((rc.len(), rc[0].byte_len), (1, 104));
+    assert_eq!(rc[0].network_header, Some(NetworkHeader::Ipv6));
+    let grh = region(&b, 0, 40);
+    assert_eq!(grh[0] >> 4, 6, "an IPv6 header in all 40 bytes");
+    assert_eq!(&grh[8..24], &v6(1).0, "its source address");
+    assert_eq!(&grh[24..40], &v6(2).0, "its destination address");
+    assert_eq!(region(&b, 40, 64), region(&a, 0, 64));
 }
 
 #[test]
@@ -436,7 +473,7 @@ fn ud_send_with_the_wrong_qkey_is_dropped_and_counted() {
     a.endpoint.post_send(Instant::ZERO, QA, wqe).unwrap();
     exchange(&mut a, &mut b, Instant::ZERO, &mut lossless);
     assert!(completions(&mut b).is_empty());
-    assert_eq!(b.endpoint.counters().rcvd_bad_qkey, 1);
+    assert_eq!(b.endpoint.counters().qkey_viol_cntr, 1);
 }
 
 #[test]

@@ -7,6 +7,7 @@
 //! hosts' own interfaces tcpdump sees none of the daemons' frames (AF_XDP transmit skips
 //! the kernel's packet taps, and XDP redirects received frames before the taps).
 
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -14,6 +15,8 @@ use std::time::{Duration, Instant};
 use verbs_shm::client::{Access, QpInit, QpType, RecvWr, SendOp, SendWr, Sge, UdTarget};
 use xroce_lab::daemons::{TwoHosts, connect, counter, ud_ready, wait_completions};
 use xroce_lab::{LabConfig, Side, require_root};
+
+use crate::Network;
 
 /// tcpdump in a namespace, stopped (SIGINT, so that it finishes its file) on drop.
 struct Capture {
@@ -108,10 +111,15 @@ impl Drop for Capture {
     }
 }
 
-#[test]
-#[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]
-fn a_capture_of_the_daemons_traffic_passes_the_icrc_check() {
+over_networks!(capture:
+    a_capture_of_the_daemons_traffic_passes_the_icrc_check => IPV4,
+    a_capture_of_the_daemons_ipv6_traffic_passes_the_icrc_check => IPV6,
+);
+
+/// The capture is always taken on the router: `network` gives the address family.
+fn capture(network: Network) {
     require_root();
+    let family = network.family;
     let config = LabConfig {
         router: true,
         ..LabConfig::default()
@@ -134,8 +142,8 @@ fn a_capture_of_the_daemons_traffic_passes_the_icrc_check() {
     // RC: WRITE, READ back, SEND with immediate the other way, then atomics.
     let qa = pa.create_qp(&QpInit::new(QpType::Rc, &cqa, &cqa)).unwrap();
     let qb = pb.create_qp(&QpInit::new(QpType::Rc, &cqb, &cqb)).unwrap();
-    connect(&qa, hosts.av(Side::A), qb.qpn(), 0x100, 0x200).unwrap();
-    connect(&qb, hosts.av(Side::B), qa.qpn(), 0x200, 0x100).unwrap();
+    connect(&qa, hosts.av_over(Side::A, family), qb.qpn(), 0x100, 0x200).unwrap();
+    connect(&qb, hosts.av_over(Side::B, family), qa.qpn(), 0x200, 0x100).unwrap();
     let data: Vec<u8> = (0..100_000u32).map(|i| (i * 7 % 253) as u8).collect();
     assert!(ma.write(0, &data));
     let sge = |mr: &verbs_shm::client::Mr, off: u64, len: usize| {
@@ -200,8 +208,8 @@ fn a_capture_of_the_daemons_traffic_passes_the_icrc_check() {
     ud_ready(&ua, 0x1234, 1).unwrap();
     ud_ready(&ub, 0x1234, 2).unwrap();
     let (aha, ahb) = (
-        pa.create_ah(&hosts.av(Side::A)).unwrap(),
-        pb.create_ah(&hosts.av(Side::B)).unwrap(),
+        pa.create_ah(&hosts.av_over(Side::A, family)).unwrap(),
+        pb.create_ah(&hosts.av_over(Side::B, family)).unwrap(),
     );
     for (from, to, mr_from, mr_to, ah, to_qpn, cq_from, cq_to) in [
         (&ua, &ub, &ma, &mb, &aha, ub.qpn(), &cqa, &cqb),
@@ -292,4 +300,15 @@ fn a_capture_of_the_daemons_traffic_passes_the_icrc_check() {
             "no {opcode} in the capture"
         );
     }
+    // Every packet went to or from A's address of the family asked for.
+    let a = match hosts.lab.host(Side::A).address(family) {
+        IpAddr::V4(a) => format!(" {a}:"),
+        IpAddr::V6(a) => format!(" [{a}]:"),
+    };
+    let lines: Vec<&str> = text.lines().filter(|l| l.contains(" -> ")).collect();
+    assert_eq!(lines.len() as u64, packets);
+    assert!(
+        lines.iter().all(|l| l.contains(&a)),
+        "a packet without {a}: {text}"
+    );
 }

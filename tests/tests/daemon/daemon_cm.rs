@@ -118,6 +118,20 @@ impl End {
         self.expect(event::ROUTE_RESOLVED);
     }
 
+    /// A new id resolved toward `to` with a QP in INIT, connecting with `private` data:
+    /// `rdma_connect`'s steps. Returns the id and its QP.
+    fn connect(&self, to: SocketAddr, private: &[u8]) -> (u64, Qp) {
+        let id = self.id();
+        self.resolve(id, to);
+        let qp = self.qp();
+        self.move_qp(id, &qp, &[INIT]);
+        self.cm(CmRequest::Connect {
+            id,
+            param: param(&qp, private),
+        });
+        (id, qp)
+    }
+
     fn listen(&self, port: u16) -> u64 {
         let id = self.id();
         self.cm(CmRequest::Bind {
@@ -154,14 +168,7 @@ fn a_connection_carries_a_write_and_is_disconnected_from_either_side() {
         let (a, b) = (side(&hosts, Side::A), side(&hosts, Side::B));
         let listener = b.listen(7174);
 
-        let ca = a.id();
-        a.resolve(ca, SocketAddr::new(b.ip, 7174));
-        let qa = a.qp();
-        a.move_qp(ca, &qa, &[INIT]);
-        a.cm(CmRequest::Connect {
-            id: ca,
-            param: param(&qa, b"hello from a"),
-        });
+        let (ca, qa) = a.connect(SocketAddr::new(b.ip, 7174), b"hello from a");
 
         let req = b.expect(event::CONNECT_REQUEST);
         assert_eq!(req.listen_id, listener);
@@ -239,14 +246,7 @@ fn rejects_and_a_port_nobody_listens_on_are_reported() {
     b.listen(7175);
 
     // The listener rejects, with private data.
-    let ca = a.id();
-    a.resolve(ca, SocketAddr::new(b.ip, 7175));
-    let qa = a.qp();
-    a.move_qp(ca, &qa, &[INIT]);
-    a.cm(CmRequest::Connect {
-        id: ca,
-        param: param(&qa, b""),
-    });
+    let (_ca, _qa) = a.connect(SocketAddr::new(b.ip, 7175), b"");
     let req = b.expect(event::CONNECT_REQUEST);
     b.cm(CmRequest::Reject {
         id: req.id,
@@ -257,14 +257,7 @@ fn rejects_and_a_port_nobody_listens_on_are_reported() {
     assert_eq!(&rej.private_data[..9], b"not today");
 
     // Nobody listens on 7176: the daemon there answers REJ 8.
-    let c2 = a.id();
-    a.resolve(c2, SocketAddr::new(b.ip, 7176));
-    let q2 = a.qp();
-    a.move_qp(c2, &q2, &[INIT]);
-    a.cm(CmRequest::Connect {
-        id: c2,
-        param: param(&q2, b""),
-    });
+    let (_c2, _q2) = a.connect(SocketAddr::new(b.ip, 7176), b"");
     let rej = a.expect(event::REJECTED);
     assert_eq!(rej.status, REJ_INVALID_SERVICE_ID);
 }
@@ -276,14 +269,7 @@ fn the_peer_of_an_application_that_dies_is_disconnected() {
     let hosts = TwoHosts::start(&LabConfig::default(), &[]).expect("lab with two daemons");
     let (a, b) = (side(&hosts, Side::A), side(&hosts, Side::B));
     b.listen(7177);
-    let ca = a.id();
-    a.resolve(ca, SocketAddr::new(b.ip, 7177));
-    let qa = a.qp();
-    a.move_qp(ca, &qa, &[INIT]);
-    a.cm(CmRequest::Connect {
-        id: ca,
-        param: param(&qa, b""),
-    });
+    let (ca, qa) = a.connect(SocketAddr::new(b.ip, 7177), b"");
     let req = b.expect(event::CONNECT_REQUEST);
     let qb = b.qp();
     b.move_qp(req.id, &qb, &[INIT, RTR, RTS]);

@@ -12,15 +12,18 @@
 //! rest of its pages, which the daemon maps too) never change; and afterwards the healthy
 //! queue pair carries WRITE, READ and SEND with every byte checked.
 
+use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use verbs_shm::client::{Access, Context, Mr, QpInit, QpType, RecvWr, SendOp, SendWr, Sge};
 use xroce_lab::daemons::{TwoHosts, connect, counter, wait_completions};
-use xroce_lab::{Lab, Side, require_root};
+use xroce_lab::{Family, Lab, Side, require_root};
 use xroce_wire::{
     AtomicEthRepr, BthRepr, EthernetAddress, FrameRepr, IbRepr, Opcode, Pkey, Psn, Qpn, RethRepr,
     Rkey,
 };
+
+use crate::Network;
 
 const PAGE: usize = 4096;
 /// The application buffer on the target side: five pages.
@@ -85,13 +88,13 @@ fn pattern(seed: u64, len: usize) -> Vec<u8> {
 }
 
 /// An AF_PACKET socket bound to one interface, for frames exactly as given.
-struct RawSocket {
+pub(crate) struct RawSocket {
     fd: std::os::fd::OwnedFd,
 }
 
 impl RawSocket {
     /// Opens it in the calling thread's network namespace.
-    fn open(interface: &str) -> std::io::Result<RawSocket> {
+    pub(crate) fn open(interface: &str) -> std::io::Result<RawSocket> {
         use std::os::fd::FromRawFd;
         let name = std::ffi::CString::new(interface).unwrap();
         // Safety: `name` is a valid C string.
@@ -125,7 +128,7 @@ impl RawSocket {
         Ok(RawSocket { fd })
     }
 
-    fn send(&self, frame: &[u8]) {
+    pub(crate) fn send(&self, frame: &[u8]) {
         use std::os::fd::AsRawFd;
         // Safety: `frame` is a live buffer of the given length.
         let n = unsafe { libc::send(self.fd.as_raw_fd(), frame.as_ptr().cast(), frame.len(), 0) };
@@ -138,23 +141,57 @@ impl RawSocket {
     }
 }
 
-/// Builds frames from the peer (B) to the target daemon (A), as B's daemon would.
+/// Builds frames from the peer (B) to the target daemon (A), as B's daemon would, between
+/// their addresses of one family.
 struct Forger {
     envelope: FrameRepr,
 }
 
 impl Forger {
-    fn new(lab: &Lab) -> Forger {
+    fn new(lab: &Lab, family: Family) -> Forger {
         let (b, a) = (lab.host(Side::B), lab.host(Side::A));
-        Forger {
-            envelope: FrameRepr::ipv4(
-                EthernetAddress(b.mac),
-                EthernetAddress(b.next_hop_mac),
-                b.ipv4,
-                a.ipv4,
-                0xc123,
-            ),
+        let (from, to) = (EthernetAddress(b.mac), EthernetAddress(b.next_hop_mac));
+        let envelope = match (b.address(family), a.address(family)) {
+            (IpAddr::V4(src), IpAddr::V4(dst)) => FrameRepr::ipv4(from, to, src, dst, 0xc123),
+            (IpAddr::V6(src), IpAddr::V6(dst)) => FrameRepr::ipv6(from, to, src, dst, 0xc123),
+            other => panic!("hosts of two families: {other:?}"),
+        };
+        Forger { envelope }
+    }
+
+    /// The length of its frames' IP header.
+    fn ip_len(&self) -> usize {
+        self.envelope.ip.header_len()
+    }
+
+    /// Where the IB headers of its frames start.
+    fn ib_start(&self) -> usize {
+        14 + self.ip_len() + 8
+    }
+
+    /// Cuts `frame` to `len` bytes and makes the IP and UDP lengths (and the IPv4 header
+    /// checksum) agree, so that only the IB part is short.
+    fn truncate_consistently(&self, mut frame: Vec<u8>, len: usize) -> Vec<u8> {
+        frame.truncate(len);
+        let udp_len = (len - 14 - self.ip_len()) as u16;
+        frame[14 + self.ip_len() + 4..][..2].copy_from_slice(&udp_len.to_be_bytes());
+        if self.ip_len() == 40 {
+            // IPv6: the payload length (no header checksum).
+            frame[14 + 4..14 + 6].copy_from_slice(&udp_len.to_be_bytes());
+            return frame;
         }
+        let ip_len = (len - 14) as u16;
+        frame[14 + 2..14 + 4].copy_from_slice(&ip_len.to_be_bytes());
+        frame[14 + 10..14 + 12].fill(0);
+        let mut sum: u32 = frame[14..34]
+            .chunks(2)
+            .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+            .sum();
+        while sum > 0xffff {
+            sum = (sum & 0xffff) + (sum >> 16);
+        }
+        frame[14 + 10..14 + 12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+        frame
     }
 
     /// A whole, valid frame.
@@ -194,31 +231,6 @@ fn write_ib(qpn: u32, psn: u32, va: u64, rkey: u32, dma_len: u32) -> IbRepr {
     ib
 }
 
-/// Offsets of the IPv4 total length and UDP length in the forger's frames.
-const IP_TOTAL_LEN: usize = 14 + 2;
-const UDP_LEN: usize = 14 + 20 + 4;
-const IB_START: usize = 14 + 20 + 8;
-
-/// Cuts `frame` to `len` bytes and makes the IPv4 and UDP lengths (and the IPv4 header
-/// checksum) agree, so that only the IB part is short.
-fn truncate_consistently(mut frame: Vec<u8>, len: usize) -> Vec<u8> {
-    frame.truncate(len);
-    let ip_len = (len - 14) as u16;
-    frame[IP_TOTAL_LEN..IP_TOTAL_LEN + 2].copy_from_slice(&ip_len.to_be_bytes());
-    let udp_len = (len - 14 - 20) as u16;
-    frame[UDP_LEN..UDP_LEN + 2].copy_from_slice(&udp_len.to_be_bytes());
-    frame[14 + 10..14 + 12].fill(0);
-    let mut sum: u32 = frame[14..34]
-        .chunks(2)
-        .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
-        .sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    frame[14 + 10..14 + 12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
-    frame
-}
-
 fn qp_state(ctx: &Context, qpn: u32) -> String {
     ctx.qp_stats()
         .unwrap()
@@ -228,11 +240,15 @@ fn qp_state(ctx: &Context, qpn: u32) -> String {
         .unwrap_or_else(|| "gone".into())
 }
 
-#[test]
-#[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]
-fn hostile_frames_land_in_counters_and_touch_nothing() {
+over_networks!(hostile_frames:
+    hostile_frames_land_in_counters_and_touch_nothing => IPV4,
+    hostile_ipv6_frames_land_in_counters_and_touch_nothing => IPV6,
+);
+
+fn hostile_frames(network: Network) {
     require_root();
-    let mut hosts = TwoHosts::start(&xroce_lab::LabConfig::default(), &[]).expect("lab");
+    let family = network.family;
+    let mut hosts = TwoHosts::start(&network.lab(), &[]).expect("lab");
     let (ca, cb) = (hosts.open(Side::A).unwrap(), hosts.open(Side::B).unwrap());
 
     // The target: a region registered in the middle of a buffer whose other bytes (on the
@@ -253,8 +269,22 @@ fn hostile_frames_land_in_counters_and_touch_nothing() {
     let pb = cb.alloc_pd().unwrap();
     let cqb = cb.create_cq(64, None).unwrap();
     let peer = pb.create_qp(&QpInit::new(QpType::Rc, &cqb, &cqb)).unwrap();
-    connect(&healthy, hosts.av(Side::A), peer.qpn(), 0x777, PSN_HEALTHY).unwrap();
-    connect(&peer, hosts.av(Side::B), healthy.qpn(), PSN_HEALTHY, 0x777).unwrap();
+    connect(
+        &healthy,
+        hosts.av_over(Side::A, family),
+        peer.qpn(),
+        0x777,
+        PSN_HEALTHY,
+    )
+    .unwrap();
+    connect(
+        &peer,
+        hosts.av_over(Side::B, family),
+        healthy.qpn(),
+        PSN_HEALTHY,
+        0x777,
+    )
+    .unwrap();
     let mb = pb.alloc_mr(64 << 10, Access::ALL).unwrap();
 
     // The peer writes the whole region once: 8 packets, so the target expects PSN + 8.
@@ -298,8 +328,22 @@ fn hostile_frames_land_in_counters_and_touch_nothing() {
                 (pd, cq),
             )
         };
-        connect(&t, hosts.av(Side::A), p.qpn(), 0x777, PSN_VICTIM).unwrap();
-        connect(&p, hosts.av(Side::B), t.qpn(), PSN_VICTIM, 0x777).unwrap();
+        connect(
+            &t,
+            hosts.av_over(Side::A, family),
+            p.qpn(),
+            0x777,
+            PSN_VICTIM,
+        )
+        .unwrap();
+        connect(
+            &p,
+            hosts.av_over(Side::B, family),
+            t.qpn(),
+            PSN_VICTIM,
+            0x777,
+        )
+        .unwrap();
         victims.push(t.qpn());
         keep.push((t, p, cq, pcq));
     }
@@ -311,7 +355,8 @@ fn hostile_frames_land_in_counters_and_touch_nothing() {
     let other_bytes = pattern(0x0e0e, PAGE);
     assert!(other_mr.write(0, &other_bytes));
 
-    let forger = Forger::new(&hosts.lab);
+    let forger = Forger::new(&hosts.lab, family);
+    let ib_start = forger.ib_start();
     let evil = vec![0xeeu8; 64];
     let h = healthy.qpn();
     let mut frames: Vec<(&str, Vec<Vec<u8>>, &str)> = Vec::new();
@@ -322,17 +367,17 @@ fn hostile_frames_land_in_counters_and_touch_nothing() {
     let n = bad_icrc.len();
     bad_icrc[n - 1] ^= 0x01;
     let mut flipped = good.clone();
-    flipped[IB_START + 12 + 16 + 3] ^= 0x80; // a payload bit
+    flipped[ib_start + 12 + 16 + 3] ^= 0x80; // a payload bit
     frames.push(("bad ICRC", vec![bad_icrc, flipped], "rcvd_icrc_err"));
     frames.push((
         "truncated headers",
         vec![
             // BTH cut in half.
-            truncate_consistently(good.clone(), IB_START + 8),
+            forger.truncate_consistently(good.clone(), ib_start + 8),
             // BTH whole, RETH cut.
-            truncate_consistently(good.clone(), IB_START + 12 + 8),
+            forger.truncate_consistently(good.clone(), ib_start + 12 + 8),
             // IP and UDP lengths claiming more than the frame holds.
-            good[..IB_START + 20].to_vec(),
+            good[..ib_start + 20].to_vec(),
         ],
         "rcvd_malformed",
     ));
@@ -349,11 +394,14 @@ fn hostile_frames_land_in_counters_and_touch_nothing() {
     frames.push((
         "wrong P_Key",
         vec![forger.frame(&wrong_pkey, &evil)],
-        "rcvd_bad_pkey",
+        "bad_pkey_cntr",
     ));
-    let mut elsewhere = Forger::new(&hosts.lab);
-    if let xroce_wire::IpRepr::Ipv4(ref mut ip) = elsewhere.envelope.ip {
-        ip.dst_addr = [10, 77, 0, 99].into();
+    let mut elsewhere = Forger::new(&hosts.lab, family);
+    match elsewhere.envelope.ip {
+        xroce_wire::IpRepr::Ipv4(ref mut ip) => ip.dst_addr = [10, 77, 0, 99].into(),
+        xroce_wire::IpRepr::Ipv6(ref mut ip) => {
+            ip.dst_addr = "fd00:77::99".parse().expect("an address");
+        }
     }
     frames.push((
         "wrong destination GID",
@@ -492,7 +540,7 @@ fn hostile_frames_land_in_counters_and_touch_nothing() {
             "rcvd_icrc_err",
             "rcvd_malformed",
             "rcvd_unknown_qpn",
-            "rcvd_bad_pkey",
+            "bad_pkey_cntr",
             "rcvd_wrong_dgid",
         ];
         for c in dropped_early.iter().filter(|c| *c != name) {

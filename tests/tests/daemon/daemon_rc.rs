@@ -9,6 +9,8 @@ use verbs_shm::client::{
 use verbs_shm::contract::RecvWqe;
 use xroce_lab::daemons::{TwoHosts, connect, counter};
 use xroce_lab::{LabConfig, Side, require_root};
+
+use crate::Network;
 use zerocopy::FromZeros;
 
 /// `ibv_wc_status` values.
@@ -34,11 +36,16 @@ fn wait(cq: &Cq, n: usize) -> Vec<WorkCompletion> {
     got
 }
 
-#[test]
-#[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]
-fn rc_write_read_send_atomics_between_two_daemons() {
+over_networks!(rc_write_read_send_atomics:
+    rc_write_read_send_atomics_between_two_daemons => IPV4,
+    rc_write_read_send_atomics_over_ipv6 => IPV6,
+    rc_write_read_send_atomics_over_ipv6_link_local => IPV6_LINK_LOCAL,
+    rc_write_read_send_atomics_over_routed_ipv6 => ROUTED_IPV6,
+);
+
+fn rc_write_read_send_atomics(network: Network) {
     require_root();
-    let hosts = TwoHosts::start(&LabConfig::default(), &[]).expect("lab with two daemons");
+    let hosts = TwoHosts::start(&network.lab(), &[]).expect("lab with two daemons");
     let (ca, cb) = (hosts.open(Side::A).unwrap(), hosts.open(Side::B).unwrap());
     let (pa, pb) = (ca.alloc_pd().unwrap(), cb.alloc_pd().unwrap());
     let all = Access::ALL;
@@ -56,8 +63,23 @@ fn rc_write_read_send_atomics_between_two_daemons() {
     let qb = pb
         .create_qp(&QpInit::new(QpType::Rc, &qb_cq, &qb_cq))
         .unwrap();
-    connect(&qa, hosts.av(Side::A), qb.qpn(), 0x1000, 0x2000).unwrap();
-    connect(&qb, hosts.av(Side::B), qa.qpn(), 0x2000, 0x1000).unwrap();
+    let family = network.family;
+    connect(
+        &qa,
+        hosts.av_over(Side::A, family),
+        qb.qpn(),
+        0x1000,
+        0x2000,
+    )
+    .unwrap();
+    connect(
+        &qb,
+        hosts.av_over(Side::B, family),
+        qa.qpn(),
+        0x2000,
+        0x1000,
+    )
+    .unwrap();
 
     // WRITE 100 000 bytes A -> B.
     let data: Vec<u8> = (0..100_000u32).map(|i| (i * 31 % 251) as u8).collect();
@@ -177,6 +199,9 @@ fn rc_write_read_send_atomics_between_two_daemons() {
     };
     assert!(value("sent_pkts") > 100, "{stats:?}");
     assert_eq!(value("rcvd_icrc_err"), 0);
+    // Every packet came from the path's peer to the path's source GID.
+    assert_eq!(value("rcvd_wrong_addr"), 0, "{stats:?}");
+    assert_eq!(value("rcvd_wrong_dgid"), 0, "{stats:?}");
 }
 
 /// `post_send` and `post_recv` with a refused work request in the middle of a list: the
@@ -368,4 +393,32 @@ fn a_malformed_receive_completes_with_an_error() {
         counter(&cb.stats().unwrap(), "bad_work_requests"),
         before + 1
     );
+}
+
+/// A refused modify carries its reason to the Rust API's error, and the daemon logs it
+/// with the application and the queue pair: here a path from the IPv6 GID to the peer's
+/// IPv4 address, which no RoCE device can take. The queue pair stays in INIT.
+#[test]
+#[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]
+fn a_path_across_address_families_is_refused_with_its_reason() {
+    require_root();
+    let p = Pair::new(false);
+    let mut av = p.hosts.av(Side::A);
+    av.sgid_index = xroce_lab::Family::Ipv6.gid_index();
+    let refused = connect(&p.qa, av, p.qb.qpn(), 0x100, 0x200).expect_err("refused");
+    let (a, b) = (p.hosts.lab.host(Side::A), p.hosts.lab.host(Side::B));
+    let reason = format!(
+        "GID 1 ({}) is IPv6 and the destination {} is IPv4",
+        a.ipv6, b.ipv4
+    );
+    let text = refused.to_string();
+    assert!(text.contains(&reason), "{text}");
+    assert_eq!(refused.errno(), libc::EINVAL);
+    assert_eq!(p.qa.query().unwrap().qp_state, 1, "still in INIT");
+    let log = std::fs::read_to_string(p.hosts.log(Side::A)).unwrap();
+    let expected = format!(
+        "ibv_modify_qp of QP {:#x} to RTR refused: {reason}",
+        p.qa.qpn()
+    );
+    assert!(log.contains(&expected), "{expected:?} not in:\n{log}");
 }

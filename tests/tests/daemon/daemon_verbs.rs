@@ -1,6 +1,7 @@
 //! The verbs beyond RC basics, end to end through two daemons: UD with its GRH, UC, shared
 //! receive queues and their limit event, completion channels, loopback inside one daemon.
 
+use std::net::IpAddr;
 use std::time::Duration;
 
 use verbs_shm::client::{
@@ -8,20 +9,30 @@ use verbs_shm::client::{
 };
 use verbs_shm::contract::RecvWqe;
 use xroce_lab::daemons::{POST_BITS_ONLY, TwoHosts, connect, counter, ud_ready, wait_completions};
-use xroce_lab::{LabConfig, Side, require_root};
+use xroce_lab::{Family, Side, require_root};
+
+use crate::Network;
 use zerocopy::FromZeros;
 
 fn hosts() -> TwoHosts {
+    hosts_on(Network::IPV4)
+}
+
+fn hosts_on(network: Network) -> TwoHosts {
     require_root();
     // The pollers find work through post bits alone: every ring these tests post to
     // (send, receive, SRQ; RC, UC, UD; loopback) must set its bit.
-    TwoHosts::start(&LabConfig::default(), POST_BITS_ONLY).expect("lab with two daemons")
+    TwoHosts::start(&network.lab(), POST_BITS_ONLY).expect("lab with two daemons")
 }
 
-#[test]
-#[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]
-fn ud_send_arrives_with_its_grh_and_source_qp() {
-    let h = hosts();
+over_networks!(ud_send_with_grh:
+    ud_send_arrives_with_its_grh_and_source_qp => IPV4,
+    ud_send_arrives_with_its_ipv6_header_and_source_qp => IPV6,
+    ud_send_over_ipv6_link_local_arrives_with_its_ipv6_header => IPV6_LINK_LOCAL,
+);
+
+fn ud_send_with_grh(network: Network) {
+    let h = hosts_on(network);
     let (ca, cb) = (h.open(Side::A).unwrap(), h.open(Side::B).unwrap());
     let (pa, pb) = (ca.alloc_pd().unwrap(), cb.alloc_pd().unwrap());
     let (ma, mb) = (
@@ -48,7 +59,15 @@ fn ud_send_arrives_with_its_grh_and_source_qp() {
     .unwrap();
     let payload: Vec<u8> = (0..1000u32).map(|i| i as u8).collect();
     assert!(ma.write(0, &payload));
-    let ah = pa.create_ah(&h.av(Side::A)).unwrap();
+    // A's hop limit for its packets, which paths take as rxe's do (the address vector
+    // asks for 64).
+    let (a, b) = (h.lab.host(Side::A), h.lab.host(Side::B));
+    let hop_limit = match a.address(network.family) {
+        IpAddr::V4(_) => "net.ipv4.ip_default_ttl".to_owned(),
+        IpAddr::V6(_) => format!("net.ipv6.conf.{}.hop_limit", a.interface),
+    };
+    xroce_lab::netns::sysctl(&a.netns, &hop_limit, "33").expect("sysctl");
+    let ah = pa.create_ah(&h.av_over(Side::A, network.family)).unwrap();
     let sge = [Sge {
         addr: ma.addr(),
         length: 1000,
@@ -71,21 +90,42 @@ fn ud_send_arrives_with_its_grh_and_source_qp() {
     assert_ne!(c.wc_flags & 1, 0, "IBV_WC_GRH");
     let mut grh = [0u8; 40];
     assert!(mb.read(0, &mut grh));
-    assert!(
-        grh[..20].iter().all(|&b| b == 0),
-        "IPv4 header in the second half: {grh:?}"
-    );
-    assert_eq!(grh[20] >> 4, 4);
-    assert_eq!(&grh[32..36], &h.lab.host(Side::A).ipv4.octets());
+    match (a.address(network.family), b.address(network.family)) {
+        (IpAddr::V4(from), _) => {
+            assert!(
+                grh[..20].iter().all(|&b| b == 0),
+                "IPv4 header in the second half: {grh:?}"
+            );
+            assert_eq!(grh[20] >> 4, 4);
+            assert_eq!(&grh[32..36], &from.octets());
+            assert_eq!(grh[28], 33, "the TTL of A's route");
+        }
+        (IpAddr::V6(from), IpAddr::V6(to)) => {
+            // rxe copies the whole IPv6 header into the GRH area: version 6, traffic
+            // class and flow label 0, the payload length (UDP header, BTH, DETH,
+            // immediate, payload, ICRC), next header UDP, the hop limit of A's route, the
+            // addresses.
+            assert_eq!(&grh[..4], &[0x60, 0, 0, 0], "{grh:?}");
+            let udp_len = 8 + 12 + 8 + 4 + 1000 + 4;
+            assert_eq!(u16::from_be_bytes([grh[4], grh[5]]), udp_len);
+            assert_eq!((grh[6], grh[7]), (17, 33));
+            assert_eq!(&grh[8..24], &from.octets());
+            assert_eq!(&grh[24..40], &to.octets());
+        }
+        other => panic!("hosts of two families: {other:?}"),
+    }
     let mut got = vec![0u8; 1000];
     assert!(mb.read(40, &mut got));
     assert_eq!(got, payload);
 }
 
-#[test]
-#[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]
-fn uc_write_with_immediate_and_send() {
-    let h = hosts();
+over_networks!(uc_write_with_immediate_and_send_over:
+    uc_write_with_immediate_and_send => IPV4,
+    uc_write_with_immediate_and_send_over_ipv6 => IPV6,
+);
+
+fn uc_write_with_immediate_and_send_over(network: Network) {
+    let h = hosts_on(network);
     let (ca, cb) = (h.open(Side::A).unwrap(), h.open(Side::B).unwrap());
     let (pa, pb) = (ca.alloc_pd().unwrap(), cb.alloc_pd().unwrap());
     let (ma, mb) = (
@@ -98,8 +138,8 @@ fn uc_write_with_immediate_and_send() {
     );
     let qa = pa.create_qp(&QpInit::new(QpType::Uc, &cqa, &cqa)).unwrap();
     let qb = pb.create_qp(&QpInit::new(QpType::Uc, &cqb, &cqb)).unwrap();
-    connect(&qa, h.av(Side::A), qb.qpn(), 10, 20).unwrap();
-    connect(&qb, h.av(Side::B), qa.qpn(), 20, 10).unwrap();
+    connect(&qa, h.av_over(Side::A, network.family), qb.qpn(), 10, 20).unwrap();
+    connect(&qb, h.av_over(Side::B, network.family), qa.qpn(), 20, 10).unwrap();
     let rsge = [Sge {
         addr: mb.addr() + 32768,
         length: 4096,
@@ -178,7 +218,7 @@ fn expect_event(ctx: &Context, event_type: u32, element: u32, name: &str) {
     assert_eq!((ev.event_type, ev.element), (event_type, element), "{name}");
 }
 
-fn srq_pairs(h: &TwoHosts, n: usize) -> SrqPairs {
+fn srq_pairs(h: &TwoHosts, family: Family, n: usize) -> SrqPairs {
     let (ca, cb) = (h.open(Side::A).unwrap(), h.open(Side::B).unwrap());
     let (pa, pb) = (ca.alloc_pd().unwrap(), cb.alloc_pd().unwrap());
     let (ma, mb) = (
@@ -197,8 +237,8 @@ fn srq_pairs(h: &TwoHosts, n: usize) -> SrqPairs {
         .map(|_| pa.create_qp(&QpInit::new(QpType::Rc, &cqa, &cqa)).unwrap())
         .collect();
     for (qa, qb) in a.iter().zip(&b) {
-        connect(qa, h.av(Side::A), qb.qpn(), 100, 200).unwrap();
-        connect(qb, h.av(Side::B), qa.qpn(), 200, 100).unwrap();
+        connect(qa, h.av_over(Side::A, family), qb.qpn(), 100, 200).unwrap();
+        connect(qb, h.av_over(Side::B, family), qa.qpn(), 200, 100).unwrap();
     }
     SrqPairs {
         cb,
@@ -212,10 +252,13 @@ fn srq_pairs(h: &TwoHosts, n: usize) -> SrqPairs {
     }
 }
 
-#[test]
-#[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]
-fn shared_receive_queue_feeds_two_qps_and_raises_its_limit_event() {
-    let h = hosts();
+over_networks!(shared_receive_queue:
+    shared_receive_queue_feeds_two_qps_and_raises_its_limit_event => IPV4,
+    shared_receive_queue_feeds_two_qps_over_ipv6 => IPV6,
+);
+
+fn shared_receive_queue(network: Network) {
+    let h = hosts_on(network);
     let SrqPairs {
         cb,
         ma,
@@ -225,7 +268,7 @@ fn shared_receive_queue_feeds_two_qps_and_raises_its_limit_event() {
         a,
         b,
         ..
-    } = srq_pairs(&h, 2);
+    } = srq_pairs(&h, network.family, 2);
     let (a1, a2, b1, b2) = (&a[0], &a[1], &b[0], &b[1]);
     for i in 0..4u64 {
         let sge = [Sge {
@@ -327,10 +370,14 @@ fn completion_channel_wakes_a_blocked_reader_and_solicited_only_waits() {
     assert_eq!((c[0].wr_id, c[1].wr_id, c[1].solicited), (1, 2, 1));
 }
 
-#[test]
-#[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]
-fn loopback_between_two_qps_of_one_daemon() {
-    let h = hosts();
+over_networks!(loopback:
+    loopback_between_two_qps_of_one_daemon => IPV4,
+    loopback_between_two_qps_of_one_daemon_over_ipv6 => IPV6,
+    loopback_over_ipv6_link_local => IPV6_LINK_LOCAL,
+);
+
+fn loopback(network: Network) {
+    let h = hosts_on(network);
     let ca = h.open(Side::A).unwrap();
     let pd = ca.alloc_pd().unwrap();
     let mr = pd.alloc_mr(1 << 20, Access::ALL).unwrap();
@@ -338,7 +385,7 @@ fn loopback_between_two_qps_of_one_daemon() {
     let q1 = pd.create_qp(&QpInit::new(QpType::Rc, &cq, &cq)).unwrap();
     let q2 = pd.create_qp(&QpInit::new(QpType::Rc, &cq, &cq)).unwrap();
     // The address vector names A's own address: delivered inside the daemon.
-    let own = h.av(Side::B);
+    let own = h.av_over(Side::B, network.family);
     connect(&q1, own, q2.qpn(), 5, 6).unwrap();
     connect(&q2, own, q1.qpn(), 6, 5).unwrap();
     let data: Vec<u8> = (0..50_000u32).map(|i| (i * 13) as u8).collect();
@@ -385,7 +432,7 @@ fn a_malformed_srq_work_request_is_an_srq_error() {
         a,
         b: _b,
         ..
-    } = srq_pairs(&h, 1);
+    } = srq_pairs(&h, Family::Ipv4, 1);
     let a = &a[0];
     let before = counter(&cb.stats().unwrap(), "bad_work_requests");
 

@@ -1,6 +1,7 @@
 //! verbs-shm's example programs between two daemons: `rc_pingpong` against itself and
 //! against `xroce-pingpong` (both roles), `rdma_write` and `rdma_read` moving generated
-//! data and real files, each side reporting success and the data verified.
+//! data and real files, each side reporting success and the data verified; and
+//! `rc_pingpong` and `rdma_write` between two ordinary users' processes.
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
@@ -311,4 +312,71 @@ fn rdma_read_example_moves_a_buffer_and_a_file() {
         std::fs::read(&input.0).unwrap() == std::fs::read(&output.0).unwrap(),
         "the file the client saved differs from the one served"
     );
+}
+
+/// `argv` run as user `uid` (its own gid, no supplementary groups), with the test's memory
+/// lock limit (Linux's default is 8 MiB).
+fn as_user(uid: u32, argv: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = [
+        "setpriv",
+        &format!("--reuid={uid}"),
+        &format!("--regid={uid}"),
+        "--clear-groups",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    v.extend(argv.iter().map(|s| s.to_string()));
+    v
+}
+
+#[test]
+#[ignore = "needs root: network namespaces, XDP, AF_XDP, setpriv (cargo xtask test runs it)"]
+fn the_examples_run_between_two_ordinary_users() {
+    require_root();
+    // Daemons running as a user of their own; the server as nobody, the client as another
+    // user.
+    let hosts = TwoHosts::start(&LabConfig::default(), &["--user", "64000:64000"])
+        .expect("lab with two daemons");
+    let (nobody, other) = (65534, 64001);
+    let ex = example("rc_pingpong");
+    let args = [
+        ex.as_str(),
+        "-g",
+        "0",
+        "-d",
+        "xroce0",
+        "-p",
+        "18607",
+        "--timeout",
+        "60",
+        "-n",
+        "100",
+        "--verify",
+    ];
+    let server = as_user(nobody, &args);
+    let mut client = as_user(other, &args);
+    client.extend(["--connect-timeout".to_owned(), "10".to_owned()]);
+    let server: Vec<&str> = server.iter().map(String::as_str).collect();
+    let client: Vec<&str> = client.iter().map(String::as_str).collect();
+    let (cout, sout) = pair(&hosts, &server, &client);
+    check_pingpong_report(&cout, 4096, 100);
+    check_pingpong_report(&sout, 4096, 100);
+    let ex = example("rdma_write");
+    let base = [
+        ex.as_str(),
+        "-p",
+        "18608",
+        "--timeout",
+        "120",
+        "--size",
+        "2M",
+    ];
+    let server = as_user(nobody, &base);
+    let mut client = as_user(other, &base);
+    client.extend(["--connect-timeout".to_owned(), "10".to_owned()]);
+    let server: Vec<&str> = server.iter().map(String::as_str).collect();
+    let client: Vec<&str> = client.iter().map(String::as_str).collect();
+    let (c, s) = pair(&hosts, &server, &client);
+    check_transfer(&c, &s, 2 << 20);
 }

@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 
 use crate::ibverbs_support::{Bench, serial};
 use verbs_abi::*;
-use xroce_lab::Side;
 use xroce_lab::daemons::DEVICE;
+use xroce_lab::{Family, Side};
 
 /// The library, opened with `dlopen`, and the functions the tests call.
 struct Verbs {
@@ -1061,15 +1061,6 @@ fn an_overrun_cq_raises_an_asynchronous_event() {
     assert_eq!(unsafe { (verbs.close_device)(cb.0) }, 0);
 }
 
-/// The IPv4-mapped GID of `ip`.
-fn mapped_gid(ip: std::net::Ipv4Addr) -> [u8; 16] {
-    let mut gid = [0u8; 16];
-    gid[10] = 0xff;
-    gid[11] = 0xff;
-    gid[12..].copy_from_slice(&ip.octets());
-    gid
-}
-
 /// A UD QP in RTS with Q_Key `QKEY`.
 fn ud_qp(verbs: &Verbs, pd: *mut ibv_pd, cq: *mut ibv_cq) -> Ptr<ibv_qp> {
     let mut init = ibv_qp_init_attr {
@@ -1185,15 +1176,24 @@ fn wait_recv(cq: Ptr<ibv_cq>) -> ibv_wc {
 #[test]
 #[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]
 fn a_ud_reply_goes_back_to_where_the_request_came_from() {
+    ud_reply_goes_back(Family::Ipv4);
+}
+
+/// The same over IPv6: the GRH area holds the request's IPv6 header.
+#[test]
+#[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]
+fn a_ud_reply_over_ipv6_goes_back_to_where_the_request_came_from() {
+    ud_reply_goes_back(Family::Ipv6);
+}
+
+fn ud_reply_goes_back(family: Family) {
     xroce_lab::require_root();
     let _one_at_a_time = serial();
     let bench = Bench::start();
     let verbs = Verbs::load();
     let (ca, cb) = (open(&verbs, &bench, Side::A), open(&verbs, &bench, Side::B));
-    let (ipv4_a, ipv4_b) = (
-        bench.hosts.lab.host(Side::A).ipv4,
-        bench.hosts.lab.host(Side::B).ipv4,
-    );
+    let gid = |side: Side| xroce_wire::Gid::from_ip(bench.hosts.lab.host(side).address(family)).0;
+    let (gid_a, gid_b) = (gid(Side::A), gid(Side::B));
     let (mem_a, mem_b) = (Pages::new(1 << 16), Pages::new(1 << 16));
     let access = IBV_ACCESS_LOCAL_WRITE as c_int;
     let mut sides = Vec::new();
@@ -1220,7 +1220,8 @@ fn a_ud_reply_goes_back_to_where_the_request_came_from() {
     // A -> B with an address handle made from B's GID.
     let mut av = ibv_ah_attr {
         grh: ibv_global_route {
-            dgid: ibv_gid::from_raw(mapped_gid(ipv4_b)),
+            dgid: ibv_gid::from_raw(gid_b),
+            sgid_index: family.gid_index(),
             hop_limit: 64,
             ..ibv_global_route::default()
         },
@@ -1246,14 +1247,20 @@ fn a_ud_reply_goes_back_to_where_the_request_came_from() {
     let rc = unsafe { (verbs.init_ah_from_wc)(cb.0, 1, &mut wc, grh, &mut reply) };
     assert_eq!(rc, 0, "ibv_init_ah_from_wc: errno {}", errno());
     assert_eq!(reply.is_global, 1);
+    assert_eq!(reply.grh.dgid.raw(), gid_a, "the reply goes to A");
     assert_eq!(
-        reply.grh.dgid.raw(),
-        mapped_gid(ipv4_a),
-        "the reply goes to A"
+        reply.grh.sgid_index,
+        family.gid_index(),
+        "from the GID the request was sent to"
     );
     assert_eq!(
-        reply.grh.sgid_index, 0,
-        "from the GID the request was sent to"
+        (
+            reply.grh.hop_limit,
+            reply.grh.traffic_class,
+            reply.grh.flow_label
+        ),
+        (64, 0, 0),
+        "as the request's IP header says"
     );
     assert_eq!(reply.port_num, 1);
     // Safety: as above.

@@ -57,7 +57,20 @@ fn check_bw(tool: &str, port: u16, size: u64, extra: &[&str]) {
     assert_eq!(server.len(), 1, "the server's report: {server:?}");
     assert_eq!((server[0].bytes, server[0].iterations), (size, ITERS));
     assert!(server[0].average > 0.0, "{:?}", server[0]);
+    if extra.contains(&"-x") {
+        assert_ipv6_gids(&out);
+    }
     eprintln!("{tool} {extra:?}: {row:?}");
+}
+
+/// With `-x 1` both ends use GID 1, the hosts' global IPv6 addresses fd00:77::1 and ::2,
+/// which perftest prints byte by byte in decimal.
+fn assert_ipv6_gids(client: &Finished) {
+    assert_eq!(
+        client.stdout.matches("GID: 253:00:00:119:").count(),
+        2,
+        "the local and the remote address are IPv6 GIDs: {client}"
+    );
 }
 
 #[test]
@@ -119,13 +132,22 @@ fn ib_write_bw_all_sizes() {
 /// Runs a latency `tool` and checks the client's report (and the server's, when
 /// `server_reports`): one row of `size` bytes, `ITERS` iterations, consistent times.
 fn check_lat(tool: &str, port: u16, size: u64, server_reports: bool) {
+    check_lat_with(tool, port, size, server_reports, &[]);
+}
+
+/// As [`check_lat`], with `extra` arguments on both ends.
+fn check_lat_with(tool: &str, port: u16, size: u64, server_reports: bool, extra: &[&str]) {
     require_tools(&[tool]);
     let _one_at_a_time = serial();
     let bench = Bench::start();
     let iters = iters_text();
     let size_text = size.to_string();
-    let args = ["-n", iters.as_str(), "-s", size_text.as_str()];
+    let mut args = vec!["-n", iters.as_str(), "-s", size_text.as_str()];
+    args.extend_from_slice(extra);
     let (server, client) = bench.pair(tool, port, &args, &args);
+    if extra.contains(&"-x") {
+        assert_ipv6_gids(&client);
+    }
     server.assert_success();
     client.assert_success();
     let mut reports = vec![(latency(&client), &client)];
@@ -168,4 +190,18 @@ fn ib_send_lat_rc() {
 #[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]
 fn ib_atomic_lat_rc() {
     check_lat("ib_atomic_lat", 18624, 8, false);
+}
+
+// RoCEv2 over IPv6: `-x 1` is GID 1, each host's global IPv6 address.
+
+#[test]
+#[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]
+fn ib_write_bw_rc_over_ipv6() {
+    check_bw("ib_write_bw", 18617, 65536, &["-x", "1"]);
+}
+
+#[test]
+#[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]
+fn ib_read_lat_rc_over_ipv6() {
+    check_lat_with("ib_read_lat", 18625, 64, false, &["-x", "1"]);
 }

@@ -16,6 +16,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use xroce_artifacts::{Profile, Target};
+use xroce_impair::Impairment;
+use xroce_impair::process::ImpairProcess;
 use xroce_lab::daemons::TwoHosts;
 use xroce_lab::{LabConfig, Side};
 
@@ -105,6 +107,8 @@ fn artifact(package: &'static str, lib: &'static str) -> PathBuf {
 /// A lab with a daemon on each host and the library to run tools with.
 #[derive(Debug)]
 pub struct Bench {
+    /// The impairment router's forwarder, if the lab has one (stopped first).
+    pub impair: Option<ImpairProcess>,
     /// The library (dropped after the hosts).
     pub library: Library,
     /// The hosts and their daemons.
@@ -121,7 +125,28 @@ impl Bench {
     pub fn start_with(extra: &[&str]) -> Bench {
         let library = Library::build();
         let hosts = TwoHosts::start(&LabConfig::default(), extra).expect("lab with two daemons");
-        Bench { library, hosts }
+        Bench {
+            impair: None,
+            library,
+            hosts,
+        }
+    }
+
+    /// A fresh lab whose hosts are joined through a router namespace, where the
+    /// `xroce-impair` forwarder impairs RoCEv2 frames both ways as `impairment` says.
+    pub fn impaired(impairment: &Impairment) -> Bench {
+        let library = Library::build();
+        let config = LabConfig {
+            router: true,
+            ..LabConfig::default()
+        };
+        let hosts = TwoHosts::start(&config, &[]).expect("lab with a router and two daemons");
+        let impair = ImpairProcess::start(&hosts.lab, impairment).expect("impairment router");
+        Bench {
+            impair: Some(impair),
+            library,
+            hosts,
+        }
     }
 
     /// The IPv4 address of `side`, as tools take it.
@@ -131,7 +156,13 @@ impl Bench {
 
     /// Starts `argv` on `side` with the library, its output captured.
     pub fn spawn(&self, side: Side, argv: &[&str]) -> Running {
+        self.spawn_with_env(side, argv, &[])
+    }
+
+    /// As [`Bench::spawn`], with `env` added to the tool's environment.
+    pub fn spawn_with_env(&self, side: Side, argv: &[&str], env: &[(&str, &str)]) -> Running {
         let mut cmd = self.hosts.lab.command(side, argv);
+        cmd.envs(env.iter().copied());
         cmd.env("LD_LIBRARY_PATH", &self.library.dir)
             .env_remove("LD_PRELOAD")
             .stdin(Stdio::null())
@@ -229,10 +260,22 @@ impl Bench {
         server_args: &[&str],
         client_args: &[&str],
     ) -> (Finished, Finished) {
+        self.pair_with_server_env(tool, port, server_args, client_args, &[])
+    }
+
+    /// As [`Bench::pair`], with `server_env` added to the server's environment.
+    pub fn pair_with_server_env(
+        &self,
+        tool: &str,
+        port: u16,
+        server_args: &[&str],
+        client_args: &[&str],
+        server_env: &[(&str, &str)],
+    ) -> (Finished, Finished) {
         let port_text = port.to_string();
         let mut argv = vec![tool, "-p", &port_text];
         argv.extend_from_slice(server_args);
-        let mut server = self.spawn(Side::A, &argv);
+        let mut server = self.spawn_with_env(Side::A, &argv, server_env);
         self.wait_listening(Side::A, port, &mut server);
         let address = self.address(Side::A);
         let mut argv = vec![tool, "-p", &port_text];
@@ -265,6 +308,15 @@ fn drain(mut pipe: impl std::io::Read + Send + 'static) -> JoinHandle<String> {
         let _ = pipe.read_to_end(&mut bytes);
         String::from_utf8_lossy(&bytes).into_owned()
     })
+}
+
+/// Checks a pair's outcome: both exited 0.
+pub fn both_ok(what: &str, (server, client): (Finished, Finished)) -> (Finished, Finished) {
+    assert!(
+        server.status.success() && client.status.success(),
+        "{what}:\n--- server\n{server}\n--- client\n{client}"
+    );
+    (server, client)
 }
 
 /// A running tool; killed on drop if it is still running (every exit path of a test).

@@ -8,8 +8,11 @@
 mod ibverbs_api;
 mod ibverbs_perftest;
 mod ibverbs_support;
+mod ibverbs_users;
 mod ibverbs_utils;
 mod interop_oob;
 mod interop_pingpong;
+mod rdma_cm_load;
 mod rdma_cm_tools;
 mod rdma_core_suite;
+mod ucx_mpi;

@@ -22,8 +22,8 @@ use anyhow::{Context as _, Result};
 use serde::{Deserialize, Serialize};
 use xroce_impair::Impairment;
 use xroce_impair::process::ImpairProcess;
-use xroce_lab::LabConfig;
 use xroce_lab::daemons::TwoHosts;
+use xroce_lab::{Family, LabConfig};
 
 use crate::poll;
 use crate::progress::{Expect, Progress};
@@ -78,6 +78,8 @@ pub(crate) struct LossPlan {
     pub(crate) depth: usize,
     pub(crate) timing: Timing,
     pub(crate) seed: u64,
+    /// The hosts' addresses the queue pair uses (through the router either way).
+    pub(crate) family: Family,
 }
 
 impl LossPlan {
@@ -118,7 +120,7 @@ pub(crate) fn run(
     app_cores: [Option<usize>; 2],
     progress: &Progress,
 ) -> Result<Vec<LossPoint>> {
-    let mut x = Xroce::new(hosts, spin, bw_then, app_cores)?;
+    let mut x = Xroce::new(hosts, spin, bw_then, app_cores, plan.family)?;
     let mut points: Vec<LossPoint> = Vec::new();
     let mut pairs = x.pairs(1, plan.depth, 1)?;
     let mut loss_free = None;
@@ -218,6 +220,7 @@ mod tests {
                 iters: None,
             },
             seed: 1,
+            family: Family::Ipv4,
         };
         assert_eq!(
             plan.points(),

@@ -33,11 +33,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::{Context as _, Result, bail, ensure};
 use xroce_artifacts::{Profile, Target};
 use xroce_lab::daemons::TwoHosts;
-use xroce_lab::{LabConfig, Side};
+use xroce_lab::{Family, LabConfig, Side};
 
 use progress::{Expect, Progress};
 use report::{BwPoint, Comparison, FloodPoint, Report, size_text};
-use workload::{BwSpec, LatSpec, Op, Timing, Xroce, frames};
+use workload::{BwSpec, LatSpec, Op, Timing, Xroce, frames_over};
 
 /// The xroce workloads, in the order they run.
 const XROCE_TESTS: [&str; 8] = [
@@ -214,6 +214,12 @@ pub(crate) struct Args {
     /// quickly; the figures mean nothing).
     #[arg(long, hide = true)]
     debug_build: bool,
+    /// RoCEv2 over IPv6: the xroce workloads run between the hosts' global IPv6 addresses
+    /// (GID 1) instead of their IPv4 ones; frame sizes count the IPv6 header, and the
+    /// baselines (raw AF_XDP, kernel UDP and TCP over IPv4) run at the same frame sizes.
+    /// Not with --peer rxe.
+    #[arg(long)]
+    ipv6: bool,
 }
 
 /// What to run, validated.
@@ -394,6 +400,11 @@ fn plan(args: &Args) -> Result<Plan> {
         ensure!(
             args.mtu == 1500,
             "the rxe peer's wire is 1500 bytes: --mtu does not apply with --peer rxe"
+        );
+        ensure!(
+            !args.ipv6,
+            "--ipv6 runs the bench's own workloads between two xroced; with --peer rxe, \
+             `cargo xtask interop --only IPv6` runs perftest over IPv6 against rxe"
         );
     }
     ensure!(
@@ -879,6 +890,7 @@ fn run_loss(
         depth: args.tx_depth,
         timing: plan.timing,
         seed: args.loss_seed,
+        family: family(args),
     };
     let bw_then = match args.bw_sleep_us {
         0 => poll::Then::Yield,
@@ -938,6 +950,7 @@ fn new_report(args: &Args, plan: &Plan) -> Report {
         )
         .map_or(0, |m| m.bytes()),
         peer: if rxe { "rxe" } else { "xroced" }.into(),
+        ipv6: args.ipv6,
         build: if release { "release" } else { "debug" }.into(),
         measured_by: if rxe { "perftest" } else { "bench" }.into(),
     };
@@ -1017,16 +1030,26 @@ fn write_lat_size(plan: &Plan) -> usize {
 
 fn baseline_frames(plan: &Plan, report: &Report) -> BaselineFrames {
     let pmtu = report.config.path_mtu.max(256);
-    let mut flood = vec![frames(Op::Write, write_bw_size(plan), pmtu).1];
+    let ipv6 = report.config.ipv6;
+    let mut flood = vec![frames_over(Op::Write, write_bw_size(plan), pmtu, ipv6).1];
     for &s in &plan.msg_sizes {
-        let f = frames(Op::Write, s, pmtu).1;
+        let f = frames_over(Op::Write, s, pmtu, ipv6).1;
         if !flood.contains(&f) {
             flood.push(f);
         }
     }
     BaselineFrames {
         flood,
-        pingpong: frames(Op::Write, write_lat_size(plan), pmtu).1,
+        pingpong: frames_over(Op::Write, write_lat_size(plan), pmtu, ipv6).1,
+    }
+}
+
+/// The hosts' addresses the xroce workloads use.
+fn family(args: &Args) -> Family {
+    if args.ipv6 {
+        Family::Ipv6
+    } else {
+        Family::Ipv4
     }
 }
 
@@ -1110,7 +1133,7 @@ fn run_xroce(
         0 => poll::Then::Yield,
         us => poll::Then::Sleep(Duration::from_micros(us)),
     };
-    let mut x = Xroce::new(hosts, spin, bw_then, plan.app_cores)?;
+    let mut x = Xroce::new(hosts, spin, bw_then, plan.app_cores, family(args))?;
     report.config.path_mtu = x.path_mtu;
     let result = workloads(&mut x, plan, args, report, progress);
     let mut anomalies = Vec::new();

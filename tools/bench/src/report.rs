@@ -60,6 +60,8 @@ pub(crate) struct Config {
     /// The path MTU the queue pairs use (the port's active MTU), in bytes.
     pub(crate) path_mtu: usize,
     pub(crate) peer: String,
+    /// Whether the xroce workloads ran over IPv6 (`--ipv6`).
+    pub(crate) ipv6: bool,
     /// `release`, or `debug` (figures of a debug build mean nothing).
     pub(crate) build: String,
     /// What measured the xroce figures: `bench` (the bench's own workloads over

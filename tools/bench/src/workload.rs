@@ -17,8 +17,8 @@ use verbs_shm::client::{
     Access, Connection, Context, Cq, Error as VerbsError, Mr, Pd, Qp, QpInit, QpType, RecvWr,
     SendOp, SendWr, Sge, WorkCompletion,
 };
-use xroce_lab::Side;
 use xroce_lab::daemons::TwoHosts;
+use xroce_lab::{Family, Side};
 
 use super::poll::{Idle, Then, place};
 use super::progress::Progress;
@@ -45,6 +45,8 @@ const LAT_SIGNAL: u64 = 16;
 const LAT_RECVS: usize = 64;
 /// Ethernet + IPv4 + UDP + BTH + ICRC: the bytes every RoCEv2 packet carries.
 pub(crate) const PACKET_OVERHEAD: usize = 14 + 20 + 8 + 12 + 4;
+/// What an IPv6 header adds to an IPv4 one (40 bytes against 20).
+const IPV6_EXTRA: usize = 20;
 const RETH: usize = 16;
 const AETH: usize = 4;
 
@@ -69,6 +71,17 @@ impl Op {
 /// Packets per message, the size of a full data frame, and the frame bytes of a whole
 /// message, in the data direction (READ: the responses), over IPv4.
 pub(crate) fn frames(op: Op, size: usize, path_mtu: usize) -> (usize, usize, usize) {
+    frames_over(op, size, path_mtu, false)
+}
+
+/// As [`frames`], over IPv6 when `ipv6`.
+pub(crate) fn frames_over(
+    op: Op,
+    size: usize,
+    path_mtu: usize,
+    ipv6: bool,
+) -> (usize, usize, usize) {
+    let overhead = PACKET_OVERHEAD + if ipv6 { IPV6_EXTRA } else { 0 };
     let packets = size.div_ceil(path_mtu).max(1);
     // IBTA 9.3.3: the first (or only) WRITE packet carries a RETH; READ responses carry an
     // AETH on the first and last (or only) packet; SEND carries neither.
@@ -77,8 +90,8 @@ pub(crate) fn frames(op: Op, size: usize, path_mtu: usize) -> (usize, usize, usi
         Op::Read => (AETH, if packets > 1 { AETH } else { 0 }),
         Op::Send => (0, 0),
     };
-    let wire = PACKET_OVERHEAD * packets + size + first + last;
-    let frame = PACKET_OVERHEAD + size.min(path_mtu) + if packets == 1 { first } else { 0 };
+    let wire = overhead * packets + size + first + last;
+    let frame = overhead + size.min(path_mtu) + if packets == 1 { first } else { 0 };
     (packets, frame, wire)
 }
 
@@ -252,6 +265,8 @@ pub(crate) struct Xroce<'h> {
     /// Cores for the bench's thread on host a and on host b.
     app_cores: [Option<usize>; 2],
     next_psn: u32,
+    /// The hosts' addresses the queue pairs use.
+    family: Family,
 }
 
 fn wc_check(c: &WorkCompletion, what: &str) -> Result<()> {
@@ -274,6 +289,7 @@ impl<'h> Xroce<'h> {
         spin: Duration,
         bw_then: Then,
         app_cores: [Option<usize>; 2],
+        family: Family,
     ) -> Result<Xroce<'h>> {
         let a = End::open(hosts, Side::A)?;
         let b = End::open(hosts, Side::B)?;
@@ -293,6 +309,7 @@ impl<'h> Xroce<'h> {
             bw_then,
             app_cores,
             next_psn: 0x100,
+            family,
         })
     }
 
@@ -314,7 +331,12 @@ impl<'h> Xroce<'h> {
 
     /// INIT, RTR, RTS like `ibv_rc_pingpong`, at the port's path MTU.
     fn rts(&self, qp: &Qp, side: Side, dest: u32, my_psn: u32, their_psn: u32) -> Result<()> {
-        let mut c = Connection::new(self.hosts.av(side), dest, my_psn, their_psn);
+        let mut c = Connection::new(
+            self.hosts.av_over(side, self.family),
+            dest,
+            my_psn,
+            their_psn,
+        );
         c.path_mtu = self.mtu_code;
         qp.connect(&c)?;
         Ok(())
@@ -613,7 +635,8 @@ impl<'h> Xroce<'h> {
         let secs = (t1 - t0).as_secs_f64();
         let messages = d1 - d0;
         ensure!(secs > 0.0 && messages > 0, "{what}: nothing measured");
-        let (packets, frame, wire) = frames(spec.op, spec.size, self.path_mtu);
+        let (packets, frame, wire) =
+            frames_over(spec.op, spec.size, self.path_mtu, self.family.is_ipv6());
         let msgs_per_sec = messages as f64 / secs;
         let bytes_per_sec = msgs_per_sec * spec.size as f64;
         let point = BwPoint {
@@ -701,7 +724,7 @@ impl<'h> Xroce<'h> {
         let us = |d: Duration| d.as_secs_f64() * 1e6 * factor;
         let pct = |p: f64| rtts[((rtts.len() as f64 * p).ceil() as usize).clamp(1, rtts.len()) - 1];
         let mean = rtts.iter().sum::<Duration>() / rtts.len() as u32;
-        let (_, frame, _) = frames(op, size, self.path_mtu);
+        let (_, frame, _) = frames_over(op, size, self.path_mtu, self.family.is_ipv6());
         Ok(LatPoint {
             test: format!("{}_lat", op.name()),
             size,
@@ -955,6 +978,15 @@ mod tests {
         assert_eq!(frames(Op::Read, 4096, 1024), (4, 1082, 4 * 58 + 4096 + 8));
         assert_eq!(frames(Op::Read, 8, 1024), (1, 58 + 4 + 8, 58 + 4 + 8));
         assert_eq!(frames(Op::Send, 1025, 1024), (2, 1082, 2 * 58 + 1025));
+        // Over IPv6 every packet's IP header is 20 bytes longer.
+        assert_eq!(
+            frames_over(Op::Write, 65536, 1024, true),
+            (64, 1102, 64 * 78 + 65536 + 16)
+        );
+        assert_eq!(
+            frames_over(Op::Write, 2, 1024, false),
+            frames(Op::Write, 2, 1024)
+        );
     }
 
     #[test]

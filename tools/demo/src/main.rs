@@ -12,7 +12,7 @@ use verbs_shm::client::{
     Access, Context, Cq, Mr, Qp, QpInit, QpType, RecvWr, SendOp, SendWr, Sge, WorkCompletion,
 };
 use xroce_lab::daemons::{TwoHosts, connect, counter, xroced_release};
-use xroce_lab::{LabConfig, Side};
+use xroce_lab::{Family, LabConfig, Side};
 
 #[derive(Debug, clap::Parser)]
 #[command(
@@ -26,6 +26,10 @@ struct Args {
     /// Extra arguments for both daemons (for example `--daemon-args=--spin-us=0`).
     #[arg(long, allow_hyphen_values = true, value_delimiter = ' ')]
     daemon_args: Vec<String>,
+    /// RoCEv2 over IPv6: the queue pairs use the hosts' global IPv6 addresses (GID 1)
+    /// instead of their IPv4 ones (GID 0).
+    #[arg(long)]
+    ipv6: bool,
 }
 
 struct End {
@@ -109,18 +113,43 @@ fn run(args: &Args) -> Result<()> {
         hosts.lab.host(Side::A).clone(),
         hosts.lab.host(Side::B).clone(),
     );
+    let family = if args.ipv6 {
+        Family::Ipv6
+    } else {
+        Family::Ipv4
+    };
     println!(
         "lab: {} {} ({}) <-> {} {} ({}), xroced running in both",
-        a.netns, a.interface, a.ipv4, b.netns, b.interface, b.ipv4
+        a.netns,
+        a.interface,
+        a.address(family),
+        b.netns,
+        b.interface,
+        b.address(family)
     );
     const LEN: usize = 64 << 20;
     let (ea, eb) = (end(&hosts, Side::A, LEN)?, end(&hosts, Side::B, LEN)?);
-    connect(&ea.qp, hosts.av(Side::A), eb.qp.qpn(), 0x10, 0x20)?;
-    connect(&eb.qp, hosts.av(Side::B), ea.qp.qpn(), 0x20, 0x10)?;
-    println!(
-        "RC queue pairs {:#x} <-> {:#x} connected, 64 MiB registered on each side\n",
+    connect(
+        &ea.qp,
+        hosts.av_over(Side::A, family),
+        eb.qp.qpn(),
+        0x10,
+        0x20,
+    )?;
+    connect(
+        &eb.qp,
+        hosts.av_over(Side::B, family),
         ea.qp.qpn(),
-        eb.qp.qpn()
+        0x20,
+        0x10,
+    )?;
+    println!(
+        "RC queue pairs {:#x} <-> {:#x} connected over {} (GID {}), 64 MiB registered on \
+         each side\n",
+        ea.qp.qpn(),
+        eb.qp.qpn(),
+        if args.ipv6 { "IPv6" } else { "IPv4" },
+        family.gid_index()
     );
     let mut rows = Vec::new();
 

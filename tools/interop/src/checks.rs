@@ -53,12 +53,126 @@ pub(super) enum Program {
         size: u32,
         iters: u32,
     },
+    /// An unmodified Debian program that connects through rdma_cm, on both sides (the
+    /// xroce side on the drop-in `libibverbs.so.1` and `librdmacm.so.1`).
+    RdmaCm(CmTool),
+}
+
+/// A program of [`Program::RdmaCm`]: its two command lines. `{addr}` is the server's
+/// address (the server binds it, the client connects to it), `{dev}` the side's device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct CmTool {
+    pub(super) name: &'static str,
+    /// The server; empty for none (the client expects its connection rejected).
+    pub(super) server: &'static str,
+    pub(super) client: &'static str,
+    /// The rdma_cm port the server listens on, for the client to wait for.
+    pub(super) port: u16,
+}
+
+impl CmTool {
+    /// The command line of one side.
+    pub(super) fn line(template: &str, addr: &str, dev: &str) -> String {
+        template.replace("{addr}", addr).replace("{dev}", dev)
+    }
+}
+
+/// The rdma_cm checks: every program of `rdmacm-utils` with a client and a server,
+/// perftest's `-R` variants (SIDR for UD), and a connection to a port nobody listens on
+/// (REJ, reason 8). Each runs both ways, so each side disconnects first once (the client
+/// sends the DREQ).
+pub(super) const CM_TOOLS: &[CmTool] = &[
+    CmTool {
+        name: "rping -C 100 -V",
+        server: "rping -s -a {addr} -C 100 -S 64 -V",
+        client: "rping -c -a {addr} -C 100 -S 64 -V",
+        port: 7174,
+    },
+    CmTool {
+        name: "ucmatose -c 4 -C 20",
+        server: "ucmatose -b {addr} -c 4 -C 20 -S 4096",
+        client: "ucmatose -s {addr} -c 4 -C 20 -S 4096",
+        port: 7471,
+    },
+    CmTool {
+        name: "udaddy -c 4 -C 20",
+        server: "udaddy -b {addr} -c 4 -C 20",
+        client: "udaddy -s {addr} -c 4 -C 20",
+        port: 7174,
+    },
+    CmTool {
+        name: "rdma_server/rdma_client",
+        server: "rdma_server -s {addr}",
+        client: "rdma_client -s {addr}",
+        port: 7471,
+    },
+    CmTool {
+        name: "ib_write_bw -R 64 KiB x20",
+        server: "ib_write_bw -R -d {dev} -F -s 65536 -n 20",
+        client: "ib_write_bw -R -d {dev} -F -s 65536 -n 20 {addr}",
+        port: 18515,
+    },
+    CmTool {
+        name: "ib_read_bw -R 64 KiB x20",
+        server: "ib_read_bw -R -d {dev} -F -s 65536 -n 20",
+        client: "ib_read_bw -R -d {dev} -F -s 65536 -n 20 {addr}",
+        port: 18515,
+    },
+    CmTool {
+        name: "ib_send_bw -R 64 KiB x20",
+        server: "ib_send_bw -R -d {dev} -F -s 65536 -n 20",
+        client: "ib_send_bw -R -d {dev} -F -s 65536 -n 20 {addr}",
+        port: 18515,
+    },
+    CmTool {
+        name: "ib_send_bw -R -c UD 512 B x20",
+        server: "ib_send_bw -R -c UD -d {dev} -F -s 512 -n 20",
+        client: "ib_send_bw -R -c UD -d {dev} -F -s 512 -n 20 {addr}",
+        port: 18515,
+    },
+    CmTool {
+        name: "ib_write_lat -R 64 B x100",
+        server: "ib_write_lat -R -d {dev} -F -s 64 -n 100",
+        client: "ib_write_lat -R -d {dev} -F -s 64 -n 100 {addr}",
+        port: 18515,
+    },
+    CmTool {
+        name: "ib_read_lat -R 64 B x100",
+        server: "ib_read_lat -R -d {dev} -F -s 64 -n 100",
+        client: "ib_read_lat -R -d {dev} -F -s 64 -n 100 {addr}",
+        port: 18515,
+    },
+    CmTool {
+        name: "ib_send_lat -R 64 B x100",
+        server: "ib_send_lat -R -d {dev} -F -s 64 -n 100",
+        client: "ib_send_lat -R -d {dev} -F -s 64 -n 100 {addr}",
+        port: 18515,
+    },
+    CmTool {
+        name: "reject: rping to a port nobody listens on",
+        server: "",
+        client: "out=$(rping -c -a {addr} -p 7999 -C 1 2>&1); echo \"$out\"; \
+                 echo \"$out\" | grep -q 'RDMA_CM_EVENT_REJECTED, error 8'",
+        port: 0,
+    },
+];
+
+/// Which GIDs of the two ends a check's queue pairs use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Net {
+    /// The IPv4 addresses (IPv4-mapped GIDs).
+    Ipv4,
+    /// The global IPv6 addresses.
+    Ipv6,
+    /// The link-local IPv6 addresses.
+    Ipv6LinkLocal,
 }
 
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Check {
     pub(super) program: Program,
     pub(super) server: Side,
+    pub(super) net: Net,
 }
 
 impl Check {
@@ -70,6 +184,15 @@ impl Check {
     }
 
     pub(super) fn name(&self) -> String {
+        let name = self.program_name();
+        match self.net {
+            Net::Ipv4 => name,
+            Net::Ipv6 => format!("{name} over IPv6"),
+            Net::Ipv6LinkLocal => format!("{name} over IPv6 link-local"),
+        }
+    }
+
+    fn program_name(&self) -> String {
         let size = |s: u32| {
             if s >= 1 << 20 && s.is_multiple_of(1 << 20) {
                 format!("{} MiB", s >> 20)
@@ -88,6 +211,7 @@ impl Check {
                 size: s,
                 iters,
             } => format!("drop-in {program} {} x{iters}", size(s)),
+            Program::RdmaCm(tool) => format!("rdma_cm {}", tool.name),
         }
     }
 }
@@ -110,6 +234,7 @@ pub(super) fn checks() -> Vec<Check> {
                     iters,
                 },
                 server,
+                net: Net::Ipv4,
             });
         }
     }
@@ -132,7 +257,76 @@ pub(super) fn checks() -> Vec<Check> {
                     iters,
                 },
                 server,
+                net: Net::Ipv4,
             });
+        }
+    }
+    for tool in CM_TOOLS {
+        for server in [Side::Rxe, Side::Xroce] {
+            all.push(Check {
+                program: Program::RdmaCm(*tool),
+                server,
+                net: Net::Ipv4,
+            });
+        }
+    }
+    // RoCEv2 over IPv6: the pingpongs of each service, and the drop-in programs users run
+    // first (`ibv_rc_pingpong -g`, `ibv_ud_pingpong -g`, `ib_write_bw -x`, `ib_read_lat -x`).
+    let over_ipv6 = [
+        Program::Pingpong {
+            service: "rc",
+            size: 4096,
+            iters: 100,
+        },
+        Program::Pingpong {
+            service: "uc",
+            size: 4096,
+            iters: 20,
+        },
+        Program::Pingpong {
+            service: "ud",
+            size: 512,
+            iters: 50,
+        },
+        Program::DropIn {
+            program: "ibv_rc_pingpong",
+            size: 4096,
+            iters: 50,
+        },
+        Program::DropIn {
+            program: "ibv_ud_pingpong",
+            size: 512,
+            iters: 50,
+        },
+        Program::DropIn {
+            program: "ib_write_bw",
+            size: 65536,
+            iters: 20,
+        },
+        Program::DropIn {
+            program: "ib_read_lat",
+            size: 64,
+            iters: 100,
+        },
+    ];
+    // And between the link-local addresses (`ibv_rc_pingpong -g` with their GIDs).
+    let over_link_local = [Program::DropIn {
+        program: "ibv_rc_pingpong",
+        size: 4096,
+        iters: 50,
+    }];
+    for (net, programs) in [
+        (Net::Ipv6, &over_ipv6[..]),
+        (Net::Ipv6LinkLocal, &over_link_local[..]),
+    ] {
+        for &program in programs {
+            for server in [Side::Rxe, Side::Xroce] {
+                all.push(Check {
+                    program,
+                    server,
+                    net,
+                });
+            }
         }
     }
     all
@@ -217,6 +411,44 @@ pub(super) fn print_table(rows: &[Row]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_ipv6_check_runs_both_ways_and_says_so_in_its_name() {
+        let all = checks();
+        let ipv6: Vec<&Check> = all.iter().filter(|c| c.net == Net::Ipv6).collect();
+        assert_eq!(ipv6.len(), 14);
+        assert!(ipv6.iter().all(|c| c.name().ends_with(" over IPv6")));
+        let link_local: Vec<&Check> = all.iter().filter(|c| c.net == Net::Ipv6LinkLocal).collect();
+        assert_eq!(link_local.len(), 2);
+        assert!(
+            link_local
+                .iter()
+                .all(|c| c.name() == "drop-in ibv_rc_pingpong 4096 B x50 over IPv6 link-local")
+        );
+        assert_ne!(link_local[0].server, link_local[1].server);
+        assert!(
+            all.iter()
+                .filter(|c| c.net == Net::Ipv4)
+                .all(|c| !c.name().contains("IPv6"))
+        );
+        for name in [
+            "rc_pingpong",
+            "ud_pingpong",
+            "drop-in ibv_ud_pingpong",
+            "drop-in ib_write_bw",
+            "drop-in ib_read_lat",
+        ] {
+            let servers: Vec<Side> = ipv6
+                .iter()
+                .filter(|c| c.name().contains(name))
+                .map(|c| c.server)
+                .collect();
+            assert!(
+                servers.contains(&Side::Rxe) && servers.contains(&Side::Xroce),
+                "{name}: {servers:?}"
+            );
+        }
+    }
 
     #[test]
     fn anomalies_are_whole_words() {

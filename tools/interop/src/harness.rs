@@ -12,12 +12,18 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use xroce_lab::{Lab, LabConfig, netns};
 
-use super::checks::{Check, Outcome, Program, Row, Side, figures, is_anomaly, last_line};
+use super::checks::{
+    Check, CmTool, Net, Outcome, Program, Row, Side, figures, is_anomaly, last_line,
+};
 use super::local::LocalRxe;
+use super::mads;
 use super::peer::{Choice, Peer, PeerKind};
 use super::process::{Proc, signal, tcp_listening};
 use super::vm::{self, Finished, Vm, VmConfig};
-use super::{BRIDGE, DEVICE, INIT, PEER_IP, PEER_MAC, TAP, XROCE_GID_INDEX, XROCE_IP};
+use super::{
+    BRIDGE, DEVICE, INIT, PEER_IP, PEER_IP6, PEER_MAC, TAP, XROCE_GID_INDEX, XROCE_IP,
+    XROCE_IPV6_GID_INDEX, XROCE_LINK_LOCAL_GID_INDEX,
+};
 use super::{Prepared, log, target_dir};
 use xroce_pcap::{Verdict, describe, for_each_frame};
 
@@ -95,6 +101,11 @@ pub enum Handshake {
     Pingpong,
     /// perftest: the server listens on TCP 18515 (its clients do not retry).
     Perftest,
+    /// A program connecting through rdma_cm: the server listens on this rdma_cm port (the
+    /// rxe side's `rdma resource show cm_id` lists it; xroced counts its listening ids).
+    RdmaCm(u16),
+    /// No server to wait for (it runs nothing).
+    None,
 }
 
 /// One exchange between the two sides: the server starts first, then the client.
@@ -307,7 +318,15 @@ impl Harness {
                 if lab.b.ipv4 != PEER_IP {
                     bail!("the lab's host b is {}, not {PEER_IP}", lab.b.ipv4);
                 }
-                match LocalRxe::start(&lab.b.netns, &lab.b.interface, PEER_IP, &run_dir) {
+                let ip6 = (lab.b.ipv6 == PEER_IP6).then_some(PEER_IP6);
+                let link_local = lab.b.link_local();
+                match LocalRxe::start(
+                    &lab.b.netns,
+                    &lab.b.interface,
+                    PEER_IP,
+                    [ip6, Some(link_local)],
+                    &run_dir,
+                ) {
                     Ok(rxe) => Some(rxe),
                     Err(e) if prepared.kind == PeerKind::Auto => {
                         log(&format!(
@@ -394,14 +413,19 @@ impl Harness {
                 let xroced = start_daemon(&lab, &bins.0, &options.xroced_args, &run_dir, "xroced")?;
                 let ready = vm.wait_ready(Duration::from_secs(240))?;
                 log(&format!(
-                    "VM ready after {:.1} s (guest uptime {} s); rxe0 IPv4 GID index {}",
+                    "VM ready after {:.1} s (guest uptime {} s); rxe0 IPv4 GID index {}, IPv6 \
+                     GID index {:?}, link-local GID index {:?}",
                     t0.elapsed().as_secs_f64(),
                     ready.uptime,
-                    ready.gid_index
+                    ready.gid_index,
+                    ready.ipv6_gid_index,
+                    ready.link_local_gid_index
                 ));
                 let peer = Peer::Vm {
                     vm,
                     gid_index: ready.gid_index,
+                    ipv6_gid_index: ready.ipv6_gid_index,
+                    link_local_gid_index: ready.link_local_gid_index,
                     ip: PEER_IP,
                 };
                 (peer, super::vm_description(&img), xroced)
@@ -507,11 +531,19 @@ impl Harness {
             secs: 0.0,
             detail: String::new(),
         };
-        if let Program::DropIn { .. } = check.program
+        if let Program::DropIn { .. } | Program::RdmaCm(_) = check.program
             && let Err(why) = &self.drop_in
         {
             row.outcome = Outcome::Skip;
             row.detail = why.clone();
+            return row;
+        }
+        if self.peer.gid_index_of(check.net).is_none() {
+            row.detail = format!(
+                "the peer's {} has no {:?} GID (its log says why)",
+                self.peer.device(),
+                check.net
+            );
             return row;
         }
         match self.exchange(check, logs) {
@@ -528,7 +560,15 @@ impl Harness {
     /// The two command lines of a check: (rxe side, xroce side) and the xroce side's
     /// environment.
     pub(super) fn commands(&self, check: &Check) -> (String, Vec<String>, Vec<(String, String)>) {
-        let peer_gid = self.peer.gid_index();
+        // Over IPv6 both ends use their global IPv6 GIDs; the programs' out-of-band TCP
+        // exchange stays on IPv4.
+        // A check runs only when the peer has the GID (`run_check`).
+        let peer_gid = self.peer.gid_index_of(check.net).unwrap_or(0);
+        let xroce_gid = match check.net {
+            Net::Ipv4 => XROCE_GID_INDEX,
+            Net::Ipv6 => XROCE_IPV6_GID_INDEX,
+            Net::Ipv6LinkLocal => XROCE_LINK_LOCAL_GID_INDEX,
+        };
         let dev = self.peer.device();
         let server_addr = |side: Side| match side {
             Side::Rxe => XROCE_IP.to_string(),
@@ -554,7 +594,7 @@ impl Harness {
                     "-d".into(),
                     DEVICE.into(),
                     "-g".into(),
-                    XROCE_GID_INDEX.to_string(),
+                    xroce_gid.to_string(),
                     "-s".into(),
                     size.to_string(),
                     "-n".into(),
@@ -589,12 +629,12 @@ impl Harness {
                     .map(|p| p.to_string_lossy().into_owned())
                     .unwrap_or_default();
                 let env = vec![("LD_LIBRARY_PATH".to_owned(), lib)];
-                let (rxe, x) = if program == "ibv_rc_pingpong" {
+                let (rxe, x) = if program.ends_with("_pingpong") {
                     (
                         format!(
                             "{program} -d {dev} -g {peer_gid} -s {size} -n {iters}{rxe_target}"
                         ),
-                        format!("{program} -d {DEVICE} -g {XROCE_GID_INDEX} -s {size} -n {iters}"),
+                        format!("{program} -d {DEVICE} -g {xroce_gid} -s {size} -n {iters}"),
                     )
                 } else {
                     // Atomics are 8 bytes, always; perftest takes no -s for them.
@@ -605,13 +645,43 @@ impl Harness {
                     };
                     (
                         format!("{program} -d {dev} -x {peer_gid} -F{s} -n {iters}{rxe_target}"),
-                        format!("{program} -d {DEVICE} -x {XROCE_GID_INDEX} -F{s} -n {iters}"),
+                        format!("{program} -d {DEVICE} -x {xroce_gid} -F{s} -n {iters}"),
                     )
                 };
                 let mut x: Vec<String> = x.split_whitespace().map(str::to_owned).collect();
                 if !rxe_is_client {
                     x.push(PEER_IP.to_string());
                 }
+                (rxe, x, env)
+            }
+            Program::RdmaCm(tool) => {
+                let lib = self
+                    .drop_in
+                    .as_ref()
+                    .map(|p| p.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                let env = vec![("LD_LIBRARY_PATH".to_owned(), lib)];
+                let addr = match check.server {
+                    Side::Rxe => PEER_IP.to_string(),
+                    Side::Xroce => XROCE_IP.to_string(),
+                };
+                let (rxe_template, x_template) = if rxe_is_client {
+                    (tool.client, tool.server)
+                } else {
+                    (tool.server, tool.client)
+                };
+                let rxe = match CmTool::line(rxe_template, &addr, dev) {
+                    line if line.is_empty() => "true".to_owned(),
+                    line => line,
+                };
+                let x_line = CmTool::line(x_template, &addr, DEVICE);
+                let x: Vec<String> = if x_line.is_empty() {
+                    vec!["true".into()]
+                } else if x_line.contains(['$', ';', '|']) {
+                    vec!["sh".into(), "-c".into(), x_line]
+                } else {
+                    x_line.split_whitespace().map(str::to_owned).collect()
+                };
                 (rxe, x, env)
             }
         }
@@ -623,6 +693,8 @@ impl Harness {
         let handshake = match check.program {
             Program::Pingpong { .. } => Handshake::Pingpong,
             Program::DropIn { .. } => Handshake::Perftest,
+            Program::RdmaCm(CmTool { port: 0, .. }) => Handshake::None,
+            Program::RdmaCm(tool) => Handshake::RdmaCm(tool.port),
         };
         let exchange = Exchange {
             title: format!("{} (server: {})", check.name(), check.server.name()),
@@ -660,9 +732,14 @@ impl Harness {
         match ex.server {
             Side::Rxe => {
                 let mut job = self.peer.spawn(&ex.rxe)?;
-                if ex.handshake == Handshake::Perftest
-                    && !self.peer.listening(18515, Duration::from_secs(60))?
-                {
+                let listening = match ex.handshake {
+                    Handshake::Perftest => self.peer.listening(18515, Duration::from_secs(60))?,
+                    Handshake::RdmaCm(port) => {
+                        self.peer.cm_listening(port, Duration::from_secs(60))?
+                    }
+                    Handshake::Pingpong | Handshake::None => true,
+                };
+                if !listening {
                     self.peer.kill(&mut job);
                     let output = job.output();
                     fs::write(&log, format!("## rxe ({place}): {}\n{output}", ex.rxe))?;
@@ -695,6 +772,8 @@ impl Harness {
                             fs::read_to_string(&p.stdout).is_ok_and(|t| t.contains("local address"))
                         }
                         Handshake::Perftest => tcp_listening(&ns, 18515),
+                        Handshake::RdmaCm(_) => self.xroced_stat("cm_listening") > 0,
+                        Handshake::None => true,
                     };
                     if listening {
                         break;
@@ -860,6 +939,60 @@ impl Harness {
         row
     }
 
+    /// Checks the connection manager's MADs in the capture ([`check_capture`] stopped it):
+    /// xroce's, field by field against rxe's, and the transaction ID, address and flow
+    /// label rules on both sides; every problem goes to `cm-mads.txt` in the run directory.
+    ///
+    /// [`check_capture`]: Harness::check_capture
+    pub(super) fn check_cm_mads(&self) -> Row {
+        let started = Instant::now();
+        let mut row = Row {
+            check: "CM MADs xroce sent, against rxe's".into(),
+            server: "-",
+            client: "-",
+            outcome: Outcome::Fail,
+            secs: 0.0,
+            detail: String::new(),
+        };
+        let pcap = self.run_dir.join("capture.pcap");
+        if !pcap.is_file() {
+            row.outcome = Outcome::Skip;
+            row.detail = "no capture".into();
+            return row;
+        }
+        match mads::check(&pcap, XROCE_IP.into()) {
+            Err(e) => row.detail = format!("{e:#}"),
+            Ok(f) => {
+                let mut text = String::new();
+                for p in f.problems.iter().chain(&f.peer_oddities) {
+                    let _ = writeln!(text, "{p}");
+                }
+                let _ = fs::write(self.run_dir.join("cm-mads.txt"), text);
+                row.outcome = if f.xroce_mads == 0 {
+                    Outcome::Skip
+                } else if f.problems.is_empty() {
+                    Outcome::Pass
+                } else {
+                    Outcome::Fail
+                };
+                row.detail = f.summary();
+            }
+        }
+        row.secs = started.elapsed().as_secs_f64();
+        row
+    }
+
+    /// One of the daemon's counters or gauges (0 when it cannot be read).
+    fn xroced_stat(&self, name: &str) -> u64 {
+        netns::run_in(self.xroce_ns(), || {
+            verbs_shm::client::Context::open(DEVICE).and_then(|c| c.stats())
+        })
+        .ok()
+        .and_then(Result::ok)
+        .and_then(|stats| stats.into_iter().find(|(k, _)| k == name))
+        .map_or(0, |(_, v)| v)
+    }
+
     /// The daemon's counters (all of them), also written to the run directory.
     pub fn xroced_counters(&self) -> Result<Vec<(String, u64)>> {
         let stats = netns::run_in(self.xroce_ns(), || {
@@ -911,7 +1044,7 @@ impl Harness {
         println!();
         println!("The lab stays up until end of input (Ctrl-D) or Ctrl-C.");
         println!(
-            "  xroce host: ip netns exec {} bash   ({} {XROCE_IP}, device {DEVICE}, GID index {XROCE_GID_INDEX})",
+            "  xroce host: ip netns exec {} bash   ({} {XROCE_IP}, device {DEVICE}, GID index {XROCE_GID_INDEX}; IPv6 GID index {XROCE_IPV6_GID_INDEX})",
             a.netns, a.interface
         );
         println!(
@@ -924,10 +1057,11 @@ impl Harness {
             }
         );
         println!(
-            "  rxe peer:   {} ({}, GID index {}); type a shell command to run it there",
+            "  rxe peer:   {} ({}, GID index {}; IPv6 GID index {:?}); type a shell command to run it there",
             self.peer.place(),
             self.peer.device(),
-            self.peer.gid_index()
+            self.peer.gid_index(),
+            self.peer.ipv6_gid_index()
         );
         println!("  pingpong:   {}", self.pingpong.display());
         println!("  logs:       {}", self.run_dir.display());

@@ -26,8 +26,12 @@
 //! directions: `ibv_rc_pingpong`, `ibv_uc_pingpong` and `ibv_ud_pingpong` against
 //! `xroce-pingpong`; and, once the drop-in `libibverbs.so.1` can run them, the Debian
 //! `ibv_rc_pingpong`, `ib_send_bw`, `ib_write_bw`, `ib_read_bw`, `ib_atomic_bw` and the
-//! three latency tests on the xroce side too ([`checks`]). Everything crossing the wire (the
-//! tap, or `xr-b`) is captured and every RoCEv2 packet's ICRC is checked ([`harness`]).
+//! three latency tests on the xroce side too; and the programs that connect through
+//! rdma_cm (`rping`, `ucmatose`, `udaddy`, `rdma_server`/`rdma_client`, perftest's `-R`
+//! variants, SIDR for UD, a reject) on the drop-in `librdmacm.so.1` ([`checks`]). Everything
+//! crossing the wire (the tap, or `xr-b`) is captured, every RoCEv2 packet's ICRC is checked
+//! ([`harness`]), and the connection manager's MADs xroce sent are compared with rxe's
+//! ([`mads`]).
 //!
 //! `cargo xtask bench --peer rxe` runs perftest across the same lab: [`prepare`],
 //! [`Harness::start`] and [`Harness::run_exchange`] are shared.
@@ -43,12 +47,13 @@ mod elf;
 mod harness;
 mod image;
 mod local;
+mod mads;
 mod peer;
 mod process;
 mod vm;
 
 use std::fs;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
@@ -76,6 +81,14 @@ const BRIDGE: &str = "xr-br";
 const TAP: &str = "xr-tap";
 /// xroce's GID table starts with its IPv4 addresses.
 pub const XROCE_GID_INDEX: u32 = 0;
+/// Then come its global IPv6 addresses: the lab's host `a` has one IPv4 address, so its
+/// IPv6 one (fd00:77::1) is GID 1.
+pub const XROCE_IPV6_GID_INDEX: u32 = 1;
+/// And then its link-local address.
+pub const XROCE_LINK_LOCAL_GID_INDEX: u32 = 2;
+/// The peer's global IPv6 address (the VM's `/init` gives it to eth0; the lab's host `b`
+/// has it for a local peer).
+const PEER_IP6: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x77, 0, 0, 0, 0, 0, 2);
 
 #[derive(Debug, clap::Parser)]
 #[command(
@@ -304,6 +317,7 @@ pub fn run(args: &Args) -> Result<()> {
     }
     let traffic = rows.iter().any(|r| r.outcome != Outcome::Skip);
     rows.push(h.check_capture(args.capture.as_deref(), traffic));
+    rows.push(h.check_cm_mads());
     let counters = h.counters();
 
     println!();

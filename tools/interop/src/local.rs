@@ -21,7 +21,7 @@
 //! cleanup) deletes the veth, and rxe removes a device whose net device goes away.
 
 use std::fs;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -131,8 +131,13 @@ pub(crate) fn gid_listing(device: &str) -> String {
 
 /// The index of `ip`'s IPv4-mapped GID in a [`gid_listing`].
 pub(crate) fn ipv4_gid_index(listing: &str, ip: Ipv4Addr) -> Option<u32> {
-    let [a, b, c, d] = ip.octets();
-    let want = format!("0000:0000:0000:0000:0000:ffff:{a:02x}{b:02x}:{c:02x}{d:02x}");
+    gid_index_of(listing, ip.to_ipv6_mapped())
+}
+
+/// The index of `ip`'s GID in a [`gid_listing`] (an IPv6 address is its own GID).
+pub(crate) fn gid_index_of(listing: &str, ip: Ipv6Addr) -> Option<u32> {
+    let want: Vec<String> = ip.segments().iter().map(|s| format!("{s:04x}")).collect();
+    let want = want.join(":");
     listing.lines().find_map(|l| {
         let (index, gid) = l.trim().split_once(' ')?;
         (gid.trim() == want).then(|| index.parse().ok())?
@@ -166,6 +171,9 @@ pub(crate) struct LocalRxe {
     ns: String,
     device: String,
     gid_index: u32,
+    /// The indices of the GIDs of the namespace's global and link-local IPv6 addresses,
+    /// when it has them.
+    ipv6_gid_indices: [Option<u32>; 2],
     mode: NetnsMode,
     /// Where jobs write their output.
     dir: PathBuf,
@@ -174,9 +182,16 @@ pub(crate) struct LocalRxe {
 }
 
 impl LocalRxe {
-    /// Makes the device over `netdev` (addressed `ip`) in namespace `ns`, and checks that
-    /// it can serve there. Jobs' output goes to `dir`.
-    pub(crate) fn start(ns: &str, netdev: &str, ip: Ipv4Addr, dir: &Path) -> Result<LocalRxe> {
+    /// Makes the device over `netdev` (addressed `ip`, and `ip6`'s global and link-local
+    /// IPv6 addresses when it has them) in namespace `ns`, and checks that it can serve
+    /// there. Jobs' output goes to `dir`.
+    pub(crate) fn start(
+        ns: &str,
+        netdev: &str,
+        ip: Ipv4Addr,
+        ip6: [Option<Ipv6Addr>; 2],
+        dir: &Path,
+    ) -> Result<LocalRxe> {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let mode_text = run(&["rdma", "system", "show", "netns"].map(str::to_owned))?;
         let mode = parse_netns_mode(&mode_text)
@@ -194,6 +209,7 @@ impl LocalRxe {
             ns: ns.to_owned(),
             device,
             gid_index: 0,
+            ipv6_gid_indices: [None; 2],
             mode,
             dir,
             made: true,
@@ -260,15 +276,21 @@ impl LocalRxe {
             }
             std::thread::sleep(Duration::from_millis(100));
         };
+        // The lab's IPv6 addresses, for the checks over IPv6 (their GIDs came with the
+        // IPv4 one's or before: addresses are added before the device).
+        let listing = rxe.run(&gid_listing(&rxe.device), Duration::from_secs(10))?;
+        rxe.ipv6_gid_indices = ip6.map(|ip| ip.and_then(|ip| gid_index_of(&listing.output, ip)));
         log(&format!(
-            "local rxe {} over {netdev} in {} (rdma netns mode {}), IPv4 GID index {}",
+            "local rxe {} over {netdev} in {} (rdma netns mode {}), IPv4 GID index {}, IPv6 \
+             GID indices (global, link-local) {:?}",
             rxe.device,
             rxe.ns,
             match mode {
                 NetnsMode::Shared => "shared: the device is visible in every namespace",
                 NetnsMode::Exclusive => "exclusive",
             },
-            rxe.gid_index
+            rxe.gid_index,
+            rxe.ipv6_gid_indices
         ));
         Ok(rxe)
     }
@@ -279,6 +301,12 @@ impl LocalRxe {
 
     pub(crate) fn gid_index(&self) -> u32 {
         self.gid_index
+    }
+
+    /// The indices of the GIDs of its global and link-local IPv6 addresses, when it has
+    /// them.
+    pub(crate) fn ipv6_gid_indices(&self) -> [Option<u32>; 2] {
+        self.ipv6_gid_indices
     }
 
     pub(crate) fn ns(&self) -> &str {
@@ -486,6 +514,10 @@ mod tests {
             Some(1)
         );
         assert_eq!(ipv4_gid_index(listing, Ipv4Addr::new(10, 77, 0, 1)), None);
+        assert_eq!(
+            gid_index_of(listing, "fd00::2".parse().expect("an address")),
+            Some(2)
+        );
         assert!(gid_listing("xrxe1n0").contains("/sys/class/infiniband/xrxe1n0/ports/1/gids/"));
     }
 }

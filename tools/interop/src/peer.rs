@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 
+use super::checks::Net;
 use super::local::{self, LocalRxe};
 use super::vm::{self, Finished, Vm};
 
@@ -60,6 +61,10 @@ pub(crate) enum Peer {
         vm: Vm,
         /// Index of rxe0's IPv4 GID.
         gid_index: u32,
+        /// Index of rxe0's global IPv6 GID, if it has one.
+        ipv6_gid_index: Option<u32>,
+        /// Index of rxe0's link-local IPv6 GID, if it has one.
+        link_local_gid_index: Option<u32>,
         ip: Ipv4Addr,
     },
     Local {
@@ -99,6 +104,30 @@ impl Peer {
         match self {
             Peer::Vm { gid_index, .. } => *gid_index,
             Peer::Local { rxe, .. } => rxe.gid_index(),
+        }
+    }
+
+    /// The index of the device's global IPv6 GID, if it has one.
+    pub(crate) fn ipv6_gid_index(&self) -> Option<u32> {
+        match self {
+            Peer::Vm { ipv6_gid_index, .. } => *ipv6_gid_index,
+            Peer::Local { rxe, .. } => rxe.ipv6_gid_indices()[0],
+        }
+    }
+
+    /// The index of the device's GID of `net`, if it has one.
+    pub(crate) fn gid_index_of(&self, net: Net) -> Option<u32> {
+        match (net, self) {
+            (Net::Ipv4, _) => Some(self.gid_index()),
+            (Net::Ipv6, _) => self.ipv6_gid_index(),
+            (
+                Net::Ipv6LinkLocal,
+                Peer::Vm {
+                    link_local_gid_index,
+                    ..
+                },
+            ) => *link_local_gid_index,
+            (Net::Ipv6LinkLocal, Peer::Local { rxe, .. }) => rxe.ipv6_gid_indices()[1],
         }
     }
 
@@ -164,6 +193,20 @@ impl Peer {
             }
             Peer::Local { rxe, .. } => Ok(rxe.listening(port, timeout)),
         }
+    }
+
+    /// Waits until an rdma_cm id listens on `port` on the peer (its kernel lists it in
+    /// `rdma resource show cm_id`: `... state LISTEN ... src-addr 10.77.0.2:7174 ...`).
+    pub(crate) fn cm_listening(&mut self, port: u16, timeout: Duration) -> Result<bool> {
+        let polls = timeout.as_millis() / 50;
+        let f = self.run(
+            &format!(
+                "n=0; while ! rdma resource show cm_id 2>/dev/null | grep LISTEN | grep -q ':{port} '; do \
+                 usleep 50000; n=$((n + 1)); [ $n -gt {polls} ] && exit 1; done; exit 0"
+            ),
+            timeout + Duration::from_secs(30),
+        )?;
+        Ok(f.ok())
     }
 
     /// Stops the peer: powers the VM off, or deletes the local device.

@@ -38,6 +38,10 @@ pub(crate) struct VmConfig {
 pub(crate) struct Ready {
     /// Index of rxe0's IPv4-mapped GID.
     pub(crate) gid_index: u32,
+    /// Index of rxe0's global IPv6 GID, if it has one.
+    pub(crate) ipv6_gid_index: Option<u32>,
+    /// Index of rxe0's link-local IPv6 GID, if it has one.
+    pub(crate) link_local_gid_index: Option<u32>,
     /// Guest uptime when ready, in seconds.
     pub(crate) uptime: String,
 }
@@ -178,6 +182,8 @@ impl Vm {
                 })?;
                 return Ok(Ready {
                     gid_index,
+                    ipv6_gid_index: field("gid6_index").parse().ok(),
+                    link_local_gid_index: field("gidll_index").parse().ok(),
                     uptime: field("uptime"),
                 });
             }

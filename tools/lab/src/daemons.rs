@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use verbs_shm::client::{AhAttr, Connection, Context};
 use xroce_artifacts::{Profile, Target};
 
-use crate::{Lab, LabConfig, Side};
+use crate::{Family, Lab, LabConfig, Side};
 
 /// The path of the `xroced` binary, built once per process with the profile of this build
 /// (debug for the tests).
@@ -218,11 +218,17 @@ impl TwoHosts {
 
     /// The address vector from `side` to the other host, over IPv4.
     pub fn av(&self, side: Side) -> AhAttr {
+        self.av_over(side, Family::Ipv4)
+    }
+
+    /// The address vector from `side` to the other host, between their addresses of
+    /// `family`.
+    pub fn av_over(&self, side: Side, family: Family) -> AhAttr {
         let peer = self.lab.host(side.peer());
         AhAttr {
-            dgid: xroce_wire::Gid::from_ipv4(peer.ipv4).0,
+            dgid: xroce_wire::Gid::from_ip(peer.address(family)).0,
             flow_label: 0,
-            sgid_index: 0,
+            sgid_index: family.gid_index(),
             hop_limit: 64,
             traffic_class: 0,
             sl: 0,

@@ -128,6 +128,66 @@ pub struct Host {
     pub next_hop_mac: [u8; 6],
 }
 
+impl Host {
+    /// Its link-local IPv6 address: `fe80::/64` with the interface identifier the kernel
+    /// derives from the MAC address (modified EUI-64, RFC 4291 appendix A), the kernel's
+    /// default (`addr_gen_mode` 0).
+    pub fn link_local(&self) -> Ipv6Addr {
+        let m = self.mac;
+        let word = |hi: u8, lo: u8| u16::from_be_bytes([hi, lo]);
+        Ipv6Addr::new(
+            0xfe80,
+            0,
+            0,
+            0,
+            word(m[0] ^ 2, m[1]),
+            word(m[2], 0xff),
+            word(0xfe, m[3]),
+            word(m[4], m[5]),
+        )
+    }
+
+    /// Its address of `family`.
+    pub fn address(&self, family: Family) -> IpAddr {
+        match family {
+            Family::Ipv4 => self.ipv4.into(),
+            Family::Ipv6 => self.ipv6.into(),
+            Family::Ipv6LinkLocal => self.link_local().into(),
+        }
+    }
+}
+
+/// Which addresses of the hosts RoCE traffic goes between. Each host's interface has one
+/// IPv4 address, one global IPv6 address and its link-local one, so its GID table is
+/// always the same: index 0 the IPv4-mapped address, 1 the global IPv6 address, 2 the
+/// link-local one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Family {
+    /// RoCEv2 over IPv4 (GID 0).
+    Ipv4,
+    /// RoCEv2 over IPv6, between the global addresses (GID 1); routed through the router
+    /// of a lab that has one.
+    Ipv6,
+    /// RoCEv2 over IPv6, between the link-local addresses (GID 2): hosts on one link only.
+    Ipv6LinkLocal,
+}
+
+impl Family {
+    /// The index of the hosts' GID of this family.
+    pub fn gid_index(self) -> u8 {
+        match self {
+            Family::Ipv4 => 0,
+            Family::Ipv6 => 1,
+            Family::Ipv6LinkLocal => 2,
+        }
+    }
+
+    /// Whether frames carry an IPv6 header.
+    pub fn is_ipv6(self) -> bool {
+        self != Family::Ipv4
+    }
+}
+
 /// The router between the hosts of a lab built with [`LabConfig::router`].
 #[derive(Clone, Debug)]
 pub struct Router {
@@ -682,6 +742,28 @@ mod tests {
         assert_eq!(owner_pid("xr-1234-0-a-x"), None);
         assert_eq!(owner_pid("rxe-peer"), None);
         assert_eq!(owner_pid("xr-pid-0-a"), None);
+    }
+
+    #[test]
+    fn a_hosts_link_local_address_is_the_eui_64_of_its_mac() {
+        let host = Host {
+            netns: "x".into(),
+            interface: "xr-a".into(),
+            mac: MAC_A,
+            ipv4: Ipv4Addr::new(10, 77, 0, 1),
+            ipv6: Ipv6Addr::new(0xfd00, 0x77, 0, 0, 0, 0, 0, 1),
+            next_hop_mac: MAC_B,
+        };
+        // As `ip -6 addr` shows it for 02:78:72:00:00:0a.
+        assert_eq!(host.link_local().to_string(), "fe80::78:72ff:fe00:a");
+        assert_eq!(
+            host.address(Family::Ipv6).to_string(),
+            "fd00:77::1".to_string()
+        );
+        assert_eq!(
+            [Family::Ipv4, Family::Ipv6, Family::Ipv6LinkLocal].map(Family::gid_index),
+            [0, 1, 2]
+        );
     }
 
     #[test]

@@ -119,7 +119,23 @@ pub fn describe(number: usize, bytes: &[u8]) -> Option<(String, Verdict)> {
                 );
             }
             let _ = write!(line, "malformed: {e}");
-            Some((line, Verdict::Malformed))
+            // The ICRC covers the headers and the bytes as they are, whatever they mean: it
+            // is reported whenever the envelope holds a BTH and an ICRC. A frame whose bits
+            // were flipped (say, into a reserved opcode) is then seen for what it is.
+            match xroce_wire::icrc::verify_frame(bytes) {
+                Ok(()) => {
+                    line.push_str(" icrc=ok");
+                    Some((line, Verdict::Malformed))
+                }
+                Err(ParseError::IcrcMismatch { found, computed }) => {
+                    let _ = write!(
+                        line,
+                        " icrc=BAD (carried {found:#010x}, computed {computed:#010x})"
+                    );
+                    Some((line, Verdict::BadIcrc))
+                }
+                Err(_) => Some((line, Verdict::Malformed)),
+            }
         }
     }
 }
@@ -352,11 +368,15 @@ mod tests {
     fn malformed_packet_line() {
         let mut f = ACK;
         f[42] = 0x15; // reserved opcode
+        // With an ICRC made for it, the frame is only malformed.
+        let icrc = xroce_wire::icrc::compute_frame(&f).unwrap();
+        f[58..62].copy_from_slice(&icrc.to_le_bytes());
         let (line, verdict) = describe(3, &f).unwrap();
         assert_eq!(verdict, Verdict::Malformed);
         assert_eq!(
             line,
-            "    3 10.77.0.2:49441 -> 10.77.0.3:4791 malformed: opcode 0x15 is reserved or not supported"
+            "    3 10.77.0.2:49441 -> 10.77.0.3:4791 malformed: opcode 0x15 is reserved or not \
+             supported icrc=ok"
         );
         let (line, verdict) = describe(4, &ACK[..40]).unwrap();
         assert_eq!(verdict, Verdict::Malformed);
@@ -364,6 +384,28 @@ mod tests {
             line.starts_with("    4 malformed: IPv4 total length 48"),
             "{line}"
         );
+    }
+
+    /// A bit flipped on the wire that turns the opcode into a reserved one: the frame does
+    /// not parse, and its ICRC says why.
+    #[test]
+    fn a_damaged_frame_that_does_not_parse_still_has_its_icrc_checked() {
+        let mut f = ACK;
+        f[42] ^= 0x04; // RC_ACKNOWLEDGE 0x11 -> 0x15, reserved
+        let computed = xroce_wire::icrc::compute_frame(&f).unwrap();
+        let (line, verdict) = describe(8, &f).unwrap();
+        assert_eq!(verdict, Verdict::BadIcrc);
+        assert_eq!(
+            line,
+            format!(
+                "    8 10.77.0.2:49441 -> 10.77.0.3:4791 malformed: opcode 0x15 is reserved or \
+                 not supported icrc=BAD (carried 0x668f2535, computed {computed:#010x})"
+            )
+        );
+        // A frame too short to hold a BTH and an ICRC has none to check.
+        let (line, verdict) = describe(9, &ACK[..40]).unwrap();
+        assert_eq!(verdict, Verdict::Malformed);
+        assert!(!line.contains("icrc"), "{line}");
     }
 
     /// Recomputes the IPv4 header checksum of an edited frame.

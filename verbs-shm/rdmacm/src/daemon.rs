@@ -5,7 +5,8 @@
 //! [`Daemon`] is a trait so that tests put a fake daemon behind a device; the real one is
 //! a `verbs_shm::client::Context` of the library's own (a control connection apart from
 //! the application's `ibv_context`s). A refusal of the daemon is printed to stderr when
-//! `XROCE_RDMACM_DEBUG=1`: a C caller only sees its errno.
+//! `XROCE_RDMACM_DEBUG=1`: a C caller only sees its errno. A device the daemon does not
+//! let the user open says so always ([`refused_open`]).
 
 use std::sync::{Arc, OnceLock};
 
@@ -65,6 +66,20 @@ pub(crate) fn errno(device: &str, what: &str, error: &Error) -> Errno {
         eprintln!("librdmacm (xroce): {device}: {what}: {error}");
     }
     Errno(error.errno())
+}
+
+/// A device that could not be opened. A daemon whose access policy leaves the user out
+/// says so on stderr, debugging or not (as the drop-in libibverbs does: a user cannot
+/// tell that refusal from a missing device otherwise); other failures as [`errno`] says.
+/// Called once per device and process: a device that failed to open stays dead.
+pub(crate) fn refused_open(device: &str, error: &Error) -> Errno {
+    match error {
+        Error::Daemon { errno, message } if *errno == libc::EACCES => {
+            eprintln!("librdmacm: {device}: {message}");
+            Errno(*errno)
+        }
+        _ => errno(device, "open", error),
+    }
 }
 
 /// Runs `call` on `daemon`, turning its error into an errno (see [`errno`]).

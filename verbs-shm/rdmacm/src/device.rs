@@ -94,7 +94,7 @@ impl Device {
         let daemon = match connect(&self.name) {
             Ok(d) => d,
             Err(e) => {
-                daemon::errno(&self.name, "open", &e);
+                daemon::refused_open(&self.name, &e);
                 return None;
             }
         };

@@ -18,6 +18,31 @@ pub fn devices() -> Result<Vec<String>> {
     Ok(sys::list_devices()?)
 }
 
+/// The attributes of device `name` without opening it: what a kernel RDMA device shows
+/// every user in sysfs (its node GUID, its limits), also to one its daemon does not let
+/// open it. A program lists such a device, and learns why it may not use it when it opens
+/// it ([`Context::open`]).
+pub fn describe(name: &str) -> Result<DeviceAttr> {
+    let sock = connect(name)?;
+    sys::send_message(sock.as_fd(), &protocol::encode(&Request::QueryDevice), &[])?;
+    let mut buf = vec![0u8; protocol::MAX_MESSAGE];
+    let (n, _) = sys::recv_message(sock.as_fd(), &mut buf)?;
+    match protocol::decode::<Reply>(&buf[..n]) {
+        Ok(Reply::Device(d)) => Ok(d),
+        Ok(Reply::Error { errno, message }) => Err(Error::Daemon { errno, message }),
+        Ok(other) => Err(Error::Protocol(format!("unexpected reply {other:?}"))),
+        Err(e) => Err(Error::Protocol(format!("undecodable reply: {e}"))),
+    }
+}
+
+/// The control connection to the daemon of device `name`.
+fn connect(name: &str) -> Result<OwnedFd> {
+    sys::connect(name).map_err(|e| match e.raw_os_error() {
+        Some(libc::ECONNREFUSED) | Some(libc::ENOENT) => Error::NoDevice(name.to_owned()),
+        _ => Error::Io(e),
+    })
+}
+
 pub(crate) struct Inner {
     pub(crate) device: String,
     sock: Mutex<OwnedFd>,
@@ -125,12 +150,11 @@ pub struct Context {
 }
 
 impl Context {
-    /// Opens the device `name` (as listed by [`devices`]).
+    /// Opens the device `name` (as listed by [`devices`]). A daemon whose access policy
+    /// leaves the calling user out refuses with `EACCES` ([`Error::Daemon`], saying whom it
+    /// allows), as opening a kernel device's `/dev/infiniband/uverbs*` would fail.
     pub fn open(name: &str) -> Result<Context> {
-        let sock = sys::connect(name).map_err(|e| match e.raw_os_error() {
-            Some(libc::ECONNREFUSED) | Some(libc::ENOENT) => Error::NoDevice(name.to_owned()),
-            _ => Error::Io(e),
-        })?;
+        let sock = connect(name)?;
         let bytes = protocol::encode(&Request::Hello {
             version: contract::VERSION,
         });

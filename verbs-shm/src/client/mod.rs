@@ -28,7 +28,7 @@ mod qp;
 
 pub use cm::EventChannel;
 pub use connect::{ConnectError, Connection};
-pub use context::{Context, devices};
+pub use context::{Context, describe, devices};
 pub use cq::{CompChannel, Cq, WorkCompletion};
 pub use mr::{Access, Mr};
 pub use qp::{Ah, Pd, Qp, QpInit, QpType, RecvWr, SendOp, SendWr, Srq, UdTarget};

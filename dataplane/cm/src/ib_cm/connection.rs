@@ -64,6 +64,8 @@ pub(crate) struct Outstanding {
     /// The state the MAD was sent in; a timeout in another state is stale (the Linux CM
     /// keeps it in `msg->context[1]`).
     pub(crate) sent_in: CmState,
+    /// When it was first sent.
+    pub(crate) first_sent: Instant,
 }
 
 /// The path of the connection, for the QP's address vector.

@@ -6,14 +6,18 @@ use xroce_wire::cm::{
     CmPath, MRA_PRIVATE_DATA_LEN, MraRepr, REP_PRIVATE_DATA_LEN, REQ_PRIVATE_DATA_LEN,
     RTU_PRIVATE_DATA_LEN, RepRepr, ReqRepr, RtuRepr,
 };
-use xroce_wire::{CmMessage, CommId, Gid, MsgResponse, Qkey, RejectReason, TransportServiceType};
+use xroce_wire::mad::MAD_LEN;
+use xroce_wire::{
+    CmMad, CmMessage, CommId, Gid, Guid, MsgResponse, Qkey, RejectReason, ServiceId,
+    TransportServiceType,
+};
 
 use super::connection::{CmState, Connection, PathInfo};
 use super::params::{
     CmError, CmEventKind, RepParams, RepReceived, ReqParams, ReqReceived, check_len,
 };
 use super::timers::{cm_ack_timeout, cm_convert_to_ms};
-use super::{IbCm, MRA_FLAG_DELAY};
+use super::{HeldReq, IbCm, MRA_FLAG_DELAY};
 use crate::address::MadAddress;
 use crate::counters::Counter;
 
@@ -118,6 +122,90 @@ impl IbCm {
         Ok(id)
     }
 
+    /// REQs held for a listener that are due: taken again if one came (the REQ then
+    /// counts as delivered or refused as any REQ), else refused with REJ 8.
+    /// A REQ or SIDR_REQ (`raw`, from `remote` at `from`) for `service_id`, which nobody
+    /// listens on: held for a listener within the grace (`req_held_for_listener`), or
+    /// recognised as a retransmission of one already held (`rcvd_duplicate`); `None`
+    /// when there is no grace and the caller refuses it.
+    pub(super) fn hold_for_listener(
+        &mut self,
+        now: Instant,
+        service_id: ServiceId,
+        remote: (Guid, CommId),
+        from: MadAddress,
+        raw: &[u8],
+    ) -> Option<Counter> {
+        if self
+            .held
+            .iter()
+            .any(|h| h.remote == remote && h.from.remote == from.remote)
+        {
+            return Some(Counter::rcvd_duplicate);
+        }
+        if self.config.listen_grace.is_zero() {
+            return None;
+        }
+        let mad = <[u8; MAD_LEN]>::try_from(raw).ok()?;
+        self.held.push(HeldReq {
+            until: now + self.config.listen_grace,
+            arrived: now,
+            service_id,
+            remote,
+            from,
+            mad,
+        });
+        Some(Counter::req_held_for_listener)
+    }
+
+    pub(super) fn release_held(&mut self, now: Instant) {
+        let (due, waiting): (Vec<HeldReq>, Vec<HeldReq>) = std::mem::take(&mut self.held)
+            .into_iter()
+            .partition(|h| h.until <= now);
+        self.held = waiting;
+        for h in due {
+            let Ok(mad) = CmMad::parse(&h.mad) else {
+                continue;
+            };
+            let listening = self.listeners.contains_key(&h.service_id);
+            let tid = mad.transaction_id;
+            // The MAD's disposition was counted when it was held; what became of it
+            // counts here.
+            let taken = match &mad.message {
+                CmMessage::Req(req) => {
+                    let taken = listening
+                        && self.handle_req(now, h.from, tid, req, &h.mad)
+                            == Counter::rcvd_delivered;
+                    if !listening {
+                        self.issue_rej(
+                            h.from,
+                            tid,
+                            &h.mad,
+                            RejectReason::INVALID_SERVICE_ID,
+                            MsgResponse::REQ,
+                        );
+                    }
+                    taken
+                }
+                CmMessage::SidrReq(req) => {
+                    if listening {
+                        self.handle_sidr_req(now, h.from, tid, req, &h.mad)
+                            == Counter::rcvd_delivered
+                    } else {
+                        self.sidr_unsupported(h.from, tid, req);
+                        false
+                    }
+                }
+                _ => continue,
+            };
+            self.counters.inc(if taken {
+                Counter::held_req_taken
+            } else {
+                Counter::held_req_refused
+            });
+        }
+    }
+
     /// A REQ (`cm_req_handler`, `cm_match_req`).
     pub(super) fn handle_req(
         &mut self,
@@ -140,6 +228,10 @@ impl IbCm {
             return Counter::req_stale;
         }
         if !self.listeners.contains_key(&req.service_id) {
+            let remote = (guid, req.local_comm_id);
+            if let Some(held) = self.hold_for_listener(now, req.service_id, remote, from, raw) {
+                return held;
+            }
             self.issue_rej(
                 from,
                 tid,

@@ -54,6 +54,31 @@ pub struct IbCmConfig {
     /// The high 32 bits of the transaction IDs of exchanges this CM starts (Linux: its MAD
     /// agent's `hi_tid`; 2 in the captures).
     pub hi_tid: u32,
+    /// How long a REQ for a service ID nobody listens on waits for a listener before it is
+    /// refused (REJ 8). Linux refuses at once (zero). Programs that tell their peer to
+    /// connect over another channel and then listen (perftest's `-R` does, between its two
+    /// connections) race their peer's REQ; a listen a moment late still gets the
+    /// connection. The wire sees the same REJ, later. The active side does the same for
+    /// its peer: a REQ refused with REJ 8, or a SIDR_REQ with status 1, within this time
+    /// of its first sending is sent again every [`LISTEN_RETRY`] until it is over.
+    pub listen_grace: Duration,
+}
+
+/// How soon a request refused for want of a listener is sent again, while
+/// [`IbCmConfig::listen_grace`] lasts since it was first sent.
+pub const LISTEN_RETRY: Duration = Duration::from_millis(50);
+
+/// A REQ or SIDR_REQ waiting for a listener ([`IbCmConfig::listen_grace`]).
+#[derive(Debug, Clone)]
+struct HeldReq {
+    /// When it is refused, or, once a listener came, the moment it arrived (then it is
+    /// due at once).
+    until: Instant,
+    arrived: Instant,
+    service_id: ServiceId,
+    remote: (Guid, CommId),
+    from: MadAddress,
+    mad: [u8; MAD_LEN],
 }
 
 /// The connection manager of one port.
@@ -69,6 +94,8 @@ pub struct IbCm {
     remote_qps: HashMap<(Guid, Qpn), CommId>,
     /// Pending SIDR requests by (request ID, requester): catches duplicate SIDR_REQs.
     remote_sidr: HashMap<(CommId, IpAddr), CommId>,
+    /// REQs and SIDR_REQs that found no listener, waiting for one.
+    held: Vec<HeldReq>,
     /// GIDs of this port: a REQ for another is refused (REJ 12).
     local_gids: HashSet<Gid>,
     timers: Timers,
@@ -90,6 +117,7 @@ impl IbCm {
             remote_ids: HashMap::new(),
             remote_qps: HashMap::new(),
             remote_sidr: HashMap::new(),
+            held: Vec::new(),
             local_gids: HashSet::new(),
             timers: Timers::default(),
             next_index: 0,
@@ -128,6 +156,10 @@ impl IbCm {
     /// ID share it; each call must be matched by [`IbCm::stop_listen`]).
     pub fn listen(&mut self, service_id: ServiceId) {
         *self.listeners.entry(service_id).or_insert(0) += 1;
+        // REQs held for this service are due now: [`IbCm::handle_timeout`] takes them.
+        for h in self.held.iter_mut().filter(|h| h.service_id == service_id) {
+            h.until = h.arrived;
+        }
     }
 
     /// Stops one listener of a service ID.
@@ -177,13 +209,14 @@ impl IbCm {
 
     /// When [`IbCm::handle_timeout`] should be called next.
     pub fn poll_timeout(&mut self) -> Option<Instant> {
+        let held = self.held.iter().map(|h| h.until).min();
         while let Some((when, id)) = self.timers.peek() {
             if self.is_live_timer(when, id) {
-                return Some(when);
+                return Some(held.map_or(when, |h| h.min(when)));
             }
             self.timers.pop();
         }
-        None
+        held
     }
 
     fn is_live_timer(&self, when: Instant, id: CommId) -> bool {
@@ -196,6 +229,7 @@ impl IbCm {
     /// Retransmits what is due (the same bytes, the same TID), gives up on what has no
     /// retries left, and ends TimeWait periods that are over.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.release_held(now);
         while let Some((when, id)) = self.timers.peek() {
             if when > now {
                 break;
@@ -282,8 +316,8 @@ impl IbCm {
             CmMessage::Rtu(rtu) => self.handle_rtu(rtu),
             CmMessage::Dreq(dreq) => self.handle_dreq(from, tid, dreq),
             CmMessage::Drep(drep) => self.handle_drep(now, drep),
-            CmMessage::SidrReq(req) => self.handle_sidr_req(from, tid, req),
-            CmMessage::SidrRep(rep) => self.handle_sidr_rep(rep),
+            CmMessage::SidrReq(req) => self.handle_sidr_req(now, from, tid, req, raw),
+            CmMessage::SidrRep(rep) => self.handle_sidr_rep(now, rep),
         }
     }
 
@@ -363,10 +397,33 @@ impl IbCm {
             retries_left: retries,
             deadline,
             sent_in: conn.state,
+            first_sent: now,
         });
         let to = conn.av;
         self.timers.push(deadline, id);
         self.queue(to, mad);
+    }
+
+    /// Whether a request refused for want of a listener is sent again (within
+    /// [`IbCmConfig::listen_grace`] of its first sending, in the state it was sent in):
+    /// if so it is, [`LISTEN_RETRY`] from now, and nothing else changes.
+    fn retry_for_listener(&mut self, now: Instant, id: CommId) -> bool {
+        let grace = self.config.listen_grace;
+        let Some(conn) = self.conns.get_mut(&id) else {
+            return false;
+        };
+        let state = conn.state;
+        let Some(o) = conn.outstanding.as_mut() else {
+            return false;
+        };
+        if grace.is_zero() || o.sent_in != state || now + LISTEN_RETRY > o.first_sent + grace {
+            return false;
+        }
+        o.deadline = now + LISTEN_RETRY;
+        o.retries_left = o.retries_left.max(1);
+        let deadline = o.deadline;
+        self.timers.push(deadline, id);
+        true
     }
 
     /// Stops retransmitting a connection's MAD (`ib_cancel_mad`).

@@ -6,7 +6,7 @@ use xroce_wire::cm::{
     SIDR_REP_INFO_LEN, SIDR_REP_PRIVATE_DATA_LEN, SIDR_REQ_PRIVATE_DATA_LEN, SidrRepRepr,
     SidrReqRepr,
 };
-use xroce_wire::{CmMessage, CommId, Qkey, Qpn, SidrStatus};
+use xroce_wire::{CmMessage, CommId, Guid, Qkey, Qpn, SidrStatus};
 
 use super::IbCm;
 use super::connection::{CmState, Connection};
@@ -52,26 +52,22 @@ impl IbCm {
     /// a service ID nobody listens on is answered with status 1 (unsupported).
     pub(super) fn handle_sidr_req(
         &mut self,
+        now: Instant,
         from: MadAddress,
         tid: u64,
         req: &SidrReqRepr<'_>,
+        raw: &[u8],
     ) -> Counter {
         let key = (req.request_id, from.remote);
         if self.remote_sidr.contains_key(&key) {
             return Counter::rcvd_duplicate;
         }
         if !self.listeners.contains_key(&req.service_id) {
-            let rep = SidrRepRepr {
-                request_id: req.request_id,
-                status: SidrStatus::UNSUPPORTED,
-                vendor_id: 0,
-                qpn: Qpn::new(0),
-                service_id: req.service_id,
-                qkey: Qkey(0),
-                info: &[],
-                private_data: &[],
-            };
-            self.queue(from, IbCm::mad(tid, CmMessage::SidrRep(rep)));
+            let remote = (Guid(0), req.request_id);
+            if let Some(held) = self.hold_for_listener(now, req.service_id, remote, from, raw) {
+                return held;
+            }
+            self.sidr_unsupported(from, tid, req);
             return Counter::sidr_req_no_listener;
         }
         let id = self.alloc_id();
@@ -90,6 +86,21 @@ impl IbCm {
         };
         self.event(id, CmEventKind::SidrReqReceived(Box::new(event)));
         Counter::rcvd_delivered
+    }
+
+    /// Answers a SIDR_REQ for a service ID nobody listens on: status 1 (unsupported).
+    pub(super) fn sidr_unsupported(&mut self, from: MadAddress, tid: u64, req: &SidrReqRepr<'_>) {
+        let rep = SidrRepRepr {
+            request_id: req.request_id,
+            status: SidrStatus::UNSUPPORTED,
+            vendor_id: 0,
+            qpn: Qpn::new(0),
+            service_id: req.service_id,
+            qkey: Qkey(0),
+            info: &[],
+            private_data: &[],
+        };
+        self.queue(from, IbCm::mad(tid, CmMessage::SidrRep(rep)));
     }
 
     /// Answers a SIDR_REQ (`ib_send_cm_sidr_rep`); the resolution is over (idle), and a
@@ -135,7 +146,7 @@ impl IbCm {
     }
 
     /// A SIDR_REP (`cm_sidr_rep_handler`).
-    pub(super) fn handle_sidr_rep(&mut self, rep: &SidrRepRepr<'_>) -> Counter {
+    pub(super) fn handle_sidr_rep(&mut self, now: Instant, rep: &SidrRepRepr<'_>) -> Counter {
         let Some(id) = self.find(rep.request_id, CommId(0)) else {
             return Counter::rcvd_unmatched;
         };
@@ -145,6 +156,12 @@ impl IbCm {
         if c.state != CmState::SidrReqSent {
             return Counter::rcvd_wrong_state;
         }
+        if rep.status == SidrStatus::UNSUPPORTED && self.retry_for_listener(now, id) {
+            return Counter::sidr_rep_no_listener_yet;
+        }
+        let Some(c) = self.conns.get_mut(&id) else {
+            return Counter::rcvd_unmatched;
+        };
         c.state = CmState::Idle;
         c.outstanding = None;
         let event = SidrRepReceived {

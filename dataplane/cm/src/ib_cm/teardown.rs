@@ -110,6 +110,13 @@ impl IbCm {
         let Some(state) = self.state(id) else {
             return Counter::rcvd_unmatched;
         };
+        if state == CmState::ReqSent
+            && rej.reason == RejectReason::INVALID_SERVICE_ID
+            && rej.message_rejected == MsgResponse::REQ
+            && self.retry_for_listener(now, id)
+        {
+            return Counter::rej_no_listener_yet;
+        }
         match state {
             CmState::ReqSent
             | CmState::MraReqRcvd
@@ -277,6 +284,26 @@ impl IbCm {
     /// an unanswered SIDR_REQ gets SIDR_REP status 2. The connection's comm ID and pending
     /// events are gone afterwards.
     pub fn destroy(&mut self, now: Instant, id: CommId) {
+        self.destroy_answering(now, id);
+    }
+
+    /// Forgets a connection whose REQ was received, without answering it (the kernel's
+    /// `cm_destroy_id` with `-ENOMEM` in REQ_RCVD: "do not reject to allow future
+    /// retries"): a retransmission of the REQ is then a new request. A connection in
+    /// another state is destroyed as [`IbCm::destroy`] does.
+    pub fn forget_request(&mut self, now: Instant, id: CommId) {
+        if self.state(id) == Some(CmState::ReqRcvd) {
+            self.cancel(id);
+            self.remove_remote(id);
+            self.conns.remove(&id);
+            self.events.retain(|e| e.id != id);
+        } else {
+            self.destroy_answering(now, id);
+        }
+    }
+
+    /// [`IbCm::destroy`]'s work.
+    fn destroy_answering(&mut self, now: Instant, id: CommId) {
         let Some(state) = self.state(id) else {
             return;
         };

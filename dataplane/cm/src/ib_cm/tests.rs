@@ -2,6 +2,7 @@
 //! refuses, what destroying a connection in each state tells the peer.
 
 use std::net::{IpAddr, Ipv4Addr};
+use std::time::Duration;
 
 use xroce_transport::Instant;
 use xroce_wire::{
@@ -23,6 +24,7 @@ fn cm(guid: u64, addr: IpAddr, operand: u32) -> IbCm {
         ca_guid: Guid(guid),
         ack_delay: 15,
         hi_tid: 2,
+        listen_grace: Duration::ZERO,
     };
     let mut cm = IbCm::new(config, &mut ScriptedRandom::new(&[operand], 1));
     cm.add_local_gid(Gid::from_ip(addr));
@@ -99,6 +101,7 @@ fn comm_ids_are_scrambled_counters_and_tids_carry_them_byte_swapped() {
             ca_guid: Guid(1),
             ack_delay: 15,
             hi_tid: 1,
+            listen_grace: Duration::ZERO,
         },
         &mut ScriptedRandom::new(&[0], 1),
     );

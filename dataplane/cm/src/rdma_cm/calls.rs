@@ -167,6 +167,7 @@ impl RdmaCm {
             let i = self.get_mut(id)?;
             i.qkey = Some(qkey);
             i.qp_num = param.qp_num;
+            i.unanswered = false;
             return Ok(());
         }
         check_private("accept", &param.private_data, REP_PRIVATE_DATA_LEN)?;
@@ -182,7 +183,9 @@ impl RdmaCm {
             private_data: &param.private_data,
         };
         self.ib.send_rep(now, cm, &rep)?;
-        self.get_mut(id)?.qp_num = param.qp_num;
+        let i = self.get_mut(id)?;
+        i.qp_num = param.qp_num;
+        i.unanswered = false;
         Ok(())
     }
 
@@ -249,6 +252,7 @@ impl RdmaCm {
             self.ib
                 .send_rej(now, cm, RejectReason::CONSUMER_DEFINED, &[], private_data)?;
         }
+        self.get_mut(id)?.unanswered = false;
         Ok(())
     }
 

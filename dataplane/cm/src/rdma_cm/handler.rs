@@ -210,6 +210,19 @@ impl RdmaCm {
         found.first().copied()
     }
 
+    /// Whether `listener` holds as many unanswered requests as its backlog allows.
+    fn backlog_full(&self, listener: IdHandle) -> bool {
+        let Some(l) = self.ids.get(&listener) else {
+            return true;
+        };
+        let unanswered = self
+            .ids
+            .values()
+            .filter(|i| i.unanswered && i.listener == Some(listener))
+            .count();
+        unanswered >= l.backlog as usize
+    }
+
     /// The id a request creates (`cma_ib_new_conn_id`, `cma_ib_new_udp_id`).
     fn new_conn_id(
         &mut self,
@@ -229,6 +242,7 @@ impl RdmaCm {
         id.route = route;
         id.cm = Some(cm);
         id.listener = Some(listener);
+        id.unanswered = true;
         self.ids.insert(handle, id);
         self.by_cm.insert(cm, handle);
         handle
@@ -237,7 +251,8 @@ impl RdmaCm {
     /// A REQ for a listened service ID (`cma_ib_req_handler`). Refused (REJ 28, as Linux
     /// does when no rdma_cm listener takes it) if it names no port space, its IP CM header
     /// is bad, its destination is not ours or no listener takes it; otherwise a new id
-    /// gets CONNECT_REQUEST and the CM holds back an MRA for duplicates.
+    /// gets CONNECT_REQUEST and the CM holds back an MRA for duplicates, unless the
+    /// listener's backlog is full: then the REQ is forgotten unanswered.
     fn on_req(&mut self, now: Instant, cm: CommId, req: &ReqReceived) {
         let qp_type = if req.transport == TransportServiceType::UC {
             QpType::Uc
@@ -251,6 +266,11 @@ impl RdmaCm {
             self.ib.destroy(now, cm);
             return;
         };
+        if self.backlog_full(listener) {
+            self.ib.counters_mut().inc(Counter::req_over_backlog);
+            self.ib.forget_request(now, cm);
+            return;
+        }
         let route = IbMtu::from_code(req.path_mtu).map(|path_mtu| RouteInfo {
             path_mtu,
             hop_limit: req.primary_path.hop_limit,
@@ -289,6 +309,11 @@ impl RdmaCm {
             self.ib.destroy(now, cm);
             return;
         };
+        if self.backlog_full(listener) {
+            self.ib.counters_mut().inc(Counter::req_over_backlog);
+            self.ib.destroy(now, cm);
+            return;
+        }
         let id = self.new_conn_id(listener, &r, cm, None);
         let param = UdEventParam {
             private_data: req.private_data[ip_cm::HEADER_LEN..].to_vec(),

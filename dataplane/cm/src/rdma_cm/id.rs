@@ -153,6 +153,11 @@ pub(crate) struct RdmaId {
     pub(crate) listener: Option<IdHandle>,
     /// Whether this id holds a listen on its service ID.
     pub(crate) listening: bool,
+    /// A listener's bound on the connection requests it holds unanswered.
+    pub(crate) backlog: u32,
+    /// A connection request this id came from that the application has not accepted or
+    /// rejected yet (it counts against its listener's backlog).
+    pub(crate) unanswered: bool,
 }
 
 impl RdmaId {
@@ -176,6 +181,8 @@ impl RdmaId {
             cm: None,
             listener: None,
             listening: false,
+            backlog: 0,
+            unanswered: false,
         }
     }
 

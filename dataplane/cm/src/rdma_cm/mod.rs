@@ -16,6 +16,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::Duration;
 
 use xroce_transport::{Instant, QpType};
 use xroce_wire::{CommId, Gid, Guid, PortSpace, Psn, Qpn, ServiceId};
@@ -43,6 +44,9 @@ use ports::Ports;
 pub const RDMA_UDP_QKEY: u32 = 0x0123_4567;
 /// `CMA_CM_RESPONSE_TIMEOUT`: the CM response timeout rdma_cm asks for (4096 ms).
 pub const CM_RESPONSE_TIMEOUT: u8 = 20;
+/// The most connection requests a listener holds unanswered (`net.rdma_ucm.max_backlog`'s
+/// default): a `rdma_listen` backlog of 0, a negative one or one above this gets this.
+pub const MAX_BACKLOG: u32 = 1024;
 /// `CMA_MAX_CM_RETRIES`.
 pub const MAX_CM_RETRIES: u8 = 15;
 /// `CMA_CM_MRA_SETTING`'s service timeout: the MRA rdma_cm holds back after each request
@@ -69,6 +73,9 @@ pub struct Config {
     pub packet_life_time: u8,
     /// The ephemeral port range.
     pub port_range: (u16, u16),
+    /// How long a REQ waits for a listener before REJ 8 ([`IbCmConfig::listen_grace`];
+    /// Linux: zero).
+    pub listen_grace: Duration,
 }
 
 impl Config {
@@ -80,6 +87,7 @@ impl Config {
             mad_hi_tid: 1,
             packet_life_time: IBOE_PACKET_LIFETIME,
             port_range: EPHEMERAL_PORTS,
+            listen_grace: Duration::ZERO,
         }
     }
 }
@@ -117,6 +125,7 @@ impl RdmaCm {
                 ca_guid: config.ca_guid,
                 ack_delay: config.ack_delay,
                 hi_tid: config.mad_hi_tid,
+                listen_grace: config.listen_grace,
             },
             random.as_mut(),
         );
@@ -311,9 +320,20 @@ impl RdmaCm {
         Ok(())
     }
 
-    /// Listens on an id's address and port (`rdma_listen`); an unbound id is first bound
-    /// to 0.0.0.0 and a free port. Requests come as CONNECT_REQUEST events on new ids.
+    /// Listens on an id's address and port (`rdma_listen`) with the largest backlog; an
+    /// unbound id is first bound to 0.0.0.0 and a free port. Requests come as
+    /// CONNECT_REQUEST events on new ids.
     pub fn listen(&mut self, id: IdHandle) -> Result<(), Error> {
+        self.listen_with_backlog(id, 0)
+    }
+
+    /// [`RdmaCm::listen`] holding at most `backlog` connection requests the application
+    /// has not accepted or rejected yet (at most [`MAX_BACKLOG`]; 0 or less is that
+    /// maximum), as ucma bounds a listener's pending requests. A request beyond it is
+    /// dropped without a word, so that the active side's retransmission of its REQ finds
+    /// room later (as the kernel does: no REJ for want of backlog), and counted in
+    /// `req_over_backlog`.
+    pub fn listen_with_backlog(&mut self, id: IdHandle, backlog: i32) -> Result<(), Error> {
         if self.get(id)?.state == IdState::Idle {
             self.bind(id, SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0))?;
         }
@@ -338,6 +358,10 @@ impl RdmaCm {
         let i = self.get_mut(id)?;
         i.state = IdState::Listen;
         i.listening = true;
+        i.backlog = match u32::try_from(backlog) {
+            Ok(b) if b > 0 && b < MAX_BACKLOG => b,
+            _ => MAX_BACKLOG,
+        };
         Ok(())
     }
 

@@ -22,9 +22,10 @@ use anyhow::{Context as _, Result, bail};
 use clap::{Parser, Subcommand, ValueEnum};
 use serde::Deserialize;
 use xroce_congestion::{Algorithm, CongestionConfig, DcqcnParams, DscpSet, EcnMode, Rate};
-use xroce_engine::control::AppLimits;
+use xroce_engine::control::{AccessPolicy, AppLimits};
 use xroce_engine::daemon::{DaemonConfig, NetlinkHost, run};
 use xroce_engine::poller::IdlePolicy;
+use xroce_engine::privileges::{self, Caps, User};
 use xroce_engine::umem::HugepagePolicy;
 use xroce_engine::xdp::AttachRequest;
 use xroce_engine::xsk::ZeroCopy;
@@ -144,6 +145,19 @@ struct Args {
     /// `rpg_ai_rate=10,rpg_time_reset=100`.
     #[arg(long, value_delimiter = ',', value_parser = parse_param)]
     dcqcn: Option<Vec<(String, u64)>>,
+    /// Only these users (names or uids), the members of --allow-groups, and root may open
+    /// the device (default: every user of the network namespace).
+    #[arg(long, value_delimiter = ',', value_name = "USERS")]
+    allow_users: Option<Vec<String>>,
+    /// Only the members of these groups (names or gids; `rdma` is the convention), the
+    /// --allow-users, and root may open the device (default: every user).
+    #[arg(long, value_delimiter = ',', value_name = "GROUPS")]
+    allow_groups: Option<Vec<String>>,
+    /// The user to run as once set up, with CAP_NET_ADMIN alone (a name, UID or UID:GID;
+    /// default when started as root: `xroce` if it exists, else `nobody`; when started as
+    /// another user, that user).
+    #[arg(long)]
+    user: Option<String>,
     /// More logging (`-vv` debug, `-vvv` trace; `RUST_LOG` overrides).
     #[arg(short, long, action = clap::ArgAction::Count)]
     verbose: u8,
@@ -163,6 +177,20 @@ enum Sub {
         /// Counters that are zero too.
         #[arg(long)]
         all: bool,
+    },
+    /// The device node's keeper, started by the daemon: removes the node when the
+    /// daemon's pipe on its standard input closes.
+    #[command(hide = true)]
+    KeepDeviceNode {
+        /// The node's open file, inherited.
+        #[arg(long)]
+        fd: i32,
+        /// The node.
+        #[arg(long)]
+        path: PathBuf,
+        /// The user to run as.
+        #[arg(long)]
+        user: Option<String>,
     },
 }
 
@@ -249,6 +277,9 @@ struct FileConfig {
     dcqcn_timers: Option<DcqcnTimers>,
     /// DCQCN parameters by name (a `[dcqcn]` table).
     dcqcn: Option<BTreeMap<String, u64>>,
+    allow_users: Option<Vec<String>>,
+    allow_groups: Option<Vec<String>>,
+    user: Option<String>,
 }
 
 /// Congestion control from the command line and the file (the command line wins; a
@@ -330,8 +361,13 @@ fn main() {
 }
 
 fn main_with(args: Args) -> Result<()> {
-    if let Some(Sub::Stat { name, qp, all }) = &args.command {
-        return stat(name, *qp, *all);
+    match &args.command {
+        Some(Sub::Stat { name, qp, all }) => return stat(name, *qp, *all),
+        Some(Sub::KeepDeviceNode { fd, path, user }) => {
+            let user = user.as_deref().map(User::resolve).transpose()?;
+            return Ok(xroce_engine::device_node::keep(*fd, path, user.as_ref())?);
+        }
+        None => {}
     }
     let file = match (&args.config, &args.config_if_present) {
         (Some(path), _) => read_config(path)?,
@@ -379,6 +415,24 @@ fn main_with(args: Args) -> Result<()> {
     if !frames.is_power_of_two() || !(64..=1 << 20).contains(&frames) {
         bail!("--frames must be a power of two from 64 to 1048576 (got {frames})");
     }
+    let access = AccessPolicy::resolve(
+        &args.allow_users.or(file.allow_users).unwrap_or_default(),
+        &args.allow_groups.or(file.allow_groups).unwrap_or_default(),
+    )?;
+    let user = match args.user.or(file.user) {
+        Some(name) => Some(User::resolve(&name)?),
+        None if nix::unistd::geteuid().is_root() => {
+            let user = User::default_for_daemon()?;
+            if user.name == "nobody" {
+                tracing::warn!(
+                    "no user xroce: running as nobody after setup, a user other processes share \
+                     (create a system user xroce, or give --user)"
+                );
+            }
+            Some(user)
+        }
+        None => None,
+    };
     let cfg = DaemonConfig {
         congestion,
         interface: netdev.clone(),
@@ -409,6 +463,8 @@ fn main_with(args: Args) -> Result<()> {
         limits,
         map_budget: args.map_budget,
         device_node: !args.no_device_node && file.device_node.unwrap_or(true),
+        access,
+        user,
     };
     let mut host = NetlinkHost::new(&netdev)?;
     if let Some(ms) = args.resolve_timeout_ms {
@@ -434,24 +490,10 @@ fn check_privileges() -> Result<()> {
     if nix::unistd::geteuid().is_root() {
         return Ok(());
     }
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let eff = status
-        .lines()
-        .find_map(|l| l.strip_prefix("CapEff:"))
-        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-        .unwrap_or(0);
-    let has = |bit: u32| eff & (1 << bit) != 0;
-    // CAP_NET_ADMIN 12, CAP_NET_RAW 13, CAP_IPC_LOCK 14, CAP_SYS_ADMIN 21, CAP_BPF 39.
-    let missing: Vec<&str> = [
-        (12, "CAP_NET_ADMIN"),
-        (13, "CAP_NET_RAW"),
-        (14, "CAP_IPC_LOCK"),
-    ]
-    .into_iter()
-    .filter(|&(b, _)| !has(b))
-    .map(|(_, n)| n)
-    .chain((!has(39) && !has(21)).then_some("CAP_BPF"))
-    .collect();
+    let held = Caps::current()
+        .map(|c| c.effective)
+        .context("reading the capabilities xroced holds")?;
+    let missing = privileges::missing_for_setup(held).names();
     if missing.is_empty() {
         return Ok(());
     }
@@ -496,6 +538,7 @@ mod tests {
 
     const UNIT: &str = include_str!("../../../../dist/xroced@.service");
     const EXAMPLE: &str = include_str!("../../../../dist/xroced.toml");
+    const SYSUSERS: &str = include_str!("../../../../dist/xroce.sysusers.conf");
 
     #[test]
     fn the_shipped_configuration_parses_with_every_key() {
@@ -522,13 +565,39 @@ mod tests {
                 Some(d.max_pds)
             )
         );
+        assert_eq!(c.allow_users.as_deref(), Some(&[][..]), "every user");
+        assert_eq!(c.allow_groups.as_deref(), Some(&[][..]));
+        let c =
+            parse_config("allow_users = [\"alice\", \"1001\"]\nallow_groups = [\"rdma\"]").unwrap();
+        assert_eq!(c.allow_users.unwrap(), ["alice", "1001"]);
+        assert_eq!(c.allow_groups.unwrap(), ["rdma"]);
+        assert_eq!(
+            parse_config("user = \"xroce\"").unwrap().user.as_deref(),
+            Some("xroce")
+        );
+        let args = Args::try_parse_from([
+            "xroced",
+            "--netdev",
+            "eth1",
+            "--allow-users",
+            "alice,1001",
+            "--allow-groups",
+            "rdma",
+            "--user",
+            "64000:64000",
+        ])
+        .unwrap();
+        assert_eq!(args.allow_users.unwrap(), ["alice", "1001"]);
+        assert_eq!(args.allow_groups.unwrap(), ["rdma"]);
+        assert_eq!(args.user.as_deref(), Some("64000:64000"));
         assert!(
             parse_config("queus = 2").is_err(),
             "a misspelt key must be refused"
         );
         // Congestion control as shipped: the defaults, said out loud.
         let args = Args::try_parse_from(["xroced"]).unwrap();
-        let cc = congestion_config(&args, &c).unwrap();
+        let shipped = parse_config(EXAMPLE).unwrap();
+        let cc = congestion_config(&args, &shipped).unwrap();
         let defaults = congestion_config(&args, &FileConfig::default()).unwrap();
         assert_eq!(cc, defaults);
         assert_eq!((cc.algorithm, cc.ecn), (Algorithm::Auto, EcnMode::Auto));
@@ -577,6 +646,35 @@ mod tests {
         let bad = Args::try_parse_from(["xroced", "--cc-dscp", "64"]).unwrap();
         assert!(congestion_config(&bad, &FileConfig::default()).is_err());
         assert!(Args::try_parse_from(["xroced", "--dcqcn", "rpg_gd"]).is_err());
+    }
+
+    #[test]
+    fn the_service_unit_grants_what_setup_takes_to_its_own_user() {
+        let value = |key: &str| {
+            UNIT.lines()
+                .find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
+                .unwrap_or_else(|| panic!("no {key}= in the unit"))
+        };
+        let setup = privileges::SETUP.names().join(" ");
+        let mut granted: Vec<&str> = value("AmbientCapabilities").split_whitespace().collect();
+        granted.sort_unstable();
+        let mut wanted: Vec<&str> = setup.split(' ').collect();
+        wanted.sort_unstable();
+        assert_eq!(granted, wanted);
+        let mut bounded: Vec<&str> = value("CapabilityBoundingSet").split_whitespace().collect();
+        bounded.sort_unstable();
+        assert_eq!(bounded, wanted);
+        assert_eq!(value("User"), "xroce");
+        assert_eq!(value("NoNewPrivileges"), "yes");
+        assert_eq!(value("ProtectSystem"), "strict");
+        assert!(
+            !UNIT.contains("PrivateDevices") && !UNIT.contains("DeviceAllow"),
+            "the device node goes in the host's /dev"
+        );
+        assert!(
+            SYSUSERS.lines().any(|l| l.starts_with("u xroce ")),
+            "the user the unit names is made"
+        );
     }
 
     #[test]

@@ -6,7 +6,7 @@ use xroce_transport::{Path, PdId};
 use xroce_wire::Gid;
 
 use super::registry::Object;
-use super::{Control, Neighbour, ROCE_HOP_LIMIT, Refusal};
+use super::{Control, Neighbour, Refusal};
 use crate::poller::Command;
 
 impl Control {
@@ -18,10 +18,38 @@ impl Control {
     pub(super) fn path(&mut self, id: u64, ah: &AhAttr) -> Result<Path, Refusal> {
         let dgid = Gid(ah.dgid);
         let port = self.host.port();
-        if usize::from(ah.sgid_index) >= port.gids.len() {
+        let Some(sgid) = port.gids.get(usize::from(ah.sgid_index)).copied() else {
             return Err(Refusal::invalid(format!(
-                "no GID at index {}",
-                ah.sgid_index
+                "no GID at index {} (the port has {}; ibv_devinfo -v lists them)",
+                ah.sgid_index,
+                port.gids.len()
+            )));
+        };
+        if dgid.0 == [0; 16] {
+            return Err(Refusal::invalid(
+                "the destination GID is :: (unset): RoCE needs the peer's GID in the address \
+                 vector's GRH (is_global, dgid)",
+            ));
+        }
+        // The kernel resolves a RoCE v2 path from the source GID's address to the
+        // destination's, which fails across address families (`rdma_resolve_ip_route`);
+        // rxe's modify and create then fail, so ours do too, saying why.
+        if sgid.to_ipv4().is_some() != dgid.to_ipv4().is_some() {
+            let family = |g: Gid| {
+                if g.to_ipv4().is_some() {
+                    "IPv4"
+                } else {
+                    "IPv6"
+                }
+            };
+            return Err(Refusal::invalid(format!(
+                "GID {} ({}) is {} and the destination {} is {}: use a source GID of the \
+                 destination's family",
+                ah.sgid_index,
+                sgid.to_ip(),
+                family(sgid),
+                dgid.to_ip(),
+                family(dgid)
             )));
         }
         let known = match self.registry.conn_mut(id).resolved.take() {
@@ -48,9 +76,10 @@ impl Control {
             traffic_class: ah.traffic_class,
             flow_label: ah.flow_label,
             // The kernel's RDMA core replaces the hop limit of every RoCE unicast address
-            // vector with the route's (`ib_resolve_unicast_gid_dmac`), so rxe sends TTL 64
-            // even when `ibv_rc_pingpong` asks for 1; we do too.
-            hop_limit: ROCE_HOP_LIMIT,
+            // vector with the route's (`ib_resolve_unicast_gid_dmac`), so rxe sends the
+            // route's hop limit (64 by default) even when `ibv_rc_pingpong` asks for 1; we
+            // do too.
+            hop_limit: self.host.hop_limit(dgid),
             udp_sport: 0,
             vlan: None,
         })
@@ -133,6 +162,61 @@ mod tests {
             fx.ask(Request::DestroyAh { ah }),
             libc::EINVAL,
             "no such address handle",
+        );
+    }
+
+    #[test]
+    fn a_path_goes_from_a_gid_of_the_destinations_family() {
+        let v6 = Gid::from_ip("fd00:77::1".parse().expect("ip"));
+        let link_local = Gid::from_ip("fe80::1".parse().expect("ip"));
+        let mut host = FakeHost::default();
+        host.port.gids = vec![GID, v6, link_local];
+        // The route's hop limit, whatever the address vector says.
+        host.hop_limit = 33;
+        let mut fx = Fixture::with(AppLimits::default(), host);
+        let pd = fx.pd();
+        let ah = |dgid: Gid, sgid_index: u8| Request::CreateAh {
+            pd,
+            attr: AhAttr {
+                dgid: dgid.0,
+                sgid_index,
+                is_global: true,
+                ..AhAttr::default()
+            },
+        };
+        let peer_v6 = Gid::from_ip("fd00:77::2".parse().expect("ip"));
+        let peer_link_local = Gid::from_ip("fe80::2".parse().expect("ip"));
+        for (dgid, index) in [(peer_v6, 1), (peer_link_local, 2), (peer_v6, 2)] {
+            assert!(
+                matches!(fx.ask(ah(dgid, index)), Ok(Reply::Ah { .. })),
+                "{dgid} from GID {index}"
+            );
+            let state = fx.poller.state();
+            let Some(Command::CreateAh(_, _, path, _)) = state.commands.last() else {
+                panic!("no CreateAh");
+            };
+            assert_eq!((path.dgid, path.sgid_index), (dgid, index));
+            assert_eq!(path.hop_limit, 33);
+        }
+        refused(
+            fx.ask(ah(peer_v6, 0)),
+            libc::EINVAL,
+            "GID 0 (192.0.2.1) is IPv4 and the destination fd00:77::2 is IPv6",
+        );
+        refused(
+            fx.ask(ah(Gid::from_ipv4("192.0.2.9".parse().expect("ip")), 1)),
+            libc::EINVAL,
+            "GID 1 (fd00:77::1) is IPv6 and the destination 192.0.2.9 is IPv4",
+        );
+        refused(
+            fx.ask(ah(Gid([0; 16]), 1)),
+            libc::EINVAL,
+            "the destination GID is :: (unset)",
+        );
+        refused(
+            fx.ask(ah(peer_v6, 3)),
+            libc::EINVAL,
+            "no GID at index 3 (the port has 3",
         );
     }
 

@@ -26,7 +26,7 @@ impl Control {
         request: CmRequest,
         fds: Vec<OwnedFd>,
     ) -> Result<Reply, Refusal> {
-        let pid = self.registry.conn(id).pid;
+        let pid = self.registry.conn(id).peer.pid;
         let reply = match request {
             CmRequest::InitQpAttr { id: cm_id, state } => {
                 let (attr, mask) = self.cm.init_qp_attr(id, cm_id, state)?;

@@ -3,6 +3,8 @@
 
 use std::sync::Arc;
 
+use tracing::warn;
+
 use verbs_shm::contract;
 use verbs_shm::protocol::{self, DeviceAttr, PortAttr, QpStat, Reply};
 use xroce_wire::IbMtu;
@@ -42,6 +44,17 @@ impl Control {
     /// application receives the wake page, its event socket, every poller's doorbell and
     /// its post-bits page.
     pub(super) fn hello(&mut self, id: u64, version: u32) -> Result<Answer, Refusal> {
+        let peer = &self.registry.conn(id).peer;
+        if let Err(refusal) = self.access.check(&self.device, peer) {
+            // Once per user: one that retries in a loop must not flood the log.
+            if self.refused_uids.insert(peer.uid) {
+                warn!(
+                    "refused pid {} uid {}: {}",
+                    peer.pid, peer.uid, refusal.message
+                );
+            }
+            return Err(refusal);
+        }
         if self.registry.conn(id).hello {
             // The objects made so far keep the first hello's event socket and post bits.
             return Err(Refusal::new(
@@ -311,6 +324,59 @@ mod tests {
             .control
             .handle(id, Request::Hello { version }, Vec::new());
         refused(again, libc::EPROTO, "said hello already");
+    }
+
+    #[test]
+    fn a_user_the_policy_leaves_out_is_refused_on_hello_and_may_only_describe_the_device() {
+        use crate::control::{AccessPolicy, Named, Peer};
+        let mut fx = Fixture::new();
+        fx.control.access = AccessPolicy {
+            users: vec![],
+            groups: vec![Named {
+                id: 110,
+                name: "rdma".into(),
+            }],
+        };
+        let peer = |uid, groups: &[u32]| Peer {
+            pid: 77,
+            uid,
+            gid: uid,
+            groups: groups.to_vec(),
+            start_time: None,
+        };
+        let version = contract::VERSION;
+        let (id, _app) = Fixture::connect_as(&mut fx.control, peer(65534, &[]));
+        // Described as sysfs describes a kernel device to every user.
+        let described = fx.control.handle(id, Request::QueryDevice, Vec::new());
+        assert!(matches!(
+            described.map(|a| a.reply),
+            Ok(Reply::Device(d)) if d.node_guid == node_guid(MAC)
+        ));
+        let hello = fx
+            .control
+            .handle(id, Request::Hello { version }, Vec::new());
+        refused(
+            hello,
+            libc::EACCES,
+            "access to test0 denied for uid 65534 (the daemon allows root and the group rdma (gid 110)",
+        );
+        assert!(!fx.control.registry.conn(id).hello);
+        // Nothing else, hello or not.
+        let pd = fx.control.handle(id, Request::AllocPd, Vec::new());
+        refused(pd, libc::EPROTO, "the first request must be Hello");
+        assert!(fx.control.registry.conn(id).pds.is_empty());
+        let hello = fx
+            .control
+            .handle(id, Request::Hello { version }, Vec::new());
+        refused(hello, libc::EACCES, "uid 65534");
+        // A member of the group, and root, are let in.
+        for member in [peer(1000, &[27, 110]), peer(0, &[])] {
+            let (id, _app) = Fixture::connect_as(&mut fx.control, member);
+            let hello = fx
+                .control
+                .handle(id, Request::Hello { version }, Vec::new());
+            assert!(hello.is_ok(), "{hello:?}");
+        }
     }
 
     #[test]

@@ -100,6 +100,10 @@ pub(super) struct FakeHost {
     pub(super) neighbour: Neighbour,
     /// What every resolution ends with.
     pub(super) resolved: Result<Option<[u8; 6]>, String>,
+    /// Whether every process is privileged (`CAP_NET_RAW`).
+    pub(super) privileged: bool,
+    /// The hop limit of every route.
+    pub(super) hop_limit: u8,
 }
 
 impl Default for FakeHost {
@@ -115,6 +119,8 @@ impl Default for FakeHost {
             },
             neighbour: Neighbour::Mac([2, 0, 0, 0, 0, 2]),
             resolved: Ok(Some([2, 0, 0, 0, 0, 3])),
+            privileged: true,
+            hop_limit: crate::control::ROCE_HOP_LIMIT,
         }
     }
 }
@@ -128,9 +134,17 @@ impl Host for FakeHost {
         self.neighbour.clone()
     }
 
+    fn hop_limit(&mut self, _dgid: Gid) -> u8 {
+        self.hop_limit
+    }
+
     fn resolver(&self) -> Resolver {
         let outcome = self.resolved.clone();
         Arc::new(move |_| outcome.clone())
+    }
+
+    fn is_privileged(&self, _pid: i32) -> bool {
+        self.privileged
     }
 }
 
@@ -167,6 +181,7 @@ impl Fixture {
         .unwrap()
         .with_map_budget(1 << 20);
         control.registry.live_areas = || 0;
+        control.registry.locking = Box::new(|_| Ok(super::memlock::Locking::UNBOUNDED));
         let (id, app) = Fixture::connect(&mut control);
         let mut fx = Fixture {
             control,
@@ -186,6 +201,15 @@ impl Fixture {
 
     /// Connects another application (no hello yet): its connection and its end.
     pub(super) fn connect(control: &mut Control) -> (u64, OwnedFd) {
+        let peer = super::Peer {
+            pid: 1,
+            ..super::Peer::default()
+        };
+        Fixture::connect_as(control, peer)
+    }
+
+    /// Connects another application as `peer` (no hello yet): its connection and its end.
+    pub(super) fn connect_as(control: &mut Control, peer: super::Peer) -> (u64, OwnedFd) {
         use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
         // NOTE(unwrap): tests.
         let (daemon, app) = socketpair(
@@ -195,7 +219,7 @@ impl Fixture {
             SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK,
         )
         .unwrap();
-        (control.registry.connect(daemon, 1), app)
+        (control.registry.connect(daemon, peer), app)
     }
 
     /// The reply to `request`.

@@ -24,6 +24,8 @@
 //! namespace or a poller thread.
 //!
 //! - [`server`]: the socket, connections, dispatch of requests, parked requests.
+//! - [`access`]: who may open the device, and the credentials of each connection.
+//! - [`memlock`]: the kernel's bound on a process's registered memory (`RLIMIT_MEMLOCK`).
 //! - [`registry`]: who is connected, what each application owns, limits, the map budget,
 //!   handles, keys, QP numbers.
 //! - [`device`]: hello, device and port attributes, protection domains, statistics.
@@ -33,18 +35,22 @@
 //! - [`address`]: paths to destinations and address handles.
 //! - [`cm`]: rdma_cm requests, served by the port's connection manager.
 //! - [`convert`]: between the control protocol's types and the transport's.
+//! - [`subject`]: what a request is about, for the log line of its refusal.
 
+mod access;
 mod address;
 mod cm;
 mod convert;
 mod device;
 #[cfg(test)]
 mod fake;
+mod memlock;
 mod queue;
 mod queue_pair;
 mod region;
 mod registry;
 mod server;
+mod subject;
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
@@ -57,12 +63,14 @@ use xroce_wire::{Gid, IbMtu};
 
 use crate::poller::Command;
 
+pub use access::{AccessError, AccessPolicy, Named, Peer};
 pub use device::node_guid;
 pub use registry::AppLimits;
 pub use server::Control;
 
-/// The hop limit (IPv4 TTL, IPv6 hop limit) of every path: what the kernel's routes give
-/// RoCE traffic by default (`net.ipv4.ip_default_ttl`).
+/// The hop limit (IPv4 TTL, IPv6 hop limit) of a path when the host cannot say: what the
+/// kernel's routes give RoCE traffic by default (`net.ipv4.ip_default_ttl`,
+/// `net.ipv6.conf.*.hop_limit`).
 pub const ROCE_HOP_LIMIT: u8 = 64;
 
 /// Outstanding READ/atomic requests per QP, either role (`max_qp_rd_atom`,
@@ -119,9 +127,21 @@ pub trait Host {
     /// port's own MAC for a GID of this host (loopback). [`Neighbour::Pending`] when the
     /// kernel was asked to find it out.
     fn lookup(&mut self, dgid: Gid) -> Neighbour;
+    /// The hop limit of packets to `dgid`: the one the kernel's route to it gives its own
+    /// packets, which rxe's paths take too.
+    fn hop_limit(&mut self, dgid: Gid) -> u8;
     /// What waits for a pending destination.
     fn resolver(&self) -> Resolver;
+    /// Whether process `pid` is privileged for the network as the kernel's verbs mean it
+    /// (`CAP_NET_RAW`): only such a process may give a queue pair a controlled Q_Key.
+    fn is_privileged(&self, pid: i32) -> bool;
 }
+
+/// The bit that makes a Q_Key a controlled one (IBTA 10.2.5): a work request carrying it
+/// sends the queue pair's own Q_Key, and only a privileged process may give a queue pair
+/// such a Q_Key (the kernel's verbs refuse others `EPERM`), so that an unprivileged one
+/// cannot receive the datagrams of services that use them (QP1's 0x80010000 among them).
+pub const CONTROLLED_QKEY: u32 = 0x8000_0000;
 
 /// How the control plane reaches one poller: a command goes in, the poller is woken, and
 /// the answer comes back on the channel the command carries.

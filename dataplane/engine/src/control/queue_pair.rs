@@ -8,7 +8,7 @@ use xroce_transport::{AttrMask, Limits, PdId, QpConfig, SrqId};
 
 use super::convert::{qp_attr_from_protocol, qp_attr_to_protocol, qp_type, transport_caps};
 use super::registry::{Object, QpInfo};
-use super::{Answer, Control, MAX_QUEUE, MAX_RD_ATOMIC, Refusal};
+use super::{Answer, CONTROLLED_QKEY, Control, MAX_QUEUE, MAX_RD_ATOMIC, Refusal};
 use crate::poller::{Command, QpSetup};
 
 /// Capacities within what the daemon supports.
@@ -70,14 +70,21 @@ impl RingLayout {
         }
     }
 
-    /// What the QP is granted for what it asked.
+    /// What the QP is granted for what it asked. A send entry has room for the larger of
+    /// its scatter/gather list and its inline data, and each grows to fill it, as rxe
+    /// sizes its send queue (`rxe_qp_init_req`): one element asked for brings 16 bytes of
+    /// inline data, which programs written on rxe use without asking (rdma_xclient).
     fn granted(&self, caps: &QpCaps, srq: bool) -> QpCaps {
+        let sge = size_of::<contract::Sge>();
+        let entry = (caps.max_send_sge.max(1) as usize * sge)
+            .max(caps.max_inline_data as usize)
+            .min(contract::MAX_INLINE);
         QpCaps {
             max_send_wr: self.sq_entries,
             max_recv_wr: self.rq_entries,
-            max_send_sge: caps.max_send_sge.max(1),
+            max_send_sge: (entry / sge) as u32,
             max_recv_sge: if srq { 0 } else { caps.max_recv_sge.max(1) },
-            max_inline_data: caps.max_inline_data,
+            max_inline_data: entry as u32,
         }
     }
 }
@@ -201,6 +208,20 @@ impl Control {
     ) -> Result<Reply, Refusal> {
         let qpn = self.qpn_of(id, qp)?;
         let mask = AttrMask(mask);
+        let pid = self.registry.conn(id).peer.pid;
+        if mask.contains(AttrMask::QKEY)
+            && attr.qkey & CONTROLLED_QKEY != 0
+            && !self.host.is_privileged(pid)
+        {
+            return Err(Refusal::new(
+                libc::EPERM,
+                format!(
+                    "Q_Key {:#x} is a controlled Q_Key (its high bit is set): only a process \
+                     with CAP_NET_RAW may give one to a queue pair",
+                    attr.qkey
+                ),
+            ));
+        }
         let mut t = qp_attr_from_protocol(attr, mask).map_err(Refusal::invalid)?;
         if mask.contains(AttrMask::AV) {
             t.path = self.path(id, &attr.ah_attr)?;
@@ -319,6 +340,26 @@ mod tests {
         assert_eq!(with_srq.len, with_srq.rq_offset);
         let granted = with_srq.granted(&caps(0, 9), true);
         assert_eq!((granted.max_recv_wr, granted.max_recv_sge), (0, 0));
+    }
+
+    #[test]
+    fn a_send_entry_fits_the_larger_of_its_elements_and_its_inline_data_as_on_rxe() {
+        let l = RingLayout::new(&caps(4, 4), false);
+        let grant = |sge: u32, inline: u32| {
+            let asked = QpCaps {
+                max_send_sge: sge,
+                max_inline_data: inline,
+                ..caps(4, 4)
+            };
+            let g = l.granted(&asked, false);
+            (g.max_send_sge, g.max_inline_data)
+        };
+        assert_eq!(grant(1, 0), (1, 16), "one element brings 16 bytes inline");
+        assert_eq!(grant(0, 0), (1, 16));
+        assert_eq!(grant(4, 16), (4, 64));
+        assert_eq!(grant(1, 100), (6, 100), "inline data brings elements");
+        assert_eq!(grant(16, 0), (16, 256));
+        assert_eq!(grant(2, 256), (16, 256));
     }
 
     #[test]
@@ -483,6 +524,51 @@ mod tests {
         refused(fx.ask(to_rtr(qp, 1)), libc::EINVAL, "no GID at index 1");
         assert_eq!(fx.commands(), before);
         assert!(fx.control.parking.is_none());
+    }
+
+    /// A UD QP to INIT with `qkey`.
+    fn ud_to_init(qp: u32, qkey: u32) -> Request {
+        let attr = protocol::QpAttr {
+            qp_state: QpState::Init as u32,
+            port_num: 1,
+            qkey,
+            ..protocol::QpAttr::default()
+        };
+        let mask = AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::QKEY;
+        Request::ModifyQp {
+            qp,
+            attr,
+            mask: mask.0,
+        }
+    }
+
+    #[test]
+    fn only_a_privileged_process_gives_a_queue_pair_a_controlled_qkey() {
+        for privileged in [false, true] {
+            let host = FakeHost {
+                privileged,
+                ..FakeHost::default()
+            };
+            let mut fx = Fixture::with(AppLimits::default(), host);
+            let pd = fx.pd();
+            let cq = fx.cq();
+            let Ok(Reply::Qp { qp, .. }) = fx.ask(create(pd, cq, 4, None, caps(1, 1))) else {
+                panic!("no UD QP");
+            };
+            let before = fx.commands();
+            let controlled = fx.ask(ud_to_init(qp, 0x8001_0000));
+            if privileged {
+                assert_eq!(controlled, Ok(Reply::Done));
+            } else {
+                refused(
+                    controlled,
+                    libc::EPERM,
+                    "Q_Key 0x80010000 is a controlled Q_Key",
+                );
+                assert_eq!(fx.commands(), before, "nothing reached the poller");
+                assert_eq!(fx.ask(ud_to_init(qp, 0x1111_1111)), Ok(Reply::Done));
+            }
+        }
     }
 
     #[test]

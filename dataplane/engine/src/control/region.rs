@@ -8,6 +8,7 @@ use verbs_shm::protocol::{Piece, Reply, Request};
 use verbs_shm::sys::{self, Mapping};
 use xroce_transport::{Access, PdId};
 
+use super::memlock;
 use super::registry::{MrInfo, Object};
 use super::{Control, Refusal};
 use crate::memory::Region;
@@ -23,6 +24,15 @@ pub(super) enum Memory {
 }
 
 impl Memory {
+    /// The pages a region of `length` bytes on this memory spans.
+    fn pages(&self, length: u64) -> u64 {
+        let offset = match self {
+            Memory::File { offset } => *offset,
+            Memory::Pieces { start, .. } => *start,
+        };
+        memlock::pages(offset, length)
+    }
+
     /// The memory areas its mapping takes (one per memory file).
     fn areas(&self) -> usize {
         match self {
@@ -90,7 +100,9 @@ impl Registration {
 impl Control {
     /// `ibv_reg_mr` (a new region, handle and keys) and `ibv_rereg_mr`: the region behind
     /// the handle it names is replaced in one step on its poller, keeping the handle and
-    /// keys (as verbs does).
+    /// keys (as verbs does). Within the application's limit of registered bytes, and the
+    /// pages its process registered on all its connections within that process's
+    /// `RLIMIT_MEMLOCK` ([`memlock`]).
     pub(super) fn register_mr(
         &mut self,
         id: u64,
@@ -129,6 +141,16 @@ impl Control {
                 ),
             ));
         }
+        let pages = r.memory.pages(r.length);
+        let peer = self.registry.conn(id).peer.clone();
+        let locking = (self.registry.locking)(&peer).map_err(|why| {
+            Refusal::new(
+                libc::EPERM,
+                format!("memory lock limit unknown, so no registration: {why}"),
+            )
+        })?;
+        let held = self.registry.pages_of_process(&peer) - old.map_or(0, |(_, info)| info.pages);
+        memlock::check(locking, &peer, held, pages)?;
         let areas = r.memory.areas();
         self.registry.map_room(id, areas)?;
         let (map, start) = map_region(fds, r.memory, r.length)?;
@@ -169,11 +191,13 @@ impl Control {
                 lkey,
                 rkey,
                 len: r.length,
+                pages,
                 areas,
                 pd: r.pd,
             },
         );
         c.mr_bytes = bytes;
+        c.mr_pages = c.mr_pages - old.map_or(0, |(_, info)| info.pages) + pages;
         Ok(Reply::Mr {
             mr: handle,
             lkey,
@@ -189,6 +213,7 @@ impl Control {
             .remove(&mr)
             .ok_or_else(|| Refusal::invalid("no such memory region"))?;
         c.mr_bytes -= info.len;
+        c.mr_pages -= info.pages;
         let poller = c.poller;
         self.pollers[poller].call(|tx| Command::DeregMr(info.lkey, tx));
         self.registry.release_keys(info.lkey, info.rkey);
@@ -286,8 +311,9 @@ mod tests {
     use verbs_shm::protocol::Request;
 
     use super::*;
-    use crate::control::AppLimits;
     use crate::control::fake::{FakeHost, Fixture, refused};
+    use crate::control::memlock::Locking;
+    use crate::control::{Answer, AppLimits};
 
     /// An application with these limits and a protection domain.
     fn app(limits: AppLimits) -> (Fixture, u32) {
@@ -453,6 +479,144 @@ mod tests {
             libc::EINVAL,
             "no such memory region",
         );
+    }
+
+    /// A bound of `pages` pages on the process of every connection, as `/proc` would
+    /// report it.
+    fn memlock(fx: &mut Fixture, pages: Option<u64>) {
+        let locking = Locking {
+            limit: pages.map(|p| p * sys::PAGE_SIZE as u64),
+            ipc_lock: false,
+        };
+        fx.control.registry.locking = Box::new(move |_| Ok(locking));
+    }
+
+    #[test]
+    fn a_process_registers_no_more_than_its_memory_lock_limit_on_all_its_connections() {
+        let (mut fx, pd) = app(AppLimits::default());
+        memlock(&mut fx, Some(4));
+        let first = fx.mr(pd);
+        assert!(fx.reg_mr(pd, 2).is_ok());
+        let before = fx.commands();
+        refused(
+            fx.reg_mr(pd, 2),
+            libc::ENOMEM,
+            "memory lock limit exceeded (RLIMIT_MEMLOCK 16 KiB): registering 8 KiB more would make pid 1",
+        );
+        assert_eq!(fx.commands(), before, "a refusal never reaches the poller");
+        // Another connection of the same process shares the bound.
+        let (other, _app) = Fixture::connect(&mut fx.control);
+        let version = verbs_shm::contract::VERSION;
+        assert!(
+            fx.control
+                .handle(other, Request::Hello { version }, Vec::new())
+                .is_ok()
+        );
+        let Ok(Answer {
+            reply: Reply::Pd { pd: theirs },
+            ..
+        }) = fx.control.handle(other, Request::AllocPd, Vec::new())
+        else {
+            panic!("no PD");
+        };
+        let page = sys::PAGE_SIZE;
+        let one_page = |pd| {
+            let request = Request::RegMr {
+                pd,
+                iova: 0,
+                length: page as u64,
+                access: 0,
+                offset: 0,
+            };
+            (request, vec![sys::memfd("test-mr", page, false).unwrap()])
+        };
+        let (request, fds) = one_page(theirs);
+        assert!(fx.control.handle(other, request, fds).is_ok());
+        let (request, fds) = one_page(theirs);
+        refused(
+            fx.control.handle(other, request, fds),
+            libc::ENOMEM,
+            "hold 20 KiB",
+        );
+        // Deregistration gives the pages back.
+        assert_eq!(fx.ask(Request::DeregMr { mr: first }), Ok(Reply::Done));
+        let (request, fds) = one_page(theirs);
+        assert!(fx.control.handle(other, request, fds).is_ok());
+        // A process of another pid has a bound of its own.
+        let stranger = crate::control::Peer {
+            pid: 2,
+            ..crate::control::Peer::default()
+        };
+        let (id, _app) = Fixture::connect_as(&mut fx.control, stranger);
+        assert!(
+            fx.control
+                .handle(id, Request::Hello { version }, Vec::new())
+                .is_ok()
+        );
+        let Ok(Answer {
+            reply: Reply::Pd { pd: its },
+            ..
+        }) = fx.control.handle(id, Request::AllocPd, Vec::new())
+        else {
+            panic!("no PD");
+        };
+        let (request, fds) = one_page(its);
+        assert!(fx.control.handle(id, request, fds).is_ok());
+    }
+
+    #[test]
+    fn reregistration_counts_the_new_pages_instead_of_the_old() {
+        let (mut fx, pd) = app(AppLimits::default());
+        memlock(&mut fx, Some(3));
+        let Ok(Reply::Mr { mr, .. }) = fx.reg_mr(pd, 2) else {
+            panic!("not registered");
+        };
+        let page = sys::PAGE_SIZE as u64;
+        let rereg = |pages: u64| {
+            let request = Request::ReregMr {
+                mr,
+                pd,
+                iova: 0,
+                length: pages * page,
+                access: 0,
+                start: 0,
+                pieces: vec![Piece {
+                    offset: 0,
+                    len: pages * page,
+                }],
+            };
+            let fds = vec![sys::memfd("test-mr", (pages * page) as usize, false).unwrap()];
+            (request, fds)
+        };
+        let (request, fds) = rereg(3);
+        assert!(fx.ask_with(request, fds).is_ok(), "3 pages replace 2");
+        let (request, fds) = rereg(4);
+        refused(fx.ask_with(request, fds), libc::ENOMEM, "hold 16 KiB");
+        assert_eq!(fx.control.registry.conn(fx.id).mr_pages, 3);
+    }
+
+    #[test]
+    fn no_memory_lock_limit_or_an_unknown_one_registers_nothing() {
+        let (mut fx, pd) = app(AppLimits::default());
+        memlock(&mut fx, Some(0));
+        refused(
+            fx.reg_mr(pd, 1),
+            libc::EPERM,
+            "memory lock limit exceeded (RLIMIT_MEMLOCK 0)",
+        );
+        fx.control.registry.locking = Box::new(|_| Err("the process has exited".into()));
+        refused(fx.reg_mr(pd, 1), libc::EPERM, "the process has exited");
+        // The capability, or no limit, lifts the bound.
+        fx.control.registry.locking = Box::new(|_| {
+            Ok(Locking {
+                limit: Some(0),
+                ipc_lock: true,
+            })
+        });
+        assert!(fx.reg_mr(pd, 64).is_ok());
+        memlock(&mut fx, None);
+        assert!(fx.reg_mr(pd, 64).is_ok());
+        assert!(fx.control.registry.conn(fx.id).mrs.len() == 2);
     }
 
     #[test]

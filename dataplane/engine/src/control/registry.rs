@@ -21,6 +21,8 @@ use xroce_transport::PdId;
 use xroce_wire::{Gid, Qpn};
 
 use super::Refusal;
+use super::access::Peer;
+use super::memlock::{self, LockingReader};
 use crate::bells::PostBit;
 use crate::poller::EventSink;
 
@@ -135,6 +137,8 @@ pub(super) struct MrInfo {
     pub(super) lkey: u32,
     pub(super) rkey: u32,
     pub(super) len: u64,
+    /// The pages it spans (what it counts against the process's `RLIMIT_MEMLOCK`).
+    pub(super) pages: u64,
     /// The memory areas its mapping holds (one per memory file).
     pub(super) areas: usize,
     /// Its protection domain.
@@ -155,7 +159,8 @@ pub(super) struct QpInfo {
 #[derive(Debug)]
 pub(super) struct Conn {
     pub(super) sock: OwnedFd,
-    pub(super) pid: i32,
+    /// Who connected.
+    pub(super) peer: Peer,
     /// The poller that owns its dataplane objects.
     pub(super) poller: usize,
     pub(super) hello: bool,
@@ -163,6 +168,8 @@ pub(super) struct Conn {
     pub(super) pds: HashSet<u32>,
     pub(super) mrs: HashMap<u32, MrInfo>,
     pub(super) mr_bytes: u64,
+    /// The pages its regions span.
+    pub(super) mr_pages: u64,
     pub(super) cqs: HashSet<u32>,
     pub(super) qps: HashMap<u32, QpInfo>,
     pub(super) srqs: HashMap<u32, PdId>,
@@ -175,8 +182,8 @@ pub(super) struct Conn {
     free_bits: Vec<u32>,
     /// The next post bit never given.
     next_bit: u32,
-    /// A refusal for want of memory or past a limit was logged.
-    pub(super) warned: bool,
+    /// How many of its refusals were logged at warning level.
+    pub(super) refusals_logged: u32,
     /// The request waiting for a destination to resolve (the connection is not read
     /// meanwhile, so requests stay answered in order).
     pub(super) parked: Option<Request>,
@@ -185,16 +192,17 @@ pub(super) struct Conn {
 }
 
 impl Conn {
-    fn new(sock: OwnedFd, pid: i32, poller: usize) -> Conn {
+    fn new(sock: OwnedFd, peer: Peer, poller: usize) -> Conn {
         Conn {
             sock,
-            pid,
+            peer,
             poller,
             hello: false,
             events: None,
             pds: HashSet::new(),
             mrs: HashMap::new(),
             mr_bytes: 0,
+            mr_pages: 0,
             cqs: HashSet::new(),
             qps: HashMap::new(),
             srqs: HashMap::new(),
@@ -203,7 +211,7 @@ impl Conn {
             bits: HashMap::new(),
             free_bits: Vec::new(),
             next_bit: 0,
-            warned: false,
+            refusals_logged: 0,
             parked: None,
             resolved: None,
         }
@@ -288,6 +296,8 @@ pub(super) struct Registry {
     pub(super) map_budget: usize,
     /// The memory areas the daemon's mappings hold now.
     pub(super) live_areas: fn() -> usize,
+    /// What bounds an application's process's registered memory now.
+    pub(super) locking: LockingReader,
 }
 
 impl std::fmt::Debug for Registry {
@@ -312,17 +322,27 @@ impl Registry {
             pollers: pollers.max(1),
             map_budget: default_map_budget(),
             live_areas: sys::live_mapping_areas,
+            locking: memlock::from_proc(),
         }
     }
 
-    /// Registers a new connection of process `pid`: its id (never 0 and never
-    /// `u64::MAX`, the poll set's own), on the poller it is assigned.
-    pub(super) fn connect(&mut self, sock: OwnedFd, pid: i32) -> u64 {
+    /// Registers a new connection of `peer`: its id (never 0 and never `u64::MAX`, the
+    /// poll set's own), on the poller it is assigned.
+    pub(super) fn connect(&mut self, sock: OwnedFd, peer: Peer) -> u64 {
         let id = self.next_conn;
         self.next_conn += 1;
         let poller = (id as usize) % self.pollers;
-        self.conns.insert(id, Conn::new(sock, pid, poller));
+        self.conns.insert(id, Conn::new(sock, peer, poller));
         id
+    }
+
+    /// The pages registered by the process of `peer`, on all its connections.
+    pub(super) fn pages_of_process(&self, peer: &Peer) -> u64 {
+        self.conns
+            .values()
+            .filter(|c| c.peer.pid == peer.pid && c.peer.start_time == peer.start_time)
+            .map(|c| c.mr_pages)
+            .sum()
     }
 
     /// Removes a connection, with everything it owned (for the caller to destroy).
@@ -358,7 +378,7 @@ impl Registry {
         self.conns
             .values()
             .find(|c| c.qps.values().any(|q| q.qpn.value() == qpn))
-            .map(|c| c.pid)
+            .map(|c| c.peer.pid)
     }
 
     pub(super) fn conns(&self) -> impl Iterator<Item = (u64, &Conn)> {
@@ -470,7 +490,7 @@ mod tests {
     fn registry(pollers: usize) -> (Registry, u64) {
         let mut r = Registry::new(AppLimits::default(), pollers);
         // NOTE(unwrap): tests.
-        let id = r.connect(sys::eventfd().unwrap(), 1);
+        let id = r.connect(sys::eventfd().unwrap(), Peer::default());
         (r, id)
     }
 
@@ -502,7 +522,7 @@ mod tests {
     fn connections_spread_over_the_pollers() {
         let mut r = Registry::new(AppLimits::default(), 2);
         let ids: Vec<u64> = (0..4)
-            .map(|_| r.connect(sys::eventfd().unwrap(), 1))
+            .map(|_| r.connect(sys::eventfd().unwrap(), Peer::default()))
             .collect();
         let pollers: Vec<usize> = ids.iter().map(|&id| r.conn(id).poller).collect();
         assert_eq!(pollers, [1, 0, 1, 0]);

@@ -20,7 +20,9 @@ use verbs_shm::protocol::{self, Reply, Request};
 use verbs_shm::sys;
 use xroce_wire::Gid;
 
+use super::access::{AccessPolicy, Peer};
 use super::registry::Registry;
+use super::subject;
 use super::{Answer, AppLimits, Host, Link, PortView, Refusal, Resolver, node_guid};
 use crate::poller::Command;
 use crate::rdma_cm::{CmPort, CmService};
@@ -46,6 +48,16 @@ const MADS: u64 = u64::MAX - 1;
 /// The poll-set id of the connection manager's resolutions.
 const CM_RESOLVED: u64 = u64::MAX - 2;
 
+/// How many refusals of one application are logged at warning level.
+const REFUSALS_LOGGED: u32 = 32;
+
+/// The command name of process `pid` (`/proc/<pid>/comm`), or `?` when it cannot be read.
+fn command_name(pid: i32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .map(|name| name.trim_end().to_owned())
+        .unwrap_or_else(|_| "?".into())
+}
+
 /// A resolution that finished: the connection that waits for it, the GID, the outcome.
 type Resolved = (u64, Gid, Result<Option<[u8; 6]>, String>);
 
@@ -68,6 +80,10 @@ pub struct Control {
     pub(super) cm: CmService,
     /// QP1 frames from the pollers, and the eventfd that says one came.
     pub(super) gsi: Option<(Receiver<Vec<u8>>, Arc<OwnedFd>)>,
+    /// Who may open the device.
+    pub(super) access: AccessPolicy,
+    /// Users refused so far (each is logged once).
+    pub(super) refused_uids: std::collections::HashSet<u32>,
 }
 
 impl std::fmt::Debug for Control {
@@ -111,7 +127,15 @@ impl Control {
             parking: None,
             cm,
             gsi: None,
+            access: AccessPolicy::everybody(),
+            refused_uids: std::collections::HashSet::new(),
         })
+    }
+
+    /// Lets only the users `access` allows open the device (by default every user may).
+    pub fn with_access(mut self, access: AccessPolicy) -> Control {
+        self.access = access;
+        self
     }
 
     /// Takes the QP1 frames the pollers pass on through `frames`, rung by `bell`.
@@ -225,17 +249,13 @@ impl Control {
                     return;
                 }
             };
-            let (pid, uid, _) = sys::peer_credentials(&sock).unwrap_or((0, u32::MAX, 0));
-            // Only the daemon's own user (or root) may attach: applications share memory
-            // with the daemon.
-            let me = nix::unistd::geteuid().as_raw();
-            if uid != me && uid != 0 {
-                warn!("refused a connection from pid {pid} uid {uid}");
-                continue;
-            }
-            let id = self.registry.connect(sock, pid);
+            // Whether it may open the device is decided on its hello, where a refusal can
+            // say why.
+            let peer = Peer::of(&sock);
+            let (pid, uid) = (peer.pid, peer.uid);
+            let id = self.registry.connect(sock, peer);
             let poller = self.registry.conn(id).poller;
-            debug!("application pid {pid} connected (context {id}, poller {poller})");
+            debug!("application pid {pid} uid {uid} connected (context {id}, poller {poller})");
         }
     }
 
@@ -275,7 +295,9 @@ impl Control {
         fds: Vec<OwnedFd>,
     ) -> Result<Answer, Refusal> {
         let hello = self.registry.find(id).is_some_and(|c| c.hello);
-        if !hello && !matches!(request, Request::Hello { .. }) {
+        // Before its hello a connection may only describe the device: what sysfs shows
+        // every user of a kernel device, also one who may not open it.
+        if !hello && !matches!(request, Request::Hello { .. } | Request::QueryDevice) {
             return Err(Refusal::new(
                 libc::EPROTO,
                 "the first request must be Hello",
@@ -330,6 +352,9 @@ impl Control {
     /// destination to resolve.
     fn answer(&mut self, id: u64, request: Request, answer: Result<Answer, Refusal>) {
         let Some(dgid) = self.parking.take() else {
+            if let Err(refusal) = &answer {
+                self.log_refusal(id, &request, refusal);
+            }
             return self.reply(id, answer.unwrap_or_else(Answer::from));
         };
         match self.start_resolution(id, dgid) {
@@ -339,10 +364,51 @@ impl Control {
                     c.parked = Some(request);
                 }
             }
-            Err(e) => self.reply(
-                id,
-                Refusal::new(libc::EAGAIN, format!("cannot start resolving a path: {e}")).into(),
-            ),
+            Err(e) => {
+                let refusal =
+                    Refusal::new(libc::EAGAIN, format!("cannot start resolving a path: {e}"));
+                self.log_refusal(id, &request, &refusal);
+                self.reply(id, refusal.into());
+            }
+        }
+    }
+
+    /// Logs one line for a refused request (but a hello: see [`Control::hello`]): the application, what it asked for and why
+    /// it was refused, the text its error carries. An application that loops on a
+    /// refusal must not flood the log: past [`REFUSALS_LOGGED`] of them, its further
+    /// refusals are logged at debug level.
+    fn log_refusal(&mut self, id: u64, request: &Request, refusal: &Refusal) {
+        // A refused hello is logged where it is refused, once per user.
+        if matches!(request, Request::Hello { .. }) {
+            return;
+        }
+        let Some(conn) = self.registry.find_mut(id) else {
+            return;
+        };
+        let handle = match request {
+            Request::ModifyQp { qp, .. } | Request::QueryQp { qp } | Request::DestroyQp { qp } => {
+                Some(*qp)
+            }
+            _ => None,
+        };
+        let qpn = handle.and_then(|h| conn.qps.get(&h)).map(|info| info.qpn);
+        let errno = nix::errno::Errno::from_raw(refusal.errno);
+        let line = format!(
+            "application pid {} ({}): {} refused: {} ({errno})",
+            conn.peer.pid,
+            command_name(conn.peer.pid),
+            subject::subject(request, qpn),
+            refusal.message
+        );
+        if conn.refusals_logged < REFUSALS_LOGGED {
+            conn.refusals_logged += 1;
+            if conn.refusals_logged == REFUSALS_LOGGED {
+                warn!("{line} (its further refusals are logged at debug level)");
+            } else {
+                warn!("{line}");
+            }
+        } else {
+            debug!("{line}");
         }
     }
 
@@ -360,14 +426,6 @@ impl Control {
         let Some(conn) = self.registry.find_mut(id) else {
             return;
         };
-        if let Reply::Error { errno, message } = &reply
-            && *errno == libc::ENOMEM
-            && !conn.warned
-        {
-            // Once per application: one that loops on a refusal must not flood the log.
-            conn.warned = true;
-            warn!("application pid {} refused: {message}", conn.pid);
-        }
         let borrowed: Vec<BorrowedFd<'_>> = fds.iter().map(|f| f.as_fd()).collect();
         if let Err(e) = sys::send_message(conn.sock.as_fd(), &bytes, &borrowed) {
             debug!("context {id}: reply failed: {e}; closing");
@@ -410,7 +468,7 @@ impl Control {
         }
         info!(
             "application pid {} (context {id}) went away: released {qps} QPs, {srqs} SRQs, {cqs} CQs, {mrs} MRs, {ahs} AHs",
-            c.pid
+            c.peer.pid
         );
     }
 }

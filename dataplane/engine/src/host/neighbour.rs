@@ -18,7 +18,7 @@ use netlink_packet_route::neighbour::{
     NeighbourAddress, NeighbourAttribute, NeighbourFlags, NeighbourMessage,
 };
 use netlink_packet_route::route::{
-    RouteAddress, RouteAttribute, RouteMessage, RouteType, RouteVia,
+    RouteAddress, RouteAttribute, RouteMessage, RouteMetric, RouteType, RouteVia,
 };
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use netlink_sys::{Socket, protocols::NETLINK_ROUTE};
@@ -183,6 +183,9 @@ pub struct Route {
     pub source: Option<IpAddr>,
     /// The destination is an address of this host.
     pub local: bool,
+    /// The route's own hop limit (`ip route ... hoplimit N`, the `RTAX_HOPLIMIT` metric),
+    /// if it sets one.
+    pub hop_limit: Option<u8>,
 }
 
 impl Route {
@@ -262,6 +265,30 @@ impl Neighbours {
             })
             .ok_or(HostError::NoRoute { destination })?;
         parse_route(message, destination)
+    }
+
+    /// The hop limit (IPv4 TTL) the kernel gives its own packets to `destination` from
+    /// interface `ifindex`, as the kernel's RDMA core takes it for a RoCE path
+    /// (`ip4_dst_hoplimit`, `ip6_dst_hoplimit`): the route's `hoplimit` when it has one,
+    /// otherwise `net.ipv6.conf.<interface>.hop_limit` (IPv6) or `net.ipv4.ip_default_ttl`
+    /// (IPv4) of this namespace. `None` when neither can be read.
+    pub fn hop_limit(&mut self, ifindex: u32, interface: &str, destination: IpAddr) -> Option<u8> {
+        if let Ok(Route {
+            hop_limit: Some(h), ..
+        }) = self.route(ifindex, destination)
+        {
+            return Some(h);
+        }
+        let sysctl = match destination {
+            IpAddr::V4(_) => "/proc/sys/net/ipv4/ip_default_ttl".to_owned(),
+            IpAddr::V6(_) => format!("/proc/sys/net/ipv6/conf/{interface}/hop_limit"),
+        };
+        std::fs::read_to_string(sysctl)
+            .ok()?
+            .trim()
+            .parse::<u8>()
+            .ok()
+            .filter(|&h| h != 0)
     }
 
     /// The neighbour table's entry for `ip` on interface `ifindex` (`RTM_GETNEIGH`), if any.
@@ -530,6 +557,7 @@ fn parse_route(message: &RouteMessage, destination: IpAddr) -> Result<Route, Hos
         gateway: None,
         source: None,
         local: false,
+        hop_limit: None,
     };
     match message.header.kind {
         RouteType::Unicast => {}
@@ -547,6 +575,12 @@ fn parse_route(message: &RouteMessage, destination: IpAddr) -> Result<Route, Hos
             RouteAttribute::Via(RouteVia::Inet(v4)) => route.gateway = Some(IpAddr::V4(*v4)),
             RouteAttribute::Via(RouteVia::Inet6(v6)) => route.gateway = Some(IpAddr::V6(*v6)),
             RouteAttribute::PrefSource(a) => route.source = route_ip(a),
+            RouteAttribute::Metrics(metrics) => {
+                route.hop_limit = metrics.iter().find_map(|m| match m {
+                    RouteMetric::Hoplimit(h) => u8::try_from(*h).ok().filter(|&h| h != 0),
+                    _ => None,
+                });
+            }
             _ => {}
         }
     }
@@ -631,6 +665,15 @@ mod tests {
         assert_eq!(r.next_hop(), "10.0.0.254".parse::<IpAddr>().expect("ip"));
         assert_eq!(r.ifindex, 4);
         assert!(!r.local);
+        assert_eq!(r.hop_limit, None);
+        m.attributes.push(RouteAttribute::Metrics(vec![
+            RouteMetric::Mtu(1400),
+            RouteMetric::Hoplimit(17),
+        ]));
+        assert_eq!(
+            parse_route(&m, destination).expect("route").hop_limit,
+            Some(17)
+        );
         m.header.kind = RouteType::Unreachable;
         assert!(matches!(
             parse_route(&m, destination),

@@ -18,7 +18,9 @@ use tracing::debug;
 use verbs_shm::contract::{ARM_NEXT, ARM_NONE, ARM_SOLICITED, Cqe};
 use verbs_shm::protocol::{CompletionEvent, EventRecord};
 use verbs_shm::ring::Producer;
-use xroce_transport::{AsyncEvent, Completion, CompletionQueue, Instant, WcFlags, WcStatus};
+use xroce_transport::{
+    AsyncEvent, Completion, CompletionQueue, Instant, NetworkHeader, WcFlags, WcStatus,
+};
 use xroce_wire::Qpn;
 use zerocopy::IntoBytes;
 
@@ -221,6 +223,18 @@ impl Poller {
     }
 }
 
+/// What a UD receive's `sl` says on RoCE: which network header the datagram came with,
+/// as RDMA NICs (ConnectX) report it there for IBTA Annex A17.4.5.1 (RoCE carries no
+/// service level). rxe leaves it 0 for user space; UCX's UD transport, which finds the
+/// destination address in the GRH area by this value, then takes every IPv4 datagram
+/// for a stranger's and drops it.
+fn roce_packet_type(header: NetworkHeader) -> u8 {
+    match header {
+        NetworkHeader::Ipv6 => 1,
+        NetworkHeader::Ipv4 => 2,
+    }
+}
+
 /// Converts a completion into the shared CQE format.
 fn to_cqe(c: &Completion, at: Duration) -> Cqe {
     // Immediate data travels in network byte order through verbs (`__be32 imm_data`); the
@@ -242,7 +256,7 @@ fn to_cqe(c: &Completion, at: Duration) -> Cqe {
         wc_flags: c.flags.0,
         pkey_index: 0,
         slid: 0,
-        sl: 0,
+        sl: c.network_header.map_or(0, roce_packet_type),
         dlid_path_bits: 0,
         solicited: u8::from(c.solicited),
         reserved0: 0,
@@ -268,5 +282,15 @@ mod tests {
         // An invalidated rkey is a number, not bytes.
         c.flags = WcFlags::default();
         assert_eq!(to_cqe(&c, Duration::ZERO).imm_data, 0x1234_5678);
+    }
+
+    #[test]
+    fn a_ud_receive_says_its_network_header_in_sl_as_rdma_nics_do() {
+        let mut c = Completion::flushed(1, WcOpcode::Recv, CompletionQueue::Recv, 0x42);
+        assert_eq!(to_cqe(&c, Duration::ZERO).sl, 0);
+        c.network_header = Some(NetworkHeader::Ipv4);
+        assert_eq!(to_cqe(&c, Duration::ZERO).sl, 2);
+        c.network_header = Some(NetworkHeader::Ipv6);
+        assert_eq!(to_cqe(&c, Duration::ZERO).sl, 1);
     }
 }

@@ -133,8 +133,12 @@ pub struct CmServiceCounters {
     pub gsi_rcvd: u64,
     /// QP1 frames dropped: malformed or bad ICRC.
     pub gsi_malformed: u64,
+    /// QP1 frames dropped: addressed to none of the port's GIDs.
+    pub gsi_wrong_dgid: u64,
     /// QP1 frames dropped: not a UD SEND Only.
     pub gsi_not_ud_send: u64,
+    /// QP1 frames dropped: a P_Key not in the port's table.
+    pub gsi_bad_pkey: u64,
     /// QP1 frames dropped: wrong Q_Key.
     pub gsi_bad_qkey: u64,
     /// QP1 frames dropped: not one 256-byte MAD.
@@ -194,11 +198,19 @@ impl std::fmt::Debug for CmService {
     }
 }
 
+/// How long a REQ for a port nobody listens on waits for a listener before it is refused
+/// (REJ 8): an application that listens a moment after telling its peer to connect (over
+/// another channel, as perftest's `-R` does between its two connections) still gets the
+/// connection, on a host busy enough to make it late.
+pub const LISTEN_GRACE: std::time::Duration = std::time::Duration::from_millis(250);
+
 impl CmService {
     /// The rdma_cm of a port, naming its CA by `node_guid`.
     pub fn new(node_guid: u64, port: CmPort, resolve: Resolver) -> std::io::Result<CmService> {
         let random = OsRandom(rand::rngs::StdRng::from_os_rng());
-        let mut cm = RdmaCm::new(Config::new(Guid(node_guid)), Box::new(random));
+        let mut config = Config::new(Guid(node_guid));
+        config.listen_grace = LISTEN_GRACE;
+        let mut cm = RdmaCm::new(config, Box::new(random));
         for gid in &port.gids {
             cm.add_local_address(gid.to_ip());
         }
@@ -252,7 +264,9 @@ impl CmService {
         let mut v: Vec<(String, u64)> = [
             ("cm_gsi_rcvd", c.gsi_rcvd),
             ("cm_gsi_malformed", c.gsi_malformed),
+            ("cm_gsi_wrong_dgid", c.gsi_wrong_dgid),
             ("cm_gsi_not_ud_send", c.gsi_not_ud_send),
+            ("cm_gsi_bad_pkey", c.gsi_bad_pkey),
             ("cm_gsi_bad_qkey", c.gsi_bad_qkey),
             ("cm_gsi_bad_length", c.gsi_bad_length),
             ("cm_gsi_sent", c.gsi_sent),
@@ -308,7 +322,7 @@ impl CmService {
     /// A frame that came to QP1.
     pub fn handle_frame(&mut self, frame: &[u8]) {
         self.counters.gsi_rcvd += 1;
-        match gsi::parse(frame) {
+        match gsi::parse(frame, &self.port.gids) {
             Ok(got) => {
                 self.learned.insert(got.from.remote, got.src_mac);
                 let now = self.now();
@@ -319,7 +333,9 @@ impl CmService {
                 let c = &mut self.counters;
                 match drop {
                     GsiDrop::Malformed => c.gsi_malformed += 1,
+                    GsiDrop::WrongDgid => c.gsi_wrong_dgid += 1,
                     GsiDrop::NotUdSend => c.gsi_not_ud_send += 1,
+                    GsiDrop::BadPkey => c.gsi_bad_pkey += 1,
                     GsiDrop::BadQkey => c.gsi_bad_qkey += 1,
                     GsiDrop::BadLength => c.gsi_bad_length += 1,
                 }
@@ -505,9 +521,9 @@ impl CmService {
                 self.emit_simple(id, verbs_shm::cm::event::ROUTE_RESOLVED, 0);
                 Ok(CmReply::Done)
             }
-            CmRequest::Listen { id, .. } => {
+            CmRequest::Listen { id, backlog } => {
                 let id = self.mine(conn, id)?;
-                self.cm.listen(id)?;
+                self.cm.listen_with_backlog(id, backlog)?;
                 Ok(CmReply::Done)
             }
             CmRequest::Connect { id, param } => {

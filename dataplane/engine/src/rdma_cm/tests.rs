@@ -143,28 +143,34 @@ fn param(qpn: u32) -> CmConnParam {
     }
 }
 
+/// A listener of `h` on TCP `port` with `backlog`.
+fn listening(h: &mut Host, port: u16, backlog: i32) -> u64 {
+    let listener = id(h, port_space::TCP, 2);
+    call(
+        &mut h.svc,
+        CmRequest::Bind {
+            id: listener,
+            addr: sockaddr(h.ip, port),
+        },
+    )
+    .unwrap();
+    call(
+        &mut h.svc,
+        CmRequest::Listen {
+            id: listener,
+            backlog,
+        },
+    )
+    .unwrap();
+    listener
+}
+
 /// rping's steps, between two daemons exchanging QP1 frames.
 #[test]
 fn a_connection_is_established_and_disconnected_between_two_ports() {
     let mut a = host([10, 0, 0, 1], 1, 2);
     let mut b = host([10, 0, 0, 2], 2, 1);
-    let listener = id(&mut b, port_space::TCP, 2);
-    call(
-        &mut b.svc,
-        CmRequest::Bind {
-            id: listener,
-            addr: sockaddr(b.ip, 7174),
-        },
-    )
-    .unwrap();
-    call(
-        &mut b.svc,
-        CmRequest::Listen {
-            id: listener,
-            backlog: 8,
-        },
-    )
-    .unwrap();
+    let listener = listening(&mut b, 7174, 8);
 
     let ca = id(&mut a, port_space::TCP, 2);
     call(
@@ -427,4 +433,143 @@ fn requests_are_refused_with_the_errno_of_librdmacm() {
     );
     call(&mut h.svc, CmRequest::DestroyId { id: c }).unwrap();
     call(&mut h.svc, CmRequest::DestroyChannel { channel: h.channel }).unwrap();
+}
+
+/// The heap this thread holds: what it allocated and has not freed. Counted per thread
+/// so that tests running beside each other do not disturb one another's figures.
+mod heap {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+
+    thread_local! {
+        static LIVE: Cell<isize> = const { Cell::new(0) };
+    }
+
+    fn add(bytes: isize) {
+        // A thread being torn down has no counter left: nothing to count then.
+        let _ = LIVE.try_with(|l| l.set(l.get() + bytes));
+    }
+
+    struct Counting;
+
+    // Safety: every call goes to the system allocator unchanged; the counting beside it
+    // allocates nothing.
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            add(layout.size() as isize);
+            // Safety: the caller's contract is passed on as it is.
+            unsafe { System.alloc(layout) }
+        }
+
+        unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+            add(layout.size() as isize);
+            // Safety: as for `alloc`.
+            unsafe { System.alloc_zeroed(layout) }
+        }
+
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            add(-(layout.size() as isize));
+            // Safety: as for `alloc`.
+            unsafe { System.dealloc(ptr, layout) }
+        }
+
+        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            add(new_size as isize - layout.size() as isize);
+            // Safety: as for `alloc`.
+            unsafe { System.realloc(ptr, layout, new_size) }
+        }
+    }
+
+    #[global_allocator]
+    static COUNTING: Counting = Counting;
+
+    /// Bytes this thread holds on the heap.
+    pub(super) fn live() -> isize {
+        LIVE.with(Cell::get)
+    }
+}
+
+/// What a listening daemon holds for each connection request its application has not
+/// answered yet: the CM's connection (kept to recognise the REQ's retransmissions), the
+/// new id, and the CONNECT_REQUEST event with its private data while it waits for the
+/// application to read it. The figure is printed; the test bounds it, well above what it
+/// is, so that a leak or a careless copy per request shows.
+#[test]
+fn a_pending_connection_request_costs_a_listening_daemon_little_memory() {
+    const PENDING: usize = 1000;
+    let mut a = host([10, 0, 0, 1], 1, 2);
+    let mut b = host([10, 0, 0, 2], 2, 1);
+    listening(&mut b, 7174, 0);
+    // A's REQs, made before anything is counted.
+    let mut reqs = Vec::with_capacity(PENDING);
+    for k in 0..PENDING {
+        let c = id(&mut a, port_space::TCP, 2);
+        call(
+            &mut a.svc,
+            CmRequest::ResolveAddr {
+                id: c,
+                src: CmSockAddr::NONE,
+                dst: sockaddr(b.ip, 7174),
+                timeout_ms: 2000,
+            },
+        )
+        .unwrap();
+        resolutions(&mut a);
+        call(
+            &mut a.svc,
+            CmRequest::ResolveRoute {
+                id: c,
+                timeout_ms: 2000,
+            },
+        )
+        .unwrap();
+        // Each its own QP: the same QP asking twice would be a stale connection.
+        let asking = Asker {
+            conn: 1,
+            pid: PID,
+            qp_owner: &|_| Some(PID),
+        };
+        a.svc
+            .handle(
+                asking,
+                CmRequest::Connect {
+                    id: c,
+                    param: param(0x1000 + k as u32),
+                },
+                vec![],
+            )
+            .unwrap();
+        if a.svc.counters().gsi_sent == k as u64 {
+            resolutions(&mut a);
+        }
+        while let Some(f) = a.svc.poll_frame() {
+            reqs.push(f);
+        }
+    }
+    assert_eq!(reqs.len(), PENDING);
+    let before = heap::live();
+    for f in &reqs {
+        b.svc.handle_frame(f);
+    }
+    // The MRAs B answers with leave at once on a real port.
+    while b.svc.poll_frame().is_some() {}
+    let held = heap::live() - before;
+    let in_socket = events(&b)
+        .iter()
+        .filter(|e| e.event == event::CONNECT_REQUEST)
+        .count();
+    let on_heap: usize = b.svc.channels.values().map(|c| c.backlog.len()).sum();
+    assert_eq!(
+        in_socket + on_heap,
+        PENDING,
+        "every request reached the application"
+    );
+    let per = held / PENDING as isize;
+    println!(
+        "a listening daemon holds {held} bytes of heap for {PENDING} pending connection \
+         requests: {per} bytes each; their {}-byte events: {in_socket} in the channel's \
+         socket (kernel memory), {on_heap} on the heap (counted)",
+        size_of::<CmEventRecord>()
+    );
+    assert!(per > 0 && per < 8192, "{per} bytes per pending request");
 }

@@ -67,8 +67,6 @@ pub(crate) enum Refusal {
     /// The rkey named by a SEND with invalidate cannot be invalidated (rxe
     /// `ERR_INVALIDATE_RKEY`).
     InvalidateRkey,
-    /// UD: the Q_Key does not match the queue pair's (IBTA 10.2.5).
-    QkeyViolation,
 }
 
 /// What the responder does about a refusal.
@@ -156,7 +154,6 @@ impl Refusal {
                 Answer::Drop(Counter::rcvd_length_err, Abandoned)
             }
             (QpType::Uc, _) => Answer::Drop(Counter::rcvd_rkey_violation, Abandoned),
-            (QpType::Ud, QkeyViolation) => Answer::Drop(Counter::rcvd_bad_qkey, Kept),
             (QpType::Ud, OperationNotAllowed) => Answer::Drop(Counter::rcvd_wrong_transport, Kept),
             (QpType::Ud, ReceiverNotReady) => Answer::Drop(Counter::rcvd_no_recv_wqe, Kept),
             (QpType::Ud, ReceiveTooSmall | Length) => Answer::Drop(Counter::rcvd_length_err, Kept),
@@ -266,7 +263,6 @@ mod tests {
             ReceiveTooSmall,
             ReceiveBufferProtection,
             InvalidateRkey,
-            QkeyViolation,
         ];
         for refusal in all {
             let rc = refusal.answer(QpType::Rc);

@@ -17,6 +17,7 @@ use verbs_abi::*;
 use verbs_shm::client::WorkCompletion;
 
 use super::context::{context, errno};
+use super::debug::refused;
 use super::objects::{
     Channel, Cq, EventCount, Magic, Users, find, lock, public, publish, raw, retire, trusted,
 };
@@ -155,7 +156,7 @@ fn new_cq(
     let client = ctx
         .client
         .create_cq(entries, channel.as_ref().map(|c| &c.client))
-        .map_err(|e| errno(&e))?;
+        .map_err(|e| refused("ibv_create_cq", &e))?;
     let mut ibv = ibv_cq_ex {
         context: ctx.ibv(),
         channel: channel.as_ref().map_or(std::ptr::null_mut(), public),

@@ -23,15 +23,22 @@ use crate::ffi::{Errno, Verb};
 use crate::ops;
 
 /// The errno a verbs call reports for a verbs-shm error (the daemon's own errno, or the
-/// one a provider returns for the condition).
+/// one a provider returns for the condition). With `XROCE_IBVERBS_DEBUG=1` a refusal of the
+/// daemon is printed on stderr with its reason ([`debug`](super::debug)).
 pub(crate) fn errno(error: &client::Error) -> Errno {
+    super::debug::report(None, error);
     Errno(error.errno())
 }
 
-/// `ibv_open_device`: connects to the device's daemon.
+/// `ibv_open_device`: connects to the device's daemon. A daemon whose access policy leaves
+/// the user out refuses (`EACCES`, as `open` of a kernel device's node the user may not
+/// open), and its reason is shown on stderr.
 pub(crate) fn open_device(device: *mut ibv_device) -> Verb<*mut ibv_context> {
     let name = device::name_string(device)?;
-    let client = client::Context::open(&name).map_err(|e| errno(&e))?;
+    let client = client::Context::open(&name).map_err(|e| {
+        super::refusal::show("ibv_open_device", &name, &e);
+        errno(&e)
+    })?;
     let async_fd = client.async_fd().as_raw_fd();
     // The daemon creates the event socket pair non-blocking; verbs' async_fd blocks until
     // the application asks otherwise (our end is our own file description).

@@ -8,8 +8,9 @@
 //!
 //! Discovery: the devices are the xroce daemons serving the caller's network namespace
 //! (`verbs_shm::client::devices`). A device seen for the first time is registered with the
-//! node GUID its daemon reports; a list holds the registered devices whose daemon is
-//! serving now.
+//! node GUID its daemon reports (also one whose daemon does not let the user open it, as
+//! rdma-core lists a kernel device whatever its node's mode); a list holds the registered
+//! devices whose daemon is serving now.
 
 use std::collections::BTreeMap;
 use std::ffi::{c_char, c_int};
@@ -146,9 +147,14 @@ pub(crate) fn list() -> Verb<DeviceList> {
         if name.len() >= IBV_SYSFS_NAME_MAX || registered(name) {
             continue;
         }
-        let guid = verbs_shm::client::Context::open(name)
-            .and_then(|ctx| ctx.query_device())
-            .map(|attr| attr.node_guid);
+        // A device the user may not open is listed all the same, as rdma-core lists a
+        // kernel device whose node the user may not open: opening it says why.
+        let guid = match verbs_shm::client::Context::open(name) {
+            Ok(ctx) => ctx.query_device(),
+            Err(e) if e.errno() == libc::EACCES => verbs_shm::client::describe(name),
+            Err(e) => Err(e),
+        }
+        .map(|attr| attr.node_guid);
         let Ok(guid) = guid else {
             continue;
         };

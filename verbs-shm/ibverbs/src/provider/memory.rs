@@ -14,13 +14,17 @@ use verbs_abi::*;
 use verbs_shm::client::Access;
 
 use super::context::{context, errno};
+use super::debug::refused;
 use super::objects::{Mr, MrState, Pd, Users, find, lock, public, publish, raw, retire};
 use crate::ffi::{Errno, Verb};
 
 /// `ibv_alloc_pd`.
 pub(crate) fn alloc_pd(context: *mut ibv_context) -> Verb<*mut ibv_pd> {
     let ctx = self::context(context)?;
-    let client = ctx.client.alloc_pd().map_err(|e| errno(&e))?;
+    let client = ctx
+        .client
+        .alloc_pd()
+        .map_err(|e| refused("ibv_alloc_pd", &e))?;
     let ibv = ibv_pd {
         context: ctx.ibv(),
         handle: client.handle(),
@@ -42,7 +46,11 @@ pub(crate) fn dealloc_pd(pd: *mut ibv_pd) -> Verb<()> {
     if found.users.busy() {
         return Err(Errno(libc::EBUSY));
     }
-    found.client.clone().dealloc().map_err(|e| errno(&e))?;
+    found
+        .client
+        .clone()
+        .dealloc()
+        .map_err(|e| refused("ibv_dealloc_pd", &e))?;
     retire::<Pd>(pd).map(drop)
 }
 
@@ -86,7 +94,10 @@ pub(crate) unsafe fn reg_mr(
             .client
             .register_iova(addr.cast(), length, iova, Access(access))
     }
-    .map_err(|e| errno(&e))?;
+    .map_err(|e| {
+        super::refusal::show("ibv_reg_mr", pd_obj.ctx.client.device(), &e);
+        errno(&e)
+    })?;
     let ibv = ibv_mr {
         context: pd_obj.ctx.ibv(),
         pd,
@@ -189,7 +200,10 @@ pub(crate) unsafe fn rereg_mr(
             Access(new_access),
         )
     }
-    .map_err(|e| errno(&e))?;
+    .map_err(|e| {
+        super::refusal::show("ibv_rereg_mr", new_pd.ctx.client.device(), &e);
+        errno(&e)
+    })?;
     if !Arc::ptr_eq(&new_pd, &state.pd) {
         new_pd.users.add();
         state.pd.users.remove();

@@ -15,6 +15,7 @@
 //! |---|---|
 //! | `ibv_get_device_list` (the daemons of the caller's network namespace), `ibv_free_device_list`, `ibv_get_device_name`, `ibv_get_device_guid`, `ibv_get_device_index` | [`device`] |
 //! | `ibv_open_device`, `ibv_close_device`, the device/port/GID/P_Key queries (also `verbs_context::query_port` and `query_device_ex`), `ibv_get_async_event`, `ibv_ack_async_event` | [`context`] |
+//! | every refusal, with the daemon's reason, on stderr when `XROCE_IBVERBS_DEBUG=1` | [`debug`] |
 //! | `ibv_alloc_pd`, `ibv_dealloc_pd`, `ibv_reg_mr`, `ibv_reg_mr_iova`, `ibv_reg_mr_iova2`, `ibv_rereg_mr` (keys kept), `ibv_dereg_mr` | [`memory`] |
 //! | completion channels and CQs (also `verbs_context::create_cq_ex` and the `ibv_cq_ex` polling functions), `ibv_get_cq_event`, `ibv_ack_cq_events`, and (through `ibv_context_ops`) `poll_cq`, `req_notify_cq` | [`completion`] |
 //! | SRQs, QPs (RC, UC, UD; also `verbs_context::create_qp_ex`), AHs (also from a work completion), and (through `ibv_context_ops`) `post_send`, `post_recv`, `post_srq_recv` | [`queue_pair`] |
@@ -23,6 +24,7 @@
 //! | `ibv_rate_to_mult`, `mult_to_ibv_rate`, `ibv_rate_to_mbps`, `mbps_to_ibv_rate` | [`rate`] |
 //! | `ibv_fork_init`, `ibv_is_fork_initialized`, `ibv_dontfork_range`, `ibv_dofork_range` | [`fork`] |
 //! | `ibv_get_sysfs_path`, `ibv_read_sysfs_file` | [`sysfs`] |
+//! | the daemon's reasons for refusals the user must see (access, memory limits), on stderr | [`refusal`] |
 //! | the kernel-provider interface (`IBVERBS_PRIVATE_34`: `verbs_register_driver_34`, `ibv_cmd_*`, …), permanently inert | [`kernel_provider`] |
 //!
 //! **Not supported** ([`verbs`]; `EOPNOTSUPP`): importing contexts and objects, dmabuf
@@ -47,6 +49,7 @@
 
 pub(crate) mod completion;
 pub(crate) mod context;
+pub(crate) mod debug;
 pub(crate) mod device;
 pub(crate) mod fork;
 pub(crate) mod kernel_provider;
@@ -54,6 +57,7 @@ pub(crate) mod memory;
 pub(crate) mod objects;
 pub(crate) mod queue_pair;
 pub(crate) mod rate;
+pub(crate) mod refusal;
 pub(crate) mod sysfs;
 pub(crate) mod text;
 pub(crate) mod verbs;

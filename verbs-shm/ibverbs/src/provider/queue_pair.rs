@@ -17,6 +17,7 @@ use verbs_shm::contract::{MAX_INLINE, MAX_SGE, SendWqe, Sge};
 use zerocopy::FromZeros;
 
 use super::context::{context, errno};
+use super::debug::{refused, refused_here};
 use super::objects::{
     Ah, Context, Cq, EventCount, Magic, Pd, Qp, Srq, Users, find, lock, public, publish, raw,
     retire, trusted,
@@ -74,7 +75,7 @@ pub(crate) unsafe fn create_srq(
     let client = pd_obj
         .client
         .create_srq(init.attr.max_wr, init.attr.max_sge, init.attr.srq_limit)
-        .map_err(|e| errno(&e))?;
+        .map_err(|e| refused("ibv_create_srq", &e))?;
     let (max_wr, max_sge, _) = client.query().map_err(|e| errno(&e))?;
     init.attr.max_wr = max_wr;
     init.attr.max_sge = max_sge;
@@ -127,7 +128,7 @@ pub(crate) unsafe fn modify_srq(
     if mask & IBV_SRQ_LIMIT != 0 {
         srq.client
             .set_limit(attr.srq_limit)
-            .map_err(|e| errno(&e))?;
+            .map_err(|e| refused("ibv_modify_srq", &e))?;
     }
     Ok(())
 }
@@ -399,7 +400,10 @@ fn new_qp(pd: *mut ibv_pd, init: &mut ibv_qp_init_attr, send_ops: u64) -> Verb<A
         caps: to_caps(&init.cap),
         sq_sig_all: init.sq_sig_all != 0,
     };
-    let client = pd_obj.client.create_qp(&setup).map_err(|e| errno(&e))?;
+    let client = pd_obj
+        .client
+        .create_qp(&setup)
+        .map_err(|e| refused("ibv_create_qp", &e))?;
     init.cap = from_caps(&client.caps());
     let mut ibv = ibv_qp_ex {
         qp_base: ibv_qp {
@@ -447,11 +451,17 @@ fn new_qp(pd: *mut ibv_pd, init: &mut ibv_qp_init_attr, send_ops: u64) -> Verb<A
     Ok(qp)
 }
 
-/// An `ibv_ah_attr` as the daemon's address vector. RoCE needs the GRH (`is_global`):
-/// without it there is no destination address, which real RoCE devices refuse too.
-fn to_av(a: &ibv_ah_attr) -> Verb<AhAttr> {
+/// An `ibv_ah_attr` as the daemon's address vector, for `verb`. RoCE needs the GRH
+/// (`is_global`): without it there is no destination address, which real RoCE devices
+/// refuse too.
+fn to_av(verb: &str, a: &ibv_ah_attr) -> Verb<AhAttr> {
     if a.is_global == 0 {
-        return Err(Errno::EINVAL);
+        return Err(refused_here(
+            verb,
+            Errno::EINVAL,
+            "the address vector has no GRH (is_global 0): RoCE needs the destination's GID \
+             (ibv_*_pingpong: pass -g with a GID index; perftest: -x)",
+        ));
     }
     Ok(AhAttr {
         dgid: a.grh.dgid.raw(),
@@ -515,13 +525,25 @@ pub(crate) unsafe fn modify_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, mask: c_
     };
     let mask = u32::try_from(mask).map_err(|_| Errno::EINVAL)?;
     if mask & !MODIFY_MASK != 0 {
-        return Err(Errno::EOPNOTSUPP);
+        return Err(refused_here(
+            "ibv_modify_qp",
+            Errno::EOPNOTSUPP,
+            &format!(
+                "attribute mask bits {:#x} are not supported (alternate paths, path \
+                 migration, capacity changes, rate limits)",
+                mask & !MODIFY_MASK
+            ),
+        ));
     }
     if mask & IBV_QP_PORT != 0 && a.port_num != 1 {
-        return Err(Errno::EINVAL);
+        return Err(refused_here(
+            "ibv_modify_qp",
+            Errno::EINVAL,
+            &format!("port {} does not exist: the device has port 1", a.port_num),
+        ));
     }
     let ah_attr = if mask & IBV_QP_AV != 0 {
-        to_av(&a.ah_attr)?
+        to_av("ibv_modify_qp", &a.ah_attr)?
     } else {
         AhAttr::default()
     };
@@ -546,7 +568,9 @@ pub(crate) unsafe fn modify_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, mask: c_
         retry_cnt: a.retry_cnt,
         rnr_retry: a.rnr_retry,
     };
-    qp.client.modify(&wire, mask).map_err(|e| errno(&e))?;
+    qp.client
+        .modify(&wire, mask)
+        .map_err(|e| refused("ibv_modify_qp", &e))?;
     if mask & IBV_QP_STATE != 0 && a.qp_state == IBV_QPS_RESET {
         // The completions of its past life that nobody polled go, as RDMA NICs' providers
         // clean them (mlx5's `mlx5_cq_clean`): a reused QP starts from empty CQs.
@@ -818,8 +842,8 @@ pub(crate) unsafe fn create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) -> Verb<
     };
     let client = pd_obj
         .client
-        .create_ah(&to_av(attr)?)
-        .map_err(|e| errno(&e))?;
+        .create_ah(&to_av("ibv_create_ah", attr)?)
+        .map_err(|e| refused("ibv_create_ah", &e))?;
     let ibv = ibv_ah {
         context: pd_obj.ctx.ibv(),
         pd,
@@ -1057,11 +1081,11 @@ mod tests {
     #[test]
     fn address_vectors_need_the_grh_on_roce() {
         let mut a = ibv_ah_attr::default();
-        assert_eq!(to_av(&a), Err(Errno::EINVAL));
+        assert_eq!(to_av("ibv_create_ah", &a), Err(Errno::EINVAL));
         a.is_global = 1;
         a.grh.hop_limit = 64;
         a.grh.dgid = ibv_gid::from_raw([7; 16]);
-        let av = to_av(&a).unwrap();
+        let av = to_av("ibv_create_ah", &a).unwrap();
         assert_eq!((av.dgid, av.hop_limit, av.is_global), ([7; 16], 64, true));
         assert_eq!(from_av(&av).grh.dgid.raw(), [7; 16]);
     }
