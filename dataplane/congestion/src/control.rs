@@ -17,9 +17,11 @@
 //!   with a CNP to the peer QP, at most one per `cnp_interval`.
 //! - **Reaction point**: CNPs from the peer drive DCQCN ([`crate::dcqcn`]). On paths that
 //!   never mark, once the queue pair has lost a packet, the delay controller
-//!   ([`crate::delay`]) sets the rate from round-trip times and losses
-//!   ([`Algorithm::Auto`]); once a CNP has come, DCQCN alone does, until the peer changes.
-//!   A queue pair that neither loses nor sees a mark is not limited.
+//!   ([`crate::delay`]) sets the rate from losses alone ([`Algorithm::Auto`]: round-trip
+//!   times, on a host whose pollers share cores, say more about the scheduler than about
+//!   the path), or from round-trip times and losses ([`Algorithm::Delay`], asked for); once
+//!   a CNP has come, DCQCN alone does, until the peer changes. Under `Auto` a queue pair
+//!   that neither loses nor sees a mark is not limited.
 //! - **Signals from the transport's own traffic**: a round-trip sample is the time from a
 //!   request packet that asks for an acknowledgement to the first response covering its
 //!   PSN (one sample outstanding at a time), and the PSNs acknowledged between two samples
@@ -53,15 +55,17 @@ use crate::rate::Rate;
 /// Which controller sets a queue pair's rate.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Algorithm {
-    /// Nothing until the first loss or CNP; from a loss, the delay controller; from a CNP,
-    /// DCQCN. A path that neither loses nor marks is not slowed by anything (round-trip
-    /// times alone, on a host whose pollers share cores, say more about the scheduler
-    /// than about the path).
+    /// Nothing until the first loss or CNP; from a loss, the delay controller reacting to
+    /// losses alone ([`DelayParams::loss_only`]); from a CNP, DCQCN. A path that neither
+    /// loses nor marks is not slowed by anything, and round-trip times never slow a flow
+    /// (on a host whose pollers share cores they say more about the scheduler than about
+    /// the path).
     #[default]
     Auto,
     /// DCQCN alone (a loss counts as a CNP).
     Dcqcn,
-    /// The delay controller alone (CNPs are ignored).
+    /// The delay controller alone, from the first packet, on round-trip times and losses
+    /// (CNPs are ignored).
     Delay,
     /// No congestion control: no pacing, no ECN marks, CNPs ignored.
     Off,
@@ -217,8 +221,10 @@ pub enum Controller {
     /// None: nothing limits its rate (no congestion control for this queue pair, or under
     /// [`Algorithm::Auto`] neither a CNP nor a loss yet).
     None,
-    /// The delay controller.
+    /// The delay controller, on round-trip times and losses.
     Delay,
+    /// The delay controller on losses alone ([`Algorithm::Auto`] after a loss).
+    Loss,
     /// DCQCN.
     Dcqcn,
 }
@@ -275,7 +281,13 @@ impl QpControl {
             probed: false,
             np: NotificationPoint::default(),
             rp: None,
-            delay: DelayControl::new(config.delay, config.line_rate),
+            delay: DelayControl::new(
+                DelayParams {
+                    loss_only: config.delay.loss_only || config.algorithm == Algorithm::Auto,
+                    ..config.delay
+                },
+                config.line_rate,
+            ),
             pacer: Pacer::new(config.burst),
             probe: None,
             delivered_mark: None,
@@ -297,7 +309,7 @@ impl QpControl {
             Algorithm::Dcqcn => Controller::Dcqcn,
             Algorithm::Delay => Controller::Delay,
             Algorithm::Auto if self.rp.is_some() => Controller::Dcqcn,
-            Algorithm::Auto if self.lossy => Controller::Delay,
+            Algorithm::Auto if self.lossy => Controller::Loss,
             Algorithm::Auto => Controller::None,
         }
     }
@@ -420,7 +432,10 @@ impl Congestion {
                 && !p.psn.precedes(psn)
             {
                 qc.probe = None;
-                if qc.controller(self.config.algorithm) == Controller::Delay {
+                if matches!(
+                    qc.controller(self.config.algorithm),
+                    Controller::Delay | Controller::Loss
+                ) {
                     if let Some((from, then)) = qc.delivered_mark
                         && let Ok(packets) = u64::try_from(p.psn.distance(from))
                         && packets > 0
@@ -514,7 +529,7 @@ impl Congestion {
                                 .get_or_insert_with(|| ReactionPoint::new(params, line))
                                 .handle_cnp(now);
                         }
-                        Controller::Delay => {
+                        Controller::Delay | Controller::Loss => {
                             if qc.delay.on_loss(now) {
                                 self.counters.cc_delay_cuts += 1;
                                 qc.counters.cc_delay_cuts += 1;
@@ -539,7 +554,7 @@ impl Congestion {
                 }
                 None => config.line_rate,
             },
-            Controller::Delay => qc.delay.rate(now),
+            Controller::Delay | Controller::Loss => qc.delay.rate(now),
             Controller::None => config.line_rate,
         };
         let limit = if rate >= config.line_rate {
@@ -600,7 +615,7 @@ impl Congestion {
                 Some(rp) => (rp.rate(now), rp.state().map(|(a, _)| a)),
                 None => (line, None),
             },
-            Controller::Delay => (qc.delay.rate(now), None),
+            Controller::Delay | Controller::Loss => (qc.delay.rate(now), None),
             Controller::None => (line, None),
         };
         let ecn_capable = qc.enabled

@@ -34,6 +34,16 @@
 //!
 //! The rate starts at the line rate, as an RDMA NIC starts a flow, and a rate back at the
 //! line rate is no limit.
+//!
+//! **Losses alone** ([`DelayParams::loss_only`], what [`Algorithm::Auto`] runs after a queue
+//! pair's first loss): round-trip samples still set the length of a period and of the
+//! once-per-round-trip guard, but no sample cuts or holds the rate; a loss cuts it, from the
+//! delivery rate when that is lower (as TCP halves what was in flight, not a window it never
+//! filled). On a host whose pollers share cores, round trips stretched by the scheduler look
+//! exactly like a queue, and a controller that believed them halved a clean path's
+//! throughput; a loss is never the scheduler's.
+//!
+//! [`Algorithm::Auto`]: crate::Algorithm::Auto
 
 use core::time::Duration;
 
@@ -68,6 +78,9 @@ pub struct DelayParams {
     pub base_epoch: Duration,
     /// The highest base round-trip time believed (default 100 µs: a data centre's).
     pub base_max: Duration,
+    /// React to losses alone: samples never cut (default `false`; see the module
+    /// documentation).
+    pub loss_only: bool,
 }
 
 impl Default for DelayParams {
@@ -85,6 +98,7 @@ impl Default for DelayParams {
             filter: 1,
             base_epoch: Duration::from_secs(10),
             base_max: Duration::from_micros(100),
+            loss_only: false,
         }
     }
 }
@@ -198,7 +212,7 @@ impl DelayControl {
             .unwrap_or(rtt);
         let base = self.base_rtt().unwrap_or(rtt);
         let delay = signal.saturating_sub(base);
-        if delay <= p.target {
+        if p.loss_only || delay <= p.target {
             self.congested_until = None;
             return DelayVerdict::Fine;
         }
@@ -223,7 +237,11 @@ impl DelayControl {
         if self.recently_cut(now) {
             return false;
         }
-        let from = u128::from(self.rate);
+        let from = u128::from(if self.params.loss_only {
+            self.cut_from()
+        } else {
+            self.rate
+        });
         let keep = from * u128::from(100 - self.params.loss_decrease.min(100)) / 100;
         let rtt = self.recent_rtt();
         self.cut_to(keep as u64, now, rtt);
@@ -407,6 +425,34 @@ mod tests {
             t += 60;
         }
         assert_eq!(d.rate(at(t)), Rate::from_mbit(1));
+    }
+
+    #[test]
+    fn losses_alone_ignore_the_delay_and_cut_from_what_was_delivered() {
+        let mut d = DelayControl::new(
+            DelayParams {
+                loss_only: true,
+                ..single_sample()
+            },
+            GBIT,
+        );
+        assert_eq!(d.on_rtt(at(0), us(20)), DelayVerdict::Fine);
+        // Round trips fifty times the base, again and again: neither a cut nor a hold.
+        for i in 1..=20 {
+            assert_eq!(d.on_rtt(at(i * 1000), us(1000)), DelayVerdict::Fine);
+        }
+        assert_eq!(d.rate(at(20_000)), GBIT);
+        // A loss halves what the path delivered, not the line rate the flow never reached.
+        d.on_delivered(Rate::from_mbit(300));
+        assert!(d.on_loss(at(20_001)));
+        assert_eq!(d.last_rate(), Rate::from_mbit(150));
+        // A second loss within the round trip does nothing; one after it cuts again.
+        assert!(!d.on_loss(at(20_500)));
+        assert!(d.on_loss(at(21_002)));
+        assert!(d.last_rate() < Rate::from_mbit(150));
+        // Without losses the rate climbs back to the line rate, where it is no limit.
+        assert_eq!(d.rate(at(200_000)), GBIT);
+        assert!(!d.is_limited());
     }
 
     #[test]

@@ -395,7 +395,7 @@ fn under_auto_nothing_limits_a_qp_until_it_loses_a_packet() {
     assert_eq!((st.controller, st.rate), (Controller::None, None));
     assert_eq!(ca.counters().cc_rtt_samples, 0);
     // A loss: the retransmit timer sends the packets again, and the delay controller takes
-    // the rate, cut by half.
+    // the rate on losses alone, cut by half.
     write(&mut a, QA, 4096, at(50_000));
     let lost = send(&mut a, Some(&mut ca), at(50_000));
     assert_eq!(lost.len(), 4);
@@ -412,6 +412,6 @@ fn under_auto_nothing_limits_a_qp_until_it_loses_a_packet() {
     assert!(!again.is_empty());
     assert_eq!(ca.counters().cc_loss_events, 1);
     let st = ca.qp(QA, timeout).unwrap();
-    assert_eq!(st.controller, Controller::Delay);
+    assert_eq!(st.controller, Controller::Loss);
     assert_eq!(st.rate, Some(Rate::from_mbit(500)));
 }
