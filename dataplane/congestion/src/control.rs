@@ -6,13 +6,19 @@
 //!
 //! Per queue pair:
 //!
-//! - **ECN**: data and responses carry ECT(0) when the queue pair's peer takes part
-//!   ([`EcnMode::Auto`], the default): the first packet a queue pair sends is ECT(0), and
-//!   from then on its packets are ECT(0) only once a packet from the peer came back
-//!   ECN-capable. Two xroce endpoints find each other within a round trip; a peer that
-//!   knows nothing of ECN (Linux rxe answers with its own traffic class, 0) sees one
-//!   ECN-capable packet per connection and nothing else changes on the wire. A traffic
-//!   class that asks for ECN bits itself keeps them.
+//! - **ECN**: data and responses carry ECT(0) only when the queue pair's peer is known to
+//!   take part ([`EcnMode::Auto`], the default): once a packet from the peer came
+//!   ECN-capable (an xroce endpoint that knows this one, an RDMA NIC with ECN on, an
+//!   endpoint with [`EcnMode::On`]) or carried xroce's hello. The hello is a computed UDP
+//!   checksum on the first [`HELLO_PACKETS`] packets a queue pair sends while its peer is
+//!   not known: RoCEv2 senders (Linux rxe, RDMA NICs) send 0 there and RoCEv2 receivers
+//!   ignore it (the ICRC masks it), while any UDP receiver that checks it, Linux's under
+//!   rxe included, finds it right. So two xroce endpoints find each other within a round
+//!   trip (the responder from the hello, the requester from the responder's ECN-capable
+//!   answers), and toward Linux rxe no ECN bit is ever set and no CNP is ever sent (CE
+//!   marks come only on ECN-capable packets): what differs from its own packets is the
+//!   checksum of a connection's first packets. A traffic class that asks for ECN bits
+//!   itself keeps them.
 //! - **Notification point**: a CE-marked packet for a queue pair is counted and answered
 //!   with a CNP to the peer QP, at most one per `cnp_interval`.
 //! - **Reaction point**: CNPs from the peer drive DCQCN ([`crate::dcqcn`]). On paths that
@@ -196,6 +202,9 @@ counters!(CongestionCounters {
     np_cnp_no_path,
     /// Packets sent ECN-capable (ECT(0) set here).
     cc_ect_packets,
+    /// Packets sent with xroce's hello (a computed UDP checksum) to a peer not yet known
+    /// to take part in ECN.
+    cc_hello_packets,
     /// Losses taken as congestion (the requester going back to a PSN sent before).
     cc_loss_events,
     /// Rate cuts of the delay controller.
@@ -251,8 +260,10 @@ struct QpControl {
     /// The peer QP its packets go to.
     dest_qp: Option<Qpn>,
     enabled: bool,
+    /// The peer is known to take part in ECN.
     peer_ecn: bool,
-    probed: bool,
+    /// Hello packets still to send while the peer is not known.
+    hellos: u8,
     np: NotificationPoint,
     rp: Option<ReactionPoint>,
     delay: DelayControl,
@@ -278,7 +289,7 @@ impl QpControl {
             dest_qp: None,
             enabled: config.algorithm != Algorithm::Off,
             peer_ecn: false,
-            probed: false,
+            hellos: HELLO_PACKETS,
             np: NotificationPoint::default(),
             rp: None,
             delay: DelayControl::new(
@@ -313,6 +324,16 @@ impl QpControl {
             Algorithm::Auto => Controller::None,
         }
     }
+}
+
+/// Packets of a queue pair that carry xroce's hello (a computed UDP checksum) while its
+/// peer is not known to take part in ECN.
+pub const HELLO_PACKETS: u8 = 8;
+
+/// Whether a packet from the wire shows that its sender takes part in ECN: it is
+/// ECN-capable, or carries xroce's hello (checked only while the peer is not known).
+fn shows_ecn(frame: &[u8], p: &peek::Peek) -> bool {
+    p.ecn != 0 || peek::has_udp_checksum(frame, p)
 }
 
 type NumberMap<V> = HashMap<u32, V, core::hash::BuildHasherDefault<NumberHasher>>;
@@ -402,14 +423,16 @@ impl Congestion {
         }
         let qc = match self.qps.entry(qpn) {
             Entry::Occupied(e) => e.into_mut(),
-            // Only an ECN-capable packet makes state for a QP that has sent nothing yet
-            // (a responder learning that its peer takes part).
-            Entry::Vacant(v) if p.ecn != 0 && exists(p.dest_qp) => {
-                v.insert(QpControl::new(&self.config))
+            // Only a packet from a peer that takes part makes state for a QP that has sent
+            // nothing yet (a responder learning that its peer takes part).
+            Entry::Vacant(v) if shows_ecn(frame, &p) && exists(p.dest_qp) => {
+                let qc = v.insert(QpControl::new(&self.config));
+                qc.peer_ecn = true;
+                qc
             }
             Entry::Vacant(_) => return Arrival::Transport,
         };
-        if p.ecn != 0 {
+        if !qc.peer_ecn && shows_ecn(frame, &p) {
             qc.peer_ecn = true;
         }
         if p.ecn == ECN_CE && self.config.ecn != EcnMode::Off && Frame::parse(frame).is_ok() {
@@ -495,9 +518,14 @@ impl Congestion {
             && match config.ecn {
                 EcnMode::On => true,
                 EcnMode::Off => false,
-                EcnMode::Auto => qc.peer_ecn || !qc.probed,
+                EcnMode::Auto => qc.peer_ecn,
             };
-        qc.probed = true;
+        if qc.enabled && config.ecn == EcnMode::Auto && !qc.peer_ecn && qc.hellos > 0 {
+            qc.hellos -= 1;
+            peek::fill_udp_checksum(frame, &p);
+            self.counters.cc_hello_packets += 1;
+            qc.counters.cc_hello_packets += 1;
+        }
         if mark {
             peek::set_ecn(frame, &p, ECN_ECT0);
             self.counters.cc_ect_packets += 1;

@@ -31,7 +31,7 @@ pub mod rate;
 pub use cnp::CnpPath;
 pub use control::{
     Algorithm, Arrival, Congestion, CongestionConfig, CongestionCounters, Controller, DscpSet,
-    EcnMode, QpCongestion,
+    EcnMode, HELLO_PACKETS, QpCongestion,
 };
 pub use dcqcn::{DcqcnParams, ParamError, ReactionPoint};
 pub use delay::{DelayControl, DelayParams};

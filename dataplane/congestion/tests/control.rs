@@ -6,7 +6,8 @@
 use core::time::Duration;
 
 use xroce_congestion::{
-    Algorithm, Arrival, CnpPath, Congestion, CongestionConfig, Controller, EcnMode, Rate,
+    Algorithm, Arrival, CnpPath, Congestion, CongestionConfig, Controller, EcnMode, HELLO_PACKETS,
+    Rate,
 };
 use xroce_transport::testing::{Connection, Host, connect};
 use xroce_transport::{Access, Gather, Instant, QpType, SendFlags, SendOp, SendWqe, SgeList};
@@ -96,9 +97,8 @@ fn two_xroce_ends_find_each_other_and_mark_everything_after_one_round_trip() {
     write(&mut a, QA, 4096, at(0));
     let first = send(&mut a, Some(&mut ca), at(0));
     assert_eq!(first.len(), 4);
-    // The probe: the first packet only.
-    let marks: Vec<u8> = first.iter().map(|f| ecn(f)).collect();
-    assert_eq!(marks, [ECN_ECT0, ECN_NOT_ECT, ECN_NOT_ECT, ECN_NOT_ECT]);
+    // Nothing is ECN-capable before the peer is known; the hello says who a is.
+    assert!(first.iter().all(|f| ecn(f) == ECN_NOT_ECT && hello(f)));
     receive(&mut b, Some(&mut cb), &first, at(1));
     let acks = send(&mut b, Some(&mut cb), at(1));
     assert!(!acks.is_empty());
@@ -109,7 +109,13 @@ fn two_xroce_ends_find_each_other_and_mark_everything_after_one_round_trip() {
     receive(&mut a, Some(&mut ca), &acks, at(2));
     write(&mut a, QA, 4096, at(3));
     let second = send(&mut a, Some(&mut ca), at(3));
-    assert!(second.iter().all(|f| ecn(f) == ECN_ECT0));
+    assert!(second.iter().all(|f| ecn(f) == ECN_ECT0 && !hello(f)));
+    assert!(
+        acks.iter().all(|f| !hello(f)),
+        "b knew a from its first packet"
+    );
+    assert_eq!(ca.counters().cc_hello_packets, 4);
+    assert_eq!(cb.counters().cc_hello_packets, 0);
     // Frames stay valid: the ICRC does not cover the ECN bits.
     for f in first.iter().chain(&second).chain(&acks) {
         assert!(Frame::parse(f).is_ok());
@@ -117,24 +123,51 @@ fn two_xroce_ends_find_each_other_and_mark_everything_after_one_round_trip() {
     assert!(ca.qp(QA, at(3)).unwrap().ecn_capable);
 }
 
+/// Whether a frame carries a UDP checksum (xroce's hello), checked as a UDP receiver would.
+fn hello(frame: &[u8]) -> bool {
+    peek::has_udp_checksum(frame, &peek::peek(frame).unwrap())
+}
+
 #[test]
-fn toward_a_peer_without_ecn_only_the_first_packet_is_ecn_capable() {
+fn toward_a_peer_without_ecn_no_bit_is_set_and_only_the_first_packets_carry_a_udp_checksum() {
+    // a with congestion control, and a twin without, against peers as Linux rxe is (no
+    // ECN, no checksum): the frames may differ in the UDP checksum of the first
+    // HELLO_PACKETS alone.
     let (mut a, mut b) = hosts();
+    let (mut twin_a, mut twin_b) = hosts();
     let mut ca = Congestion::new(CongestionConfig::new(GBIT));
-    let mut all = Vec::new();
+    let (mut all, mut plain) = (Vec::new(), Vec::new());
     for round in 0..5 {
-        write(&mut a, QA, 8192, at(round * 10));
-        let frames = send(&mut a, Some(&mut ca), at(round * 10));
-        receive(&mut b, None, &frames, at(round * 10 + 1));
-        let acks = send(&mut b, None, at(round * 10 + 1));
+        let (t0, t1, t2) = (at(round * 10), at(round * 10 + 1), at(round * 10 + 2));
+        write(&mut a, QA, 8192, t0);
+        write(&mut twin_a, QA, 8192, t0);
+        let frames = send(&mut a, Some(&mut ca), t0);
+        let twin = send(&mut twin_a, None, t0);
+        receive(&mut b, None, &frames, t1);
+        receive(&mut twin_b, None, &twin, t1);
+        let acks = send(&mut b, None, t1);
+        assert_eq!(
+            acks,
+            send(&mut twin_b, None, t1),
+            "the peer sees no difference"
+        );
         assert!(acks.iter().all(|f| ecn(f) == ECN_NOT_ECT));
-        receive(&mut a, Some(&mut ca), &acks, at(round * 10 + 2));
+        receive(&mut a, Some(&mut ca), &acks, t2);
+        receive(&mut twin_a, None, &acks, t2);
         all.extend(frames);
+        plain.extend(twin);
     }
-    assert_eq!(all.len(), 40);
-    let marked = all.iter().filter(|f| ecn(f) != ECN_NOT_ECT).count();
-    assert_eq!(marked, 1);
-    assert_eq!(ecn(&all[0]), ECN_ECT0);
+    assert_eq!((all.len(), plain.len()), (40, 40));
+    for (i, (f, p)) in all.iter().zip(&plain).enumerate() {
+        let at = peek::peek(f).unwrap().udp_start + 6;
+        assert_eq!(f[..at], p[..at], "frame {i}");
+        assert_eq!(f[at + 2..], p[at + 2..], "frame {i}");
+        assert_eq!(p[at..at + 2], [0, 0], "the transport sends none, as rxe");
+        assert_eq!(hello(f), i < usize::from(HELLO_PACKETS), "frame {i}");
+        assert!(Frame::parse(f).is_ok());
+    }
+    assert_eq!(ca.counters().cc_ect_packets, 0);
+    assert_eq!(ca.counters().cc_hello_packets, u64::from(HELLO_PACKETS));
     assert!(!ca.qp(QA, at(50)).unwrap().ecn_capable);
 }
 
@@ -163,12 +196,12 @@ fn marked_packets_are_answered_with_one_cnp_per_interval_to_the_peer_qp() {
         let acks = send(&mut b, Some(&mut cb), now);
         receive(&mut a, Some(&mut ca), &acks, now);
     }
-    // The first packet (the probe) and every one after the first answer were marked: 19
-    // or 20 marks, CNPs at 0, 50, 100, 150 µs... (10 µs apart, one per 50 µs).
+    // Every packet after the first answer was marked (the first carried the hello, not
+    // ECT(0)): 19 marks, CNPs at 10, 60, 110, 160 µs (10 µs apart, one per 50 µs).
     let marked = cb.counters().np_ecn_marked_roce_packets;
     assert!(marked >= 19, "{marked}");
     let when: Vec<u64> = cnps.iter().map(|(t, _)| *t).collect();
-    assert_eq!(when, [0, 50, 100, 150]);
+    assert_eq!(when, [10, 60, 110, 160]);
     assert_eq!(cb.counters().np_cnp_sent, 4);
     for (_, f) in &cnps {
         let f = Frame::parse(f).unwrap();

@@ -1,7 +1,9 @@
 //! The few fields of a RoCEv2 frame that congestion control reads on every packet, found
 //! without taking the frame apart: where the IP header lies and its DSCP and ECN bits, and
 //! the BTH's opcode, destination QP, AckReq bit and PSN, with the AETH's syndrome when the
-//! opcode carries one. And the one field it writes: the ECN bits.
+//! opcode carries one. And the two fields it writes: the ECN bits, and the UDP checksum
+//! ([`fill_udp_checksum`], which RoCEv2 senders leave 0 and receivers ignore, the ICRC
+//! masking it; any UDP receiver, Linux's under rxe included, checks one that is not 0).
 //!
 //! A peek checks lengths and the Ethertype, IP version and UDP protocol it walks through,
 //! and nothing else: no checksum, no ICRC, no UDP port, no length consistency. It is for
@@ -23,6 +25,7 @@ use crate::mtu::IpVersion;
 use crate::opcode::{ExtHeader, Opcode};
 use crate::psn::Psn;
 use crate::udp;
+use core::net::IpAddr;
 
 /// ECN codepoint: not ECN-capable transport (RFC 3168).
 pub const ECN_NOT_ECT: u8 = 0b00;
@@ -38,6 +41,8 @@ pub const ECN_CE: u8 = 0b11;
 pub struct Peek {
     /// Where the IP header starts (after Ethernet and an 802.1Q tag).
     pub ip_start: usize,
+    /// Where the UDP header starts.
+    pub udp_start: usize,
     /// The IP version.
     pub ip_version: IpVersion,
     /// DSCP (6 bits).
@@ -85,7 +90,8 @@ pub fn peek(frame: &[u8]) -> Option<Peek> {
         }
         _ => return None,
     };
-    let bth_start = ip_start + ip_len + udp::HEADER_LEN;
+    let udp_start = ip_start + ip_len;
+    let bth_start = udp_start + udp::HEADER_LEN;
     let bth = frame.get(bth_start..bth_start + bth::HEADER_LEN)?;
     let opcode = Opcode(bth[0]);
     let info = opcode.info();
@@ -95,6 +101,7 @@ pub fn peek(frame: &[u8]) -> Option<Peek> {
         .map(|&b| Syndrome::from_byte(b));
     Some(Peek {
         ip_start,
+        udp_start,
         ip_version,
         dscp: tos >> 2,
         ecn: tos & 0x03,
@@ -135,6 +142,62 @@ pub fn set_ecn(frame: &mut [u8], peeked: &Peek, ecn: u8) {
             }
         }
     }
+}
+
+/// The UDP checksum field of the frame `peeked` found (0: none); 0 if the frame is too
+/// short for it.
+pub fn udp_checksum(frame: &[u8], peeked: &Peek) -> u16 {
+    match frame.get(peeked.udp_start + 6..peeked.udp_start + 8) {
+        Some(b) => u16::from_be_bytes([b[0], b[1]]),
+        None => 0,
+    }
+}
+
+/// The IP header's source and destination addresses.
+fn addresses(frame: &[u8], peeked: &Peek) -> Option<(IpAddr, IpAddr)> {
+    let ip = frame.get(peeked.ip_start..)?;
+    Some(match peeked.ip_version {
+        IpVersion::V4 => {
+            let a: [u8; 4] = ip.get(12..16)?.try_into().ok()?;
+            let b: [u8; 4] = ip.get(16..20)?.try_into().ok()?;
+            (IpAddr::from(a), IpAddr::from(b))
+        }
+        IpVersion::V6 => {
+            let a: [u8; 16] = ip.get(8..24)?.try_into().ok()?;
+            let b: [u8; 16] = ip.get(24..40)?.try_into().ok()?;
+            (IpAddr::from(a), IpAddr::from(b))
+        }
+    })
+}
+
+/// Computes the UDP checksum of the frame `peeked` found (the pseudo-header and the
+/// datagram up to its length field) and writes it. Neither the ECN bits nor the ICRC are
+/// covered by it or cover it, so either may change after. Does nothing if the frame is
+/// shorter than its UDP length field says.
+pub fn fill_udp_checksum(frame: &mut [u8], peeked: &Peek) {
+    let Some((src, dst)) = addresses(frame, peeked) else {
+        return;
+    };
+    let Some(datagram) = frame.get_mut(peeked.udp_start..) else {
+        return;
+    };
+    if let Ok(mut udp) = udp::UdpPacket::new_checked(datagram) {
+        udp.fill_checksum(src, dst);
+    }
+}
+
+/// Whether the frame `peeked` found carries a UDP checksum that is not 0 and matches it.
+pub fn has_udp_checksum(frame: &[u8], peeked: &Peek) -> bool {
+    if udp_checksum(frame, peeked) == 0 {
+        return false;
+    }
+    let Some((src, dst)) = addresses(frame, peeked) else {
+        return false;
+    };
+    frame
+        .get(peeked.udp_start..)
+        .and_then(|d| udp::UdpPacket::new_checked(d).ok())
+        .is_some_and(|udp| udp.verify_checksum(src, dst))
 }
 
 #[cfg(test)]
@@ -260,6 +323,52 @@ mod tests {
             let packet = Ipv4Packet::new_checked(&f[14..]).unwrap();
             assert!(packet.verify_checksum(), "tos {tc:#x}");
         }
+    }
+
+    #[test]
+    fn a_filled_udp_checksum_is_the_one_the_frame_would_carry_and_survives_ecn_marks() {
+        use crate::udp::UdpChecksum;
+        let ib = IbRepr::new(BthRepr::new(
+            Opcode::RC_SEND_ONLY,
+            Qpn::new(0x12),
+            Psn::new(3),
+        ));
+        // rxe sends none.
+        let p = peek(&ACK_FRAME).unwrap();
+        assert_eq!((p.udp_start, udp_checksum(&ACK_FRAME, &p)), (34, 0));
+        assert!(!has_udp_checksum(&ACK_FRAME, &p));
+        for v6 in [false, true] {
+            for vlan in [false, true] {
+                let mut f = frame(v6, vlan, &ib, 0);
+                let p = peek(&f).unwrap();
+                assert_eq!(p.udp_start, p.ip_start + if v6 { 40 } else { 20 });
+                assert!(!has_udp_checksum(&f, &p));
+                fill_udp_checksum(&mut f, &p);
+                assert!(has_udp_checksum(&f, &p));
+                // The same bytes as the frame's own computed checksum.
+                let mut parsed = Frame::parse(&f).expect("still a good frame");
+                parsed.headers.udp.checksum = UdpChecksum::Computed;
+                let mut again = vec![0u8; 2048];
+                let n = parsed
+                    .headers
+                    .emit_packet(&mut again, &ib, parsed.payload)
+                    .unwrap();
+                assert_eq!(&again[..n], &f[..], "v6 {v6} vlan {vlan}");
+                // A switch's CE mark leaves it valid; a flipped bit does not.
+                set_ecn(&mut f, &p, ECN_CE);
+                assert!(has_udp_checksum(&f, &p) && Frame::parse(&f).is_ok());
+                let last = f.len() - 5;
+                f[last] ^= 1;
+                assert!(!has_udp_checksum(&f, &p));
+            }
+        }
+        // A frame shorter than its UDP length is left alone.
+        let mut f = frame(false, false, &ib, 0);
+        let p = peek(&f).unwrap();
+        f.truncate(f.len() - 1);
+        let before = f.clone();
+        fill_udp_checksum(&mut f, &p);
+        assert_eq!(f, before);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Congestion control between two daemons, on a path that marks nothing: ECN-capable
-//! packets between xroce ends, none toward a peer whose packets are not (as Linux rxe's
-//! are not) beyond the first of a connection, and none at all with `--cc off`; the counters
-//! under mlx5's names in the daemon's stats.
+//! packets between xroce ends once they found each other (xroce's hello, a UDP checksum on
+//! a connection's first packets), none toward a peer whose packets are neither (as Linux
+//! rxe's are not), and none at all with `--cc off`; the counters under mlx5's names in the
+//! daemon's stats.
 
 use std::time::{Duration, Instant};
 
@@ -95,12 +96,16 @@ fn two_daemons_send_ecn_capable_packets_both_ways_and_count_them() {
     let _connected = write_a_mebibyte(&hosts, &ca, &cb);
     let (sa, sb) = (stats(&ca), stats(&cb));
     // 1 MiB at a path MTU of 1024: 1024 requests, all ECN-capable but those of the first
-    // message after its first packet (sent before b's first acknowledgement came back:
-    // one message at a time); b's acknowledgements all.
+    // message sent before b's first acknowledgement came back (one message at a time), the
+    // first of them with the hello; b's acknowledgements all (it knew a from a's first
+    // packet, and sent no hello).
     let sent = counter(&sa, "sent_pkts");
     let ect = counter(&sa, "cc_ect_packets");
-    assert!(sent >= 1024 && ect >= sent - 63 && ect <= sent, "a: {sa:?}");
+    assert!(sent >= 1024 && ect >= sent - 64 && ect <= sent, "a: {sa:?}");
+    let hellos = counter(&sa, "cc_hello_packets");
+    assert!((1..=8).contains(&hellos), "a: {sa:?}");
     assert!(counter(&sb, "cc_ect_packets") > 0, "b: {sb:?}");
+    assert_eq!(counter(&sb, "cc_hello_packets"), 0, "b: {sb:?}");
     // Nothing marks on a veth: no CE, no CNP. The names are mlx5's, listed with --all.
     for name in [
         "np_ecn_marked_roce_packets",
@@ -118,7 +123,7 @@ fn two_daemons_send_ecn_capable_packets_both_ways_and_count_them() {
 
 #[test]
 #[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]
-fn toward_a_peer_that_sends_nothing_ecn_capable_only_the_first_packet_is() {
+fn toward_a_peer_that_sends_nothing_ecn_capable_no_packet_is() {
     require_root();
     // b sends no ECN-capable packet, as Linux rxe does not.
     let bin = xroced().expect("xroced");
@@ -127,10 +132,11 @@ fn toward_a_peer_that_sends_nothing_ecn_capable_only_the_first_packet_is() {
     let (ca, cb) = (hosts.open(Side::A).unwrap(), hosts.open(Side::B).unwrap());
     let _connected = write_a_mebibyte(&hosts, &ca, &cb);
     let (sa, sb) = (stats(&ca), stats(&cb));
+    assert_eq!(counter(&sa, "cc_ect_packets"), 0, "{sa:?}");
     assert_eq!(
-        counter(&sa, "cc_ect_packets"),
-        1,
-        "one per connection: {sa:?}"
+        counter(&sa, "cc_hello_packets"),
+        8,
+        "the hello, on a connection's first 8 packets only: {sa:?}"
     );
     assert_eq!(counter(&sb, "cc_ect_packets"), 0, "{sb:?}");
     assert!(counter(&sa, "sent_pkts") > 1000, "{sa:?}");
@@ -145,7 +151,12 @@ fn with_congestion_control_off_nothing_is_ecn_capable_or_paced() {
     let (ca, cb) = (hosts.open(Side::A).unwrap(), hosts.open(Side::B).unwrap());
     let _connected = write_a_mebibyte(&hosts, &ca, &cb);
     let (sa, sb) = (stats(&ca), stats(&cb));
-    for name in ["cc_ect_packets", "cc_paced", "cc_rtt_samples"] {
+    for name in [
+        "cc_ect_packets",
+        "cc_hello_packets",
+        "cc_paced",
+        "cc_rtt_samples",
+    ] {
         assert_eq!(
             counter(&sa, name) + counter(&sb, name),
             0,
