@@ -141,13 +141,17 @@ pub struct CongestionConfig {
 }
 
 impl CongestionConfig {
-    /// The defaults for a port of `line_rate`.
+    /// The defaults for a port of `line_rate`. DCQCN runs NVIDIA's parameters with the
+    /// DCQCN paper's timers ([`DcqcnParams::paper_timers`]): xroce's round trips, between
+    /// hosts whose pollers are scheduled threads and behind software switches, are tens of
+    /// microseconds at best and a millisecond behind a queue, where NVIDIA's timers (made
+    /// for a fabric's few microseconds) forget each CNP before the next arrives.
     pub fn new(line_rate: Rate) -> CongestionConfig {
         CongestionConfig {
             algorithm: Algorithm::Auto,
             ecn: EcnMode::Auto,
             line_rate,
-            dcqcn: DcqcnParams::default(),
+            dcqcn: DcqcnParams::paper_timers(),
             delay: DelayParams::default(),
             cnp_interval: DEFAULT_CNP_INTERVAL,
             cnp_dscp: DEFAULT_CNP_DSCP,

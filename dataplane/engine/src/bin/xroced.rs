@@ -136,9 +136,9 @@ struct Args {
     /// The DSCP of CNPs (default 48, as NVIDIA's adapters).
     #[arg(long)]
     cnp_dscp: Option<u8>,
-    /// DCQCN's timers: `nvidia` (NVIDIA's defaults, for fabrics with round trips of a few
-    /// µs) or `paper` (the DCQCN paper's 55 µs, for paths where queueing makes the round
-    /// trip a millisecond).
+    /// DCQCN's timers: `paper` (the default: the DCQCN paper's 55 µs, for paths where
+    /// queueing makes the round trip a millisecond) or `nvidia` (NVIDIA's defaults, for
+    /// fabrics with round trips of a few µs).
     #[arg(long, value_enum)]
     dcqcn_timers: Option<DcqcnTimers>,
     /// DCQCN parameters by NVIDIA's names and units (`roce_rp`), for example
@@ -303,8 +303,8 @@ fn congestion_config(args: &Args, file: &FileConfig) -> Result<CongestionConfig>
         Ecn::Off => EcnMode::Off,
     };
     let mut dcqcn = match args.dcqcn_timers.or(file.dcqcn_timers) {
-        Some(DcqcnTimers::Paper) => DcqcnParams::paper_timers(),
-        Some(DcqcnTimers::Nvidia) | None => DcqcnParams::default(),
+        Some(DcqcnTimers::Paper) | None => DcqcnParams::paper_timers(),
+        Some(DcqcnTimers::Nvidia) => DcqcnParams::default(),
     };
     let from_file = file.dcqcn.iter().flatten().map(|(n, &v)| (n.clone(), v));
     let from_args = args.dcqcn.iter().flatten().cloned();
