@@ -34,8 +34,9 @@
 //!   over the time between them is the rate the path delivered; a loss is the requester
 //!   going back (a request whose PSN does not follow the last one sent: go-back-N after a
 //!   NAK or a timeout, or any retransmission), but not after an RNR NAK (a busy receiver
-//!   is not congestion). The delay controller cuts for it; under DCQCN it counts as a
-//!   CNP.
+//!   is not congestion). The delay controller cuts for it; under [`Algorithm::Auto`]
+//!   DCQCN halves the rate for it ([`ReactionPoint::handle_loss`]: a CNP would cut by
+//!   alpha, which sparse marks keep small), under [`Algorithm::Dcqcn`] it counts as a CNP.
 //! - **Pacing**: the rate feeds the queue pair's token bucket ([`crate::pacer`]), and a
 //!   bucket in debt is the instant the transport must hold the queue pair until.
 //!
@@ -557,9 +558,16 @@ impl Congestion {
                     match qc.controller(config.algorithm) {
                         Controller::Dcqcn => {
                             let (params, line) = (config.dcqcn, config.line_rate);
-                            qc.rp
-                                .get_or_insert_with(|| ReactionPoint::new(params, line))
-                                .handle_cnp(now);
+                            let rp = qc
+                                .rp
+                                .get_or_insert_with(|| ReactionPoint::new(params, line));
+                            // Under Auto a loss halves the rate whoever has it; DCQCN
+                            // alone takes it as a CNP.
+                            if config.algorithm == Algorithm::Auto {
+                                rp.handle_loss(now);
+                            } else {
+                                rp.handle_cnp(now);
+                            }
                         }
                         Controller::Delay | Controller::Loss => {
                             if qc.delay.on_loss(now) {

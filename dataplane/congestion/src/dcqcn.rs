@@ -342,6 +342,31 @@ impl ReactionPoint {
         }
     }
 
+    /// The QP lost a packet at `now` (it went back to resend): not part of DCQCN, whose
+    /// fabrics do not drop, but where a queue overflows before its marks come back, a loss
+    /// says more than a CNP. The rate is halved (at most `rpg_min_dec_fac` of it), and the
+    /// target is the halved rate, so that fast recovery does not return to the rate that
+    /// lost; alpha and the byte counter start over as after a cut.
+    pub fn handle_loss(&mut self, now: Instant) {
+        if self.limiter.is_none() {
+            self.handle_cnp(now);
+        }
+        self.advance(now);
+        let p = self.params;
+        let min = p.rpg_min_rate.bits_per_sec().min(self.max_rate);
+        let Some(l) = &mut self.limiter else {
+            return;
+        };
+        let keep = 100 - p.rpg_min_dec_fac.min(100).min(50);
+        l.rate = ((u128::from(l.rate) * u128::from(keep) / 100) as u64).max(min);
+        l.target = l.rate;
+        l.decrease_cnp = false;
+        l.stage_time = 0;
+        l.stage_byte = 0;
+        l.byte_count = 0;
+        l.next_increase = now + p.rpg_time_reset;
+    }
+
     /// The QP sent `bytes` at `now` (the byte counter).
     pub fn on_sent(&mut self, now: Instant, bytes: u64) {
         self.advance(now);
@@ -485,6 +510,35 @@ mod tests {
 
     fn at(micros: u64) -> Instant {
         Instant::from_nanos(micros * 1000)
+    }
+
+    #[test]
+    fn a_loss_halves_the_rate_and_fast_recovery_does_not_undo_it() {
+        let line = Rate::from_mbit(10_000);
+        let mut rp = ReactionPoint::new(DcqcnParams::paper_timers(), line);
+        let t0 = Instant::from_nanos(1_000);
+        // A first loss starts the limiter at the line rate, then halves it.
+        rp.handle_loss(t0);
+        assert_eq!(rp.rate(t0), Rate::from_mbit(5_000));
+        let halved = rp.rate(t0);
+        rp.handle_loss(t0 + Duration::from_micros(1));
+        assert_eq!(
+            rp.rate(t0 + Duration::from_micros(1)),
+            Rate::from_mbit(2_500)
+        );
+        // Fast recovery climbs toward the target, which is the halved rate, not the one
+        // before the loss: a millisecond later (about 18 increase periods, 5 Mbit/s each
+        // once past fast recovery) it is still far below 5 Gbit/s.
+        let later = rp.rate(t0 + Duration::from_millis(1));
+        assert!(later >= Rate::from_mbit(2_500) && later < halved, "{later}");
+        // Never below the minimum rate.
+        for i in 0..64 {
+            rp.handle_loss(t0 + Duration::from_millis(2) + Duration::from_nanos(i));
+        }
+        assert_eq!(
+            rp.rate(t0 + Duration::from_millis(2) + Duration::from_nanos(64)),
+            Rate::from_mbit(1)
+        );
     }
 
     #[test]

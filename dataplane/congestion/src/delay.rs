@@ -41,7 +41,7 @@
 //! delivery rate when that is lower (as TCP halves what was in flight, not a window it never
 //! filled). On a host whose pollers share cores, round trips stretched by the scheduler look
 //! exactly like a queue, and a controller that believed them halved a clean path's
-//! throughput; a loss is never the scheduler's.
+//! throughput; a loss, rare on a clean path, costs a retransmission whatever its cause.
 //!
 //! [`Algorithm::Auto`]: crate::Algorithm::Auto
 
