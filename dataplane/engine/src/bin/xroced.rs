@@ -113,13 +113,16 @@ struct Args {
     /// before it uses an RDMA device).
     #[arg(long)]
     no_device_node: bool,
-    /// Congestion control: `auto` (nothing until a QP's first loss or CNP; then a delay and
-    /// loss controller, or DCQCN from the first CNP), `dcqcn`, `delay` or `off` (no pacing,
-    /// no ECN, no CNPs).
+    /// Congestion control: `auto` (nothing until a QP's first loss or CNP; then each loss
+    /// halves its rate, and DCQCN reacts from the first CNP; round-trip times never slow
+    /// it), `dcqcn`, `delay` (a delay and loss controller from the first packet) or `off`
+    /// (no pacing, no ECN, no CNPs).
     #[arg(long, value_enum)]
     cc: Option<Cc>,
-    /// ECN-capable packets and CNPs for CE marks: `auto` (toward peers whose packets are
-    /// ECN-capable: other xroce daemons, RDMA NICs), `on` (always) or `off`.
+    /// ECN-capable packets and CNPs for CE marks: `auto` (toward peers known to take part:
+    /// their packets are ECN-capable, as an RDMA NIC's with ECN on, or carry xroce's hello,
+    /// a UDP checksum on a connection's first packets; never toward Linux rxe), `on`
+    /// (always) or `off` (not even the hello).
     #[arg(long, value_enum)]
     ecn: Option<Ecn>,
     /// The port's rate in Mbit/s, where every queue pair starts (default: the interface's
