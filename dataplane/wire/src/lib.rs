@@ -23,6 +23,8 @@
 //!
 //! The [`opcode`] table is the single place that knows which headers an opcode carries;
 //! the rest of the code (here and in the transport) asks it instead of matching on opcodes.
+//! [`peek`] reads the handful of fields congestion control needs on every packet without
+//! taking the frame apart, and sets the ECN bits.
 //!
 //! Connection management travels inside that envelope as the payload of UD SENDs to QP1:
 //! [`mad`] is the 256-byte management datagram and its header, [`cm`] the communication
@@ -166,6 +168,7 @@ pub mod ipv6;
 pub mod mad;
 pub mod mtu;
 pub mod opcode;
+pub mod peek;
 pub mod psn;
 pub mod rdeth;
 pub mod reth;
