@@ -560,6 +560,16 @@ impl Harness {
         row
     }
 
+    /// `LD_LIBRARY_PATH` for the xroce side's unmodified programs: the drop-in libraries.
+    fn drop_in_path(&self) -> (String, String) {
+        let lib = self
+            .drop_in
+            .as_ref()
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        ("LD_LIBRARY_PATH".to_owned(), lib)
+    }
+
     /// The two command lines of a check: (rxe side, xroce side) and the xroce side's
     /// environment.
     pub(super) fn commands(&self, check: &Check) -> (String, Vec<String>, Vec<(String, String)>) {
@@ -626,12 +636,7 @@ impl Harness {
                 size,
                 iters,
             } => {
-                let lib = self
-                    .drop_in
-                    .as_ref()
-                    .map(|p| p.to_string_lossy().into_owned())
-                    .unwrap_or_default();
-                let env = vec![("LD_LIBRARY_PATH".to_owned(), lib)];
+                let env = vec![self.drop_in_path()];
                 let (rxe, x) = if program.ends_with("_pingpong") {
                     (
                         format!(
@@ -658,12 +663,7 @@ impl Harness {
                 (rxe, x, env)
             }
             Program::RdmaCm(tool) => {
-                let lib = self
-                    .drop_in
-                    .as_ref()
-                    .map(|p| p.to_string_lossy().into_owned())
-                    .unwrap_or_default();
-                let env = vec![("LD_LIBRARY_PATH".to_owned(), lib)];
+                let env = vec![self.drop_in_path()];
                 let addr = match check.server {
                     Side::Rxe => PEER_IP.to_string(),
                     Side::Xroce => XROCE_IP.to_string(),
@@ -693,16 +693,11 @@ impl Harness {
                 size,
                 iters,
             } => {
-                let lib = self
-                    .drop_in
-                    .as_ref()
-                    .map(|p| p.to_string_lossy().into_owned())
-                    .unwrap_or_default();
                 let tls = ucx_tls(transport);
                 // Each side names its device, port and GID; the rest UCX finds as it does
                 // on any RoCE host.
                 let env = vec![
-                    ("LD_LIBRARY_PATH".to_owned(), lib),
+                    self.drop_in_path(),
                     ("UCX_TLS".to_owned(), tls.to_owned()),
                     ("UCX_NET_DEVICES".to_owned(), format!("{DEVICE}:1")),
                     ("UCX_IB_GID_INDEX".to_owned(), xroce_gid.to_string()),
