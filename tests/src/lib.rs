@@ -15,3 +15,6 @@
 //! simulation among them, live with their crates and run anywhere (`cargo test -p
 //! xroce-transport`). The harnesses these tests share with the tools are in `xroce-lab`
 //! (labs, daemons) and `xroce-impair` (the impairment router as a process).
+//!
+//! These tests never touch an interface or an address outside the network namespaces they
+//! create, which they remove on every exit path, and never assert a time or a throughput.

@@ -47,6 +47,7 @@
 use core::mem::size_of;
 use core::sync::atomic::AtomicU32;
 
+use xroce_transport::{SendFlags, SendOp};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 /// The contract's version. An application and a daemon with different versions refuse to
@@ -63,11 +64,9 @@ pub const fn post_bits_bytes(pollers: usize) -> usize {
     bytes.div_ceil(4096) * 4096
 }
 
-/// The scatter/gather elements a work request carries at most.
-pub const MAX_SGE: usize = 16;
-
-/// The inline bytes a send work request carries at most.
-pub const MAX_INLINE: usize = 256;
+/// The scatter/gather elements a work request carries at most, and the inline bytes a
+/// send work request carries at most: the transport's limits, which the slots below hold.
+pub use xroce_transport::wqe::{MAX_INLINE, MAX_SGE};
 
 /// The size of the [`RingHeader`] area at the start of every ring mapping.
 pub const RING_HEADER_SIZE: usize = 256;
@@ -133,6 +132,112 @@ impl SendWqe {
     pub fn set_sge(&mut self, i: usize, sge: Sge) {
         let at = (i % MAX_SGE) * size_of::<Sge>();
         self.data[at..at + size_of::<Sge>()].copy_from_slice(sge.as_bytes());
+    }
+
+    /// Writes the operation: its `ibv_wr_opcode` and operands. Immediate data is written
+    /// in network byte order, as `ibv_send_wr` holds it; the rkey to invalidate shares its
+    /// field. [`SendWqe::op`] reads it back: the two are the one encoding of a
+    /// [`SendOp`] in a slot.
+    pub fn set_op(&mut self, op: SendOp) {
+        use wr_opcode as o;
+        match op {
+            SendOp::Send => self.opcode = o::SEND,
+            SendOp::SendWithImm { imm } => {
+                self.opcode = o::SEND_WITH_IMM;
+                self.imm_data = imm.to_be();
+            }
+            SendOp::SendWithInv { rkey } => {
+                self.opcode = o::SEND_WITH_INV;
+                self.imm_data = rkey;
+            }
+            SendOp::Write { remote_addr, rkey } => {
+                self.opcode = o::RDMA_WRITE;
+                (self.remote_addr, self.rkey) = (remote_addr, rkey);
+            }
+            SendOp::WriteWithImm {
+                remote_addr,
+                rkey,
+                imm,
+            } => {
+                self.opcode = o::RDMA_WRITE_WITH_IMM;
+                (self.remote_addr, self.rkey, self.imm_data) = (remote_addr, rkey, imm.to_be());
+            }
+            SendOp::Read { remote_addr, rkey } => {
+                self.opcode = o::RDMA_READ;
+                (self.remote_addr, self.rkey) = (remote_addr, rkey);
+            }
+            SendOp::CompareSwap {
+                remote_addr,
+                rkey,
+                compare,
+                swap,
+            } => {
+                self.opcode = o::ATOMIC_CMP_AND_SWP;
+                (self.remote_addr, self.rkey) = (remote_addr, rkey);
+                (self.compare_add, self.swap) = (compare, swap);
+            }
+            SendOp::FetchAdd {
+                remote_addr,
+                rkey,
+                add,
+            } => {
+                self.opcode = o::ATOMIC_FETCH_AND_ADD;
+                (self.remote_addr, self.rkey, self.compare_add) = (remote_addr, rkey, add);
+            }
+        }
+    }
+
+    /// The operation [`SendWqe::set_op`] wrote, or `None` for an opcode the transport does
+    /// not carry (`LOCAL_INV`, `BIND_MW`, anything else).
+    pub fn op(&self) -> Option<SendOp> {
+        use wr_opcode as o;
+        let (remote_addr, rkey) = (self.remote_addr, self.rkey);
+        Some(match self.opcode {
+            o::RDMA_WRITE => SendOp::Write { remote_addr, rkey },
+            o::RDMA_WRITE_WITH_IMM => SendOp::WriteWithImm {
+                remote_addr,
+                rkey,
+                imm: u32::from_be(self.imm_data),
+            },
+            o::SEND => SendOp::Send,
+            o::SEND_WITH_IMM => SendOp::SendWithImm {
+                imm: u32::from_be(self.imm_data),
+            },
+            o::SEND_WITH_INV => SendOp::SendWithInv {
+                rkey: self.imm_data,
+            },
+            o::RDMA_READ => SendOp::Read { remote_addr, rkey },
+            o::ATOMIC_CMP_AND_SWP => SendOp::CompareSwap {
+                remote_addr,
+                rkey,
+                compare: self.compare_add,
+                swap: self.swap,
+            },
+            o::ATOMIC_FETCH_AND_ADD => SendOp::FetchAdd {
+                remote_addr,
+                rkey,
+                add: self.compare_add,
+            },
+            _ => return None,
+        })
+    }
+
+    /// The `ibv_send_flags` of the slot.
+    pub fn flags(&self) -> SendFlags {
+        SendFlags(self.send_flags)
+    }
+
+    /// Whether the data area holds inline bytes (`num_sge` of them) rather than
+    /// scatter/gather elements: `IBV_SEND_INLINE` on an operation that sends data (a READ
+    /// or an atomic ignores the flag, as verbs does).
+    pub fn is_inline(&self) -> bool {
+        self.flags().contains(SendFlags::INLINE)
+            && !matches!(
+                self.opcode,
+                wr_opcode::RDMA_READ
+                    | wr_opcode::ATOMIC_CMP_AND_SWP
+                    | wr_opcode::ATOMIC_FETCH_AND_ADD
+            )
     }
 }
 
@@ -286,14 +391,80 @@ pub mod wr_opcode {
     pub const SEND_WITH_INV: u32 = 9;
 }
 
-/// `ibv_send_flags` values.
-pub mod send_flags {
-    /// Fence.
-    pub const FENCE: u32 = 1;
-    /// Signaled.
-    pub const SIGNALED: u32 = 1 << 1;
-    /// Solicited.
-    pub const SOLICITED: u32 = 1 << 2;
-    /// Inline.
-    pub const INLINE: u32 = 1 << 3;
+#[cfg(test)]
+mod tests {
+    use zerocopy::FromZeros;
+
+    use super::*;
+
+    #[test]
+    fn every_send_operation_reads_back_as_written() {
+        let ops = [
+            SendOp::Send,
+            SendOp::SendWithImm { imm: 0x1234_5678 },
+            SendOp::SendWithInv { rkey: 0x77 },
+            SendOp::Write {
+                remote_addr: 0x1000,
+                rkey: 5,
+            },
+            SendOp::WriteWithImm {
+                remote_addr: 0x2000,
+                rkey: 6,
+                imm: 9,
+            },
+            SendOp::Read {
+                remote_addr: 0x3000,
+                rkey: 7,
+            },
+            SendOp::CompareSwap {
+                remote_addr: 0x4000,
+                rkey: 8,
+                compare: 1,
+                swap: 2,
+            },
+            SendOp::FetchAdd {
+                remote_addr: 0x5000,
+                rkey: 9,
+                add: 3,
+            },
+        ];
+        for op in ops {
+            let mut w = SendWqe::new_zeroed();
+            w.set_op(op);
+            assert_eq!(w.op(), Some(op));
+        }
+    }
+
+    #[test]
+    fn immediate_data_is_kept_in_network_order_as_ibv_send_wr_holds_it() {
+        let mut w = SendWqe::new_zeroed();
+        w.set_op(SendOp::SendWithImm { imm: 0x1234_5678 });
+        assert_eq!(w.opcode, wr_opcode::SEND_WITH_IMM);
+        assert_eq!(w.imm_data.to_ne_bytes(), [0x12, 0x34, 0x56, 0x78]);
+    }
+
+    #[test]
+    fn opcodes_the_transport_does_not_carry_decode_to_none() {
+        let mut w = SendWqe::new_zeroed();
+        for opcode in [wr_opcode::LOCAL_INV, wr_opcode::BIND_MW, 10, u32::MAX] {
+            w.opcode = opcode;
+            assert_eq!(w.op(), None, "opcode {opcode}");
+        }
+    }
+
+    #[test]
+    fn inline_counts_only_for_operations_that_send_data() {
+        let mut w = SendWqe::new_zeroed();
+        w.send_flags = SendFlags::INLINE.0;
+        w.set_op(SendOp::Send);
+        assert!(w.is_inline());
+        w.set_op(SendOp::Read {
+            remote_addr: 0,
+            rkey: 0,
+        });
+        assert!(!w.is_inline());
+        w.send_flags = 0;
+        w.set_op(SendOp::Send);
+        assert!(!w.is_inline());
+    }
 }

@@ -72,6 +72,8 @@ impl Need {
                 "librdmacm1",
                 "librdmacm-dev",
                 "rdmacm-utils",
+                "qperf",
+                "fio",
             ],
             Need::Interop => &["qemu-system-x86"],
             Need::Ucx => &["ucx-utils", "libucx-dev", "openmpi-bin", "libopenmpi-dev"],

@@ -5,61 +5,10 @@
 //! disposition counter ([`Counter::is_disposition`]): it was delivered to a connection,
 //! or it was dropped or answered for a reason that has a name. Tests assert which.
 
-macro_rules! counters {
-    ($( $(#[doc = $doc:literal])* $name:ident ),* $(,)?) => {
-        /// The connection manager's counters. Field names are the names users see.
-        #[derive(Clone, Debug, Default, PartialEq, Eq)]
-        pub struct Counters {
-            $( $(#[doc = $doc])* pub $name: u64, )*
-        }
+xroce_transport::counter_set! {
+    /// The connection manager's counters. Field names are the names users see.
+    Counters;
 
-        /// One counter, by name.
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-        #[allow(non_camel_case_types)]
-        pub enum Counter {
-            $( $(#[doc = $doc])* $name, )*
-        }
-
-        impl Counter {
-            /// Every counter, in declaration order.
-            pub const ALL: &'static [Counter] = &[$(Counter::$name),*];
-
-            /// The counter's name.
-            pub fn name(self) -> &'static str {
-                match self { $(Counter::$name => stringify!($name),)* }
-            }
-
-            /// What the counter counts.
-            pub fn description(self) -> &'static str {
-                match self { $(Counter::$name => concat!($($doc),*).trim_ascii(),)* }
-            }
-        }
-
-        impl Counters {
-            /// The value of one counter.
-            pub fn value(&self, counter: Counter) -> u64 {
-                match counter { $(Counter::$name => self.$name,)* }
-            }
-
-            /// Increments one counter.
-            pub fn inc(&mut self, counter: Counter) {
-                match counter { $(Counter::$name => self.$name += 1,)* }
-            }
-
-            /// Adds every counter of `other` to `self`.
-            pub fn add(&mut self, other: &Counters) {
-                $( self.$name += other.$name; )*
-            }
-
-            /// `(name, value)` for every counter.
-            pub fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
-                Counter::ALL.iter().map(move |c| (c.name(), self.value(*c)))
-            }
-        }
-    };
-}
-
-counters! {
     /// MADs handed to the CM (whatever became of them).
     rcvd_mads,
     /// MADs that moved a connection on: a state change, an event, or an answer the

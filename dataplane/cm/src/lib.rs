@@ -19,10 +19,13 @@
 //! - [`ib_cm`]: the connection manager ([`IbCm`]): connections by comm ID, REQ, MRA, REJ,
 //!   REP, RTU, DREQ, DREP, TimeWait, SIDR, retransmissions, duplicates, stale
 //!   connections, the QP attributes of each state. Its modules: [`ib_cm::connection`],
-//!   [`ib_cm::params`] (calls' parameters and events), [`ib_cm::timers`].
+//!   [`ib_cm::params`] (calls' parameters and events), [`ib_cm::timers`]; inside, the
+//!   handshake (REQ to RTU), the teardown (REJ, DREQ, DREP, TimeWait), SIDR and the QP
+//!   attributes.
 //! - [`rdma_cm`]: ids in port spaces ([`RdmaCm`]), ports, listeners, the IP CM header,
 //!   events as librdmacm reports them, `rdma_init_qp_attr`, owners. Its modules:
-//!   [`rdma_cm::id`], [`rdma_cm::events`], [`rdma_cm::error`].
+//!   [`rdma_cm::id`], [`rdma_cm::events`], [`rdma_cm::error`]; inside, the ports, the
+//!   calls (connect to destroy), the handler of CM events and the QP attributes.
 //! - [`counters`]: one counter per way a MAD fares; every received MAD lands in exactly
 //!   one disposition counter.
 //! - [`address`]: where MADs come from and go to; [`random`]: injected randomness.

@@ -18,6 +18,11 @@
 //!
 //! This is the only crate of the dataplane outside the engine with `unsafe` code: one call,
 //! into the function compiled for `pclmulqdq`, made only after the CPU was found to have it.
+//! It never allocates, never panics and keeps no state; what it knows of RoCEv2 (which
+//! bytes the ICRC masks) is the wire crate's, which passes it the mask.
+//!
+//! Its one module, the private `clmul`, is the fold compiled for `pclmulqdq`; the public
+//! functions here choose between it and `crc32fast`.
 
 /// The CRC-32 of `bytes`.
 pub fn hash(bytes: &[u8]) -> u32 {

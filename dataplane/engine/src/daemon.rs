@@ -60,10 +60,25 @@ pub struct DaemonConfig {
     pub map_budget: Option<usize>,
     /// Make `/dev/infiniband/uverbs-<device>` while running ([`crate::device_node`]).
     pub device_node: bool,
+    /// Congestion control for every queue pair. A line rate of zero: the interface's
+    /// speed ([`link_speed`]).
+    pub congestion: xroce_congestion::CongestionConfig,
     /// Who may open the device.
     pub access: AccessPolicy,
     /// The user to run as after setup (`None`: the one it was started as).
     pub user: Option<User>,
+}
+
+/// The speed of `interface` as the kernel reports it (`/sys/class/net/IF/speed`, Mbit/s),
+/// or 10 Gbit/s when it reports none (a virtual interface that is down, a tun device).
+pub fn link_speed(interface: &str) -> xroce_congestion::Rate {
+    std::fs::read_to_string(format!("/sys/class/net/{interface}/speed"))
+        .ok()
+        .and_then(|s| s.trim().parse::<i64>().ok())
+        .filter(|&mbit| mbit > 0)
+        .map_or(xroce_congestion::Rate::from_mbit(10_000), |mbit| {
+            xroce_congestion::Rate::from_mbit(mbit as u64)
+        })
 }
 
 /// The largest path MTU the daemon supports: a 4096-byte AF_XDP frame holds a 2048-byte
@@ -176,6 +191,16 @@ pub fn run(cfg: DaemonConfig, mut host: Box<dyn Host>) -> Result<()> {
         frames: gsi_tx,
         bell: Arc::new(sys::eventfd()?),
     };
+    let mut congestion = cfg.congestion.clone();
+    if congestion.line_rate == xroce_congestion::Rate::ZERO {
+        congestion.line_rate = link_speed(&cfg.interface);
+    }
+    info!(
+        "congestion control: {:?}, ECN {:?}, line rate {} Mbit/s",
+        congestion.algorithm,
+        congestion.ecn,
+        congestion.line_rate.mbit()
+    );
     // Every AF_XDP socket, while the daemon may still open them.
     let mut ports = Vec::new();
     for &queue in &cfg.queues {
@@ -226,6 +251,7 @@ pub fn run(cfg: DaemonConfig, mut host: Box<dyn Host>) -> Result<()> {
             idle: cfg.idle,
             handoff,
             gsi: gsi.clone(),
+            congestion: congestion.clone(),
         };
         let endpoint_cfg = EndpointConfig {
             mac: port.mac,

@@ -5,7 +5,7 @@
 //! SEED=7 LOSS=0.2 OPS=20000 cargo run --release -p xroce-transport --example sim_run
 //! ```
 
-#[path = "../tests/sim/simulation.rs"]
+#[path = "../tests/sim/simulation/mod.rs"]
 #[allow(dead_code, reason = "shared with the sim tests")]
 mod simulation;
 

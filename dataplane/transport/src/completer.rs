@@ -90,8 +90,7 @@ impl QueuePair {
                 if psn.distance(entry.last_psn) <= 0 {
                     break;
                 }
-                cx.count(Counter::response_out_of_seq);
-                self.retry_once(cx);
+                self.on_missing_response(cx);
                 return;
             }
             if psn.distance(entry.last_psn) <= 0 {
@@ -134,20 +133,17 @@ impl QueuePair {
         let (op, resp_bytes, len, first_psn) =
             (entry.wqe.op, entry.resp_bytes, entry.len, entry.first_psn);
         let SendOp::Read { .. } = op else {
-            cx.count(Counter::bad_response);
-            self.fail_send(WcStatus::BadRespErr, cx);
+            self.on_bad_response(cx);
             return;
         };
         if diff > 0 {
             // An earlier response is missing: lost (responses of one READ leave in order).
             // Resend from it now, once per gap, rather than waiting for the timer.
-            cx.count(Counter::response_out_of_seq);
-            self.retry_once(cx);
+            self.on_missing_response(cx);
             return;
         }
         if pkt.h.aeth.is_some_and(|a| !a.syndrome.is_ack()) {
-            cx.count(Counter::bad_response);
-            self.fail_send(WcStatus::BadRespErr, cx);
+            self.on_bad_response(cx);
             return;
         }
         let mtu = u64::from(self.mtu());
@@ -164,8 +160,7 @@ impl QueuePair {
             n == mtu && n < remaining
         };
         if !sequence_ok || !length_ok {
-            cx.count(Counter::bad_response);
-            self.fail_send(WcStatus::BadRespErr, cx);
+            self.on_bad_response(cx);
             return;
         }
         if n > 0 {
@@ -195,18 +190,15 @@ impl QueuePair {
     ) {
         let is_atomic = self.sq.front().is_some_and(|e| e.wqe.op.is_atomic());
         if !is_atomic || pkt.h.atomic_ack.is_none() {
-            cx.count(Counter::bad_response);
-            self.fail_send(WcStatus::BadRespErr, cx);
+            self.on_bad_response(cx);
             return;
         }
         if diff > 0 {
-            cx.count(Counter::response_out_of_seq);
-            self.retry_once(cx);
+            self.on_missing_response(cx);
             return;
         }
         if pkt.h.aeth.is_some_and(|a| !a.syndrome.is_ack()) {
-            cx.count(Counter::bad_response);
-            self.fail_send(WcStatus::BadRespErr, cx);
+            self.on_bad_response(cx);
             return;
         }
         let orig = pkt.h.atomic_ack.map_or(0, |a| a.orig_data);
@@ -243,8 +235,7 @@ impl QueuePair {
                     // A plain ACK for the PSN of a READ or atomic (the responder re-ACKing a
                     // duplicate, as rxe does) proves the request arrived but cannot carry its
                     // result: the result was lost. Resend now rather than at the timeout.
-                    cx.count(Counter::response_out_of_seq);
-                    self.retry_once(cx);
+                    self.on_missing_response(cx);
                     return;
                 }
                 if psn.distance(self.sq.unacked_psn()) >= 0 {
@@ -325,6 +316,20 @@ impl QueuePair {
             Some(cx.now + self.sq.retransmit_wait(qp_timeout, floor))
         };
         self.sq.set_retransmit(deadline);
+    }
+
+    /// A response that does not fit the request it answers (its kind, its sequence or its
+    /// length): counted, and the request fails with a bad response error.
+    fn on_bad_response<M: MemoryTable + ?Sized>(&mut self, cx: &mut Cx<'_, M>) {
+        cx.count(Counter::bad_response);
+        self.fail_send(WcStatus::BadRespErr, cx);
+    }
+
+    /// A response that shows an earlier one missing: counted, and the requester resends
+    /// from the oldest unacknowledged PSN, once per gap.
+    fn on_missing_response<M: MemoryTable + ?Sized>(&mut self, cx: &mut Cx<'_, M>) {
+        cx.count(Counter::response_out_of_seq);
+        self.retry_once(cx);
     }
 
     /// Starts a retransmission unless one already started for the same gap (a sequence

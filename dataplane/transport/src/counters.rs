@@ -4,9 +4,19 @@
 //! Rule: every packet the transport drops, and every NAK it sends or receives, increments
 //! exactly one counter. Tests assert which.
 
-macro_rules! counters {
-    ($( $(#[doc = $doc:literal])* $name:ident ),* $(,)?) => {
-        /// The transport's counters. Field names are the names users see (`xroce stats`).
+/// Defines a set of counters: a `Counters` struct with one `u64` field per counter, and a
+/// `Counter` enum that names them, with each counter's name, its description (its doc
+/// comment), `value`, `inc`, `add` and `iter`. The transport's counters are one set, the
+/// connection manager's (`xroce-cm`) another. The doc comment before `Counters;` documents
+/// the struct.
+#[macro_export]
+macro_rules! counter_set {
+    (
+        $(#[doc = $set_doc:literal])*
+        Counters;
+        $( $(#[doc = $doc:literal])* $name:ident ),* $(,)?
+    ) => {
+        $(#[doc = $set_doc])*
         #[derive(Clone, Debug, Default, PartialEq, Eq)]
         pub struct Counters {
             $( $(#[doc = $doc])* pub $name: u64, )*
@@ -58,7 +68,10 @@ macro_rules! counters {
     };
 }
 
-counters! {
+counter_set! {
+    /// The transport's counters. Field names are the names users see (`xroce stats`).
+    Counters;
+
     /// Packets the transport emitted.
     sent_pkts,
     /// Packets the transport accepted for a queue pair (parsed, ICRC good, QP found).

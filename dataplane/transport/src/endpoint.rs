@@ -6,6 +6,11 @@
 //! to send wait on an active list served round-robin, one packet per turn, so that a
 //! thousand QPs share the link fairly. Timers sit in a heap with at most one live entry per
 //! QP.
+//!
+//! A queue pair can be paced ([`Endpoint::pace`]): congestion control, which sits beside
+//! the transport, says that it must not send before an instant, and its turns wait until
+//! then in a heap of their own (its acknowledgements, responses and retransmissions
+//! included: a rate limit is the queue pair's).
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
@@ -136,6 +141,9 @@ pub struct Endpoint {
     inflight: u64,
     /// QPs the budget held back, until acknowledgements give some of it back.
     held: VecDeque<u32>,
+    /// Paced QPs by the instant they may send again (an entry is live while its QP's
+    /// `paced` is that instant).
+    paced: BinaryHeap<Reverse<(Instant, u32)>>,
 }
 
 #[derive(Debug)]
@@ -151,6 +159,8 @@ struct QpSlot {
     held: Option<u32>,
     /// The headers of the frames it last sent.
     envelope: Option<EnvelopeCache>,
+    /// It sends nothing before this instant (its entry in the paced heap is live).
+    paced: Option<Instant>,
 }
 
 impl Endpoint {
@@ -168,6 +178,7 @@ impl Endpoint {
             ip_id: 0,
             inflight: 0,
             held: VecDeque::new(),
+            paced: BinaryHeap::new(),
         }
     }
 
@@ -196,6 +207,40 @@ impl Endpoint {
         self.counters.inc(counter);
     }
 
+    /// Holds queue pair `qpn` until `until`: it is given no transmit turn before then (a
+    /// later instant than one already set replaces it; an earlier one does not). Unknown
+    /// QPs are ignored.
+    pub fn pace(&mut self, qpn: Qpn, until: Instant) {
+        if let Some(slot) = self.qps.get_mut(&qpn.value())
+            && slot.paced.is_none_or(|t| t < until)
+        {
+            slot.paced = Some(until);
+            self.paced.push(Reverse((until, qpn.value())));
+        }
+    }
+
+    /// Gives the paced QPs whose instant has come their turns back.
+    fn release_paced(&mut self, now: Instant) {
+        while let Some(&Reverse((t, qpn))) = self.paced.peek() {
+            if t > now {
+                break;
+            }
+            self.paced.pop();
+            let Some(slot) = self.qps.get_mut(&qpn) else {
+                continue;
+            };
+            if slot.paced != Some(t) {
+                continue;
+            }
+            slot.paced = None;
+            // One the budget holds gets its turn from the budget.
+            if !slot.qp.scheduled && slot.held.is_none() && slot.qp.wants_transmit() {
+                slot.qp.scheduled = true;
+                self.active.push_back(qpn);
+            }
+        }
+    }
+
     /// Creates a queue pair in RESET.
     pub fn create_qp(&mut self, config: QpConfig) -> Result<(), EndpointError> {
         let qpn = config.qpn;
@@ -217,6 +262,7 @@ impl Endpoint {
                 inflight: 0,
                 held: None,
                 envelope: None,
+                paced: None,
             },
         );
         Ok(())
@@ -391,6 +437,7 @@ impl Endpoint {
         // QP for each acknowledgement would cost a thousand failed admissions per packet).
         // With nothing unacknowledged at all, the oldest goes whatever it needs (as
         // `admit_chunk` lets it).
+        self.release_paced(now);
         let mut room = self.room();
         let mut woke = false;
         while let Some(&qpn) = self.held.front() {
@@ -417,6 +464,10 @@ impl Endpoint {
                 continue;
             };
             slot.qp.scheduled = false;
+            if slot.paced.is_some_and(|until| until > now) {
+                // Its live entry in the paced heap gives the turn back.
+                continue;
+            }
             let srq = slot.qp.config().srq.and_then(|id| self.srqs.get_mut(&id.0));
             let mut cx = Cx {
                 now,
@@ -481,20 +532,31 @@ impl Endpoint {
         self.events.pop_front()
     }
 
-    /// When [`Endpoint::handle_timeout`] must next be called.
+    /// When [`Endpoint::handle_timeout`] must next be called: a QP's timer, or the instant
+    /// a paced QP may send again.
     pub fn poll_timeout(&mut self) -> Option<Instant> {
+        let mut timer = None;
         while let Some(&Reverse((t, qpn))) = self.timers.peek() {
             let live = self.qps.get(&qpn).is_some_and(|s| s.timer == Some(t));
             if live {
-                return Some(t);
+                timer = Some(t);
+                break;
             }
             self.timers.pop();
         }
-        None
+        while let Some(&Reverse((t, qpn))) = self.paced.peek() {
+            if self.qps.get(&qpn).is_some_and(|s| s.paced == Some(t)) {
+                return Some(timer.map_or(t, |timer| timer.min(t)));
+            }
+            self.paced.pop();
+        }
+        timer
     }
 
-    /// Runs every timer that has expired at `now`.
+    /// Runs every timer that has expired at `now`, and gives paced QPs whose instant has
+    /// come their turns back.
     pub fn handle_timeout<M: MemoryTable + ?Sized>(&mut self, now: Instant, mem: &mut M) {
+        self.release_paced(now);
         while let Some(&Reverse((t, qpn))) = self.timers.peek() {
             if t > now {
                 break;

@@ -21,9 +21,12 @@
 //! (with [`receive`]) and [`qp`], which use each other (the roles are `impl QueuePair` blocks on the
 //! queue pair, and the queue pair calls them). No other module depends on a role.
 //!
-//! - [`attributes`]: QP types, states, attributes, access flags and the `modify_qp` state
-//!   table with its validation. Uses nothing else in the crate. [`time`]: instants and
-//!   the transport's timeouts. [`counters`]: every counter, named and described.
+//! - [`attributes`]: QP types, states, attribute masks, attributes, access flags — the
+//!   verbs vocabulary that the shared-memory contract, the client library and the daemon
+//!   use too — and, in [`attributes::modify`], the `modify_qp` state table with its
+//!   validation. Uses nothing else in the crate. [`time`]: instants and
+//!   the transport's timeouts. [`counters`]: every counter, named and described, and the
+//!   macro that defines such a set ([`counter_set!`], the connection manager's too).
 //!   [`completion`]: work completions.
 //! - [`wqe`]: work requests and the errors of posting them. [`packet`]: the roles' view of
 //!   a packet, the wire crate's headers classified by the opcode table.

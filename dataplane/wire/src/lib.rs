@@ -23,6 +23,8 @@
 //!
 //! The [`opcode`] table is the single place that knows which headers an opcode carries;
 //! the rest of the code (here and in the transport) asks it instead of matching on opcodes.
+//! [`peek`] reads the handful of fields congestion control needs on every packet without
+//! taking the frame apart, and sets the ECN bits.
 //!
 //! Connection management travels inside that envelope as the payload of UD SENDs to QP1:
 //! [`mad`] is the 256-byte management datagram and its header, [`cm`] the communication
@@ -80,6 +82,20 @@
 //! assert_eq!(parsed.payload, payload);
 //! # Ok::<(), xroce_wire::EmitError>(())
 //! ```
+//!
+//! # Modules
+//!
+//! - The envelope: [`ethernet`] (with its 802.1Q tag), [`ipv4`], [`ipv6`], [`udp`] (and the
+//!   private `checksum`, the one's complement sum IPv4 needs); [`frame`], the whole frame
+//!   and the sender's template.
+//! - The InfiniBand part: [`bth`]; the extension headers [`rdeth`], [`deth`], [`reth`],
+//!   [`atomic_eth`], [`aeth`], [`atomic_ack_eth`], [`immdt`], [`ieth`]; [`cnp`], the
+//!   RoCEv2 congestion notification; [`ib`], the headers an opcode carries, as one repr;
+//!   [`opcode`], the table; [`icrc`].
+//! - Numbers and names: [`identifiers`] (QPNs, keys, P_Keys), [`psn`], [`gid`], [`mtu`]
+//!   (IB MTUs and the path MTU rule), [`source_port`] (the UDP source port rule).
+//! - Connection management: [`mad`], [`cm`].
+//! - The private `error`: [`ParseError`] and [`EmitError`], re-exported here.
 //!
 //! # Specifications
 //!
@@ -152,6 +168,7 @@ pub mod ipv6;
 pub mod mad;
 pub mod mtu;
 pub mod opcode;
+pub mod peek;
 pub mod psn;
 pub mod rdeth;
 pub mod reth;

@@ -176,7 +176,7 @@ fn capture(network: Network) {
     qa.post_recv(&[RecvWr { wr_id: 7, sges: &r }]).unwrap();
     assert!(mb.write(500_000, b"captured"));
     let s = sge(&mb, 500_000, 8);
-    qb.post_send(&[SendWr::new(3, SendOp::SendWithImm(0x77), &s)])
+    qb.post_send(&[SendWr::new(3, SendOp::SendWithImm { imm: 0x77 }, &s)])
         .unwrap();
     let c = wait_completions(&cqa, 1)[0];
     assert_eq!((c.wr_id, c.status, c.byte_len), (7, 0, 8));

@@ -96,7 +96,7 @@ impl End {
             else {
                 panic!("no attributes");
             };
-            qp.modify(&attr, mask)
+            qp.modify(&attr, verbs_shm::client::AttrMask(mask))
                 .unwrap_or_else(|e| panic!("to state {state}: {e}"));
         }
     }

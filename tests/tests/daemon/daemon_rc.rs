@@ -138,7 +138,7 @@ fn rc_write_read_send_atomics(network: Network) {
         length: 12,
         lkey: mb.lkey(),
     }];
-    qb.post_send(&[SendWr::new(3, SendOp::SendWithImm(0xabcd), &ssge)])
+    qb.post_send(&[SendWr::new(3, SendOp::SendWithImm { imm: 0xabcd }, &ssge)])
         .unwrap();
     let c = wait(&qa_cq, 1);
     assert_eq!(

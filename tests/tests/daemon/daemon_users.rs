@@ -391,7 +391,7 @@ fn users_intruder_child() {
                 qp_state: 6,
                 ..Default::default()
             },
-            mask: verbs_shm::client::mask::STATE,
+            mask: verbs_shm::client::AttrMask::STATE.0,
         },
         Request::DestroyQp { qp },
         Request::DeregMr { mr },

@@ -73,7 +73,7 @@ fn ud_send_with_grh(network: Network) {
         length: 1000,
         lkey: ma.lkey(),
     }];
-    let mut wr = SendWr::new(1, SendOp::SendWithImm(0x1234_5678), &sge);
+    let mut wr = SendWr::new(1, SendOp::SendWithImm { imm: 0x1234_5678 }, &sge);
     wr.ud = Some(UdTarget {
         ah: &ah,
         qpn: qb.qpn(),

@@ -61,6 +61,7 @@ macro_rules! over_networks {
 
 mod daemon_capture;
 mod daemon_cm;
+mod daemon_congestion;
 mod daemon_control;
 mod daemon_device_node;
 mod daemon_errors;

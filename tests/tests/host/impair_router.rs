@@ -76,6 +76,26 @@ fn the_impairment_router_does_what_its_counters_say() {
         socket
             .set_read_timeout(Some(Duration::from_millis(1500)))
             .unwrap();
+        // Room for every datagram the router can forward, so that a receiver starved of
+        // its core by other work loses none in its socket buffer (it is the forwarder's
+        // counters under test, not this thread's scheduling).
+        let bytes: libc::c_int = 16 << 20;
+        // Safety: a valid socket, an int option, its size.
+        let set = unsafe {
+            libc::setsockopt(
+                std::os::fd::AsRawFd::as_raw_fd(&socket),
+                libc::SOL_SOCKET,
+                libc::SO_RCVBUFFORCE,
+                (&raw const bytes).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        assert_eq!(
+            set,
+            0,
+            "SO_RCVBUFFORCE: {}",
+            std::io::Error::last_os_error()
+        );
         ready_tx.send(()).unwrap();
         let mut got = Vec::new();
         let mut buf = [0u8; 2048];

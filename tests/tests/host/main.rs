@@ -12,6 +12,7 @@ mod impair_router;
 mod lab_hugepages;
 mod lab_named;
 mod lab_namespaces;
+mod star_switch;
 mod xdp_kernel_traffic;
 mod xdp_program;
 mod xsk_queues;

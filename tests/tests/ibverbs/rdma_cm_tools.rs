@@ -1,8 +1,9 @@
 //! Unmodified Debian programs that connect through rdma_cm (rdmacm-utils and perftest's
 //! `-R`), on the drop-in `librdmacm.so.1` and `libibverbs.so.1`, between two daemons and
 //! with both ends on one daemon: each exits 0, with its data verified where the program
-//! verifies it; and the failures librdmacm users meet: a port nobody listens on, an
-//! address nobody answers, a peer killed mid-connection.
+//! verifies it; qperf and fio as storage and network people run them; and the failures
+//! librdmacm users meet: a port nobody listens on, an address nobody answers, a peer
+//! killed mid-connection.
 
 use std::time::{Duration, Instant};
 
@@ -212,6 +213,95 @@ fn perftest_over_rdma_cm() {
         assert!(
             client.stdout.contains("#bytes"),
             "{tool} printed no result: {client}"
+        );
+    }
+}
+
+/// qperf with `-cm1` (its RDMA tests connect through rdma_cm; without it qperf gives its
+/// address vectors no GRH, which no RoCE device takes): RC bandwidth, latency, RDMA WRITE
+/// and READ, and atomics, each printing its figure. Then fio's `rdma` engine, a server
+/// reading and a client writing 64 KiB blocks with RDMA WRITE, RDMA READ and SEND (for
+/// SEND the receiving side is the deeper, as fio's engine asks: it connects with an RNR
+/// retry count of 0).
+#[test]
+#[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]
+fn qperf_and_fio_over_rdma_cm() {
+    require_tools(&["qperf", "fio"]);
+    let _one_at_a_time = serial();
+    let bench = Bench::start();
+    let a = bench.address(Side::A);
+
+    // qperf's server answers clients until it is stopped (dropped: killed).
+    let mut server = bench.spawn(Side::A, &["qperf", "-lp", "19766"]);
+    bench.wait_listening(Side::A, 19766, &mut server);
+    let tests = [
+        ("rc_bw", "bw  ="),
+        ("rc_lat", "latency  ="),
+        ("rc_rdma_write_bw", "bw  ="),
+        ("rc_rdma_read_bw", "bw  ="),
+        ("rc_rdma_write_lat", "latency  ="),
+        ("rc_compare_swap_mr", "msg_rate  ="),
+        ("rc_fetch_add_mr", "msg_rate  ="),
+    ];
+    for (test, figure) in tests {
+        let client = bench
+            .spawn(
+                Side::B,
+                &["qperf", "-lp", "19766", "-cm1", "-t", "1", &a, test],
+            )
+            .finish();
+        assert!(
+            client.status.success() && client.stdout.contains(figure),
+            "qperf {test}: {client}"
+        );
+    }
+    drop(server);
+
+    let verbs = [("write", "16"), ("read", "16"), ("send", "64")];
+    for (i, (verb, server_depth)) in verbs.into_iter().enumerate() {
+        let port = (5570 + i).to_string();
+        let port_arg = format!("--port={port}");
+        let host_arg = format!("--hostname={a}");
+        let depth_arg = format!("--iodepth={server_depth}");
+        let verb_arg = format!("--verb={verb}");
+        // The engine first: fio knows an engine's options (`--verb`, `--port`,
+        // `--hostname`) only once it has been named.
+        let server_argv = [
+            "fio",
+            "--name=server",
+            "--ioengine=rdma",
+            &port_arg,
+            &verb_arg,
+            "--rw=read",
+            &depth_arg,
+            "--bs=64k",
+            "--size=32m",
+        ];
+        let client_argv = [
+            "fio",
+            "--name=client",
+            "--ioengine=rdma",
+            &port_arg,
+            &verb_arg,
+            &host_arg,
+            "--rw=write",
+            "--iodepth=16",
+            "--bs=64k",
+            "--size=32m",
+        ];
+        let (server, client) = both_ok(
+            &format!("fio --verb={verb}"),
+            bench.cm_pair(Side::A, Side::B, &server_argv, &client_argv),
+        );
+        // The client moves the 32 MiB (with RDMA WRITE and READ the server's CPU takes
+        // no part); both report no error.
+        assert!(
+            server.stdout.contains("err= 0"),
+            "fio --verb={verb}: {server}"
+        );
+        assert!(
+            client.stdout.contains("err= 0") && client.stdout.contains("io=32.0MiB"),
+            "fio --verb={verb}: {client}"
         );
     }
 }

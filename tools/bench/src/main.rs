@@ -16,6 +16,7 @@
 //! Everything it starts it stops, on every exit path: the daemons and the lab are dropped
 //! on errors, and Ctrl-C tears the lab down through the lab crate's signal handling.
 
+mod congestion;
 mod kernel;
 mod loss;
 mod plot;
@@ -52,7 +53,7 @@ const XROCE_TESTS: [&str; 8] = [
 /// The baselines.
 const BASELINE_TESTS: [&str; 3] = ["xsk", "udp", "tcp"];
 /// Tests that run only when named (a lab of their own, minutes each).
-const OTHER_TESTS: [&str; 1] = ["loss"];
+const OTHER_TESTS: [&str; 3] = ["loss", "incast", "all_to_all"];
 
 /// Who the xroce workloads run against.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -73,7 +74,8 @@ pub(crate) struct Args {
     /// Tests to run, comma-separated: write_bw, read_bw, send_bw, write_lat, send_lat,
     /// read_lat, msg_rate, qp_scaling (over xroce); xsk, udp, tcp (baselines); or the
     /// groups all, xroce, baselines. Only when named: loss (goodput through a router that
-    /// loses frames).
+    /// loses frames); incast and all_to_all (congestion in a star of --hosts hosts behind
+    /// one bottleneck, congestion control off and on).
     #[arg(long, value_delimiter = ',', default_value = "all")]
     tests: Vec<String>,
     /// Message sizes of the bandwidth and latency tests: a comma-separated list (suffixes
@@ -173,6 +175,41 @@ pub(crate) struct Args {
     /// Seed of the loss test's impairment router.
     #[arg(long, default_value_t = 1)]
     loss_seed: u64,
+    /// Hosts of the congestion tests' star (at least 5).
+    #[arg(long, default_value_t = 5)]
+    hosts: usize,
+    /// Senders of the incast points (into host 0).
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
+    fan_in: Vec<usize>,
+    /// The bottleneck port's rate, in Mbit/s of frame bytes.
+    #[arg(long, default_value_t = 500)]
+    bottleneck_mbit: u64,
+    /// The bottleneck port's queue, in KiB (tail drop beyond).
+    #[arg(long, default_value_t = 128)]
+    queue_kib: usize,
+    /// ECN marking from this many KiB queued (RED-like, up to --ecn-kmax-kib).
+    #[arg(long, default_value_t = 16)]
+    ecn_kmin_kib: usize,
+    /// Every ECN-capable frame is marked from this many KiB queued.
+    #[arg(long, default_value_t = 64)]
+    ecn_kmax_kib: usize,
+    /// The marking chance just below --ecn-kmax-kib, in percent.
+    #[arg(long, default_value_t = 20)]
+    ecn_pmax: u32,
+    /// WRITEs of 64 KiB each sender keeps outstanding in the congestion tests.
+    #[arg(long, default_value_t = 16)]
+    incast_depth: usize,
+    /// Seconds measured per congestion point (after half a second of warm-up).
+    #[arg(long, default_value_t = 3.0)]
+    incast_secs: f64,
+    /// Extra xroced arguments when congestion control is on (for example
+    /// `--dcqcn-timers=paper`), comma-separated.
+    #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
+    cc_args: Vec<String>,
+    /// Extra xroced arguments for the two-host lab of the xroce workloads (for example
+    /// `--cc=off` to measure them without congestion control), comma-separated.
+    #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
+    daemon_args: Vec<String>,
     /// Use debug builds of the daemon and xsk-baseline (checks the command itself
     /// quickly; the figures mean nothing).
     #[arg(long, hide = true)]
@@ -201,6 +238,8 @@ struct Plan {
     timing: Timing,
     /// Points of the loss test (its lab's start is one more step).
     loss_points: usize,
+    /// Steps of the congestion tests.
+    congestion_steps: usize,
 }
 
 impl Plan {
@@ -431,6 +470,7 @@ fn plan(args: &Args) -> Result<Plan> {
         scaling_sizes.extend(parse_sizes(part)?);
     }
     let default_sizes = if rxe { rxe::DEFAULT_SIZES } else { "2..1M" };
+    let congestion_steps = congestion_plan(args, &tests).steps();
     Ok(Plan {
         tests,
         not_run,
@@ -442,6 +482,7 @@ fn plan(args: &Args) -> Result<Plan> {
         daemon_cores,
         app_cores,
         loss_points: args.loss_rates.len() + usize::from(args.loss_burst > 1.0),
+        congestion_steps,
         timing: Timing {
             duration: Duration::from_secs_f64(args.duration),
             iters,
@@ -517,6 +558,10 @@ fn steps(plan: &Plan, flood_frames: usize) -> usize {
             "qp_scaling" => plan.qps.len() * (1 + plan.scaling_sizes.len()),
             "xsk" | "udp" => flood_frames + 1,
             "loss" => plan.loss_points + 1,
+            // Counted once for both (see congestion::CongestionPlan::steps).
+            "incast" => plan.congestion_steps,
+            "all_to_all" if !plan.has("incast") => plan.congestion_steps,
+            "all_to_all" => 0,
             _ => 1,
         };
     }
@@ -641,6 +686,7 @@ fn run(args: &Args) -> Result<()> {
                     .join(","),
             );
         }
+        v.extend(args.daemon_args.iter().cloned());
         v
     };
     let need_lab = plan.any_xroce() || plan.has("udp") || plan.has("tcp");
@@ -763,6 +809,20 @@ fn run(args: &Args) -> Result<()> {
     if plan.has("loss") {
         run_loss(&xroced, &plan, args, &mut report, &progress)?;
     }
+    if plan.has("incast") || plan.has("all_to_all") {
+        let cplan = congestion_plan(args, &plan.tests);
+        let pages = 8 * cplan.hosts as u64 + 64;
+        let _hugepages = xroce_lab::hugepages::HugepageReservation::reserve(pages).ok();
+        report.congestion = congestion::run(&xroced, &cplan, &progress)?;
+        for p in &report.congestion {
+            if let Some(e) = &p.error {
+                report.notes.push(format!(
+                    "{} {} (cc {}, {}) failed: {e}",
+                    p.test, p.senders, p.cc, p.switch
+                ));
+            }
+        }
+    }
 
     report.baselines.how = format!(
         "raw AF_XDP: xsk-baseline in a lab of its own built like this one; kernel UDP and TCP: \
@@ -778,6 +838,25 @@ fn run(args: &Args) -> Result<()> {
     drop(progress);
 
     finish(&report, args)
+}
+
+/// The congestion tests' plan from the options.
+fn congestion_plan(args: &Args, tests: &[&str]) -> congestion::CongestionPlan {
+    congestion::CongestionPlan {
+        hosts: args.hosts,
+        mtu: args.mtu,
+        bottleneck_mbit: args.bottleneck_mbit,
+        queue_bytes: args.queue_kib << 10,
+        kmin: args.ecn_kmin_kib << 10,
+        kmax: args.ecn_kmax_kib << 10,
+        pmax_percent: args.ecn_pmax,
+        fan_in: args.fan_in.clone(),
+        depth: args.incast_depth,
+        secs: args.incast_secs,
+        incast: tests.contains(&"incast"),
+        all_to_all: tests.contains(&"all_to_all"),
+        cc_args: args.cc_args.clone(),
+    }
 }
 
 /// The loss test, in a lab of its own with a router (see [`loss`]).
@@ -906,6 +985,10 @@ fn finish(report: &Report, args: &Args) -> Result<()> {
         }
         if plot::draw(report, &path)? {
             println!("plot: {}", path.display());
+        }
+        let congestion_path = path.with_file_name("congestion.svg");
+        if congestion::draw(&report.congestion, &congestion_path)? {
+            println!("congestion plot: {}", congestion_path.display());
         }
     }
     ensure!(

@@ -32,6 +32,9 @@ pub(crate) struct Report {
     /// Goodput through a router that loses frames (`--tests loss`).
     #[serde(default)]
     pub(crate) loss: Vec<crate::loss::LossPoint>,
+    /// Incast and all-to-all through a bottleneck (`--tests incast,all_to_all`).
+    #[serde(default)]
+    pub(crate) congestion: Vec<crate::congestion::CongestionPoint>,
 }
 
 /// The options the run used.
@@ -419,6 +422,74 @@ impl Report {
                     }
                 }
                 let _ = writeln!(o);
+            }
+        }
+
+        if !self.congestion.is_empty() {
+            let _ = writeln!(
+                o,
+                "\nCongestion: WRITE 64 KiB through a bottleneck port (utilisation: its frame bytes over its rate; queue in KiB; ping: 64 B WRITE round trip in µs, idle port in brackets)"
+            );
+            let _ = writeln!(
+                o,
+                "{:>10} {:>3} {:>3} {:>9} | {:>6} {:>5} {:>5} | {:>7} {:>7} | {:>6} {:>6} {:>6} | {:>6} {:>6} {:>5} | {:>15} {:>15}",
+                "test",
+                "n",
+                "cc",
+                "switch",
+                "Gbit/s",
+                "util",
+                "Jain",
+                "drops",
+                "marks",
+                "q mean",
+                "q p99",
+                "q max",
+                "CNPs",
+                "RTOs",
+                "NAKs",
+                "ping p50",
+                "ping p99"
+            );
+            for p in &self.congestion {
+                if let Some(e) = &p.error {
+                    let _ = writeln!(
+                        o,
+                        "{:>10} {:>3} {:>3} {:>9} | failed: {e}",
+                        p.test, p.senders, p.cc, p.switch
+                    );
+                    continue;
+                }
+                let _ = writeln!(
+                    o,
+                    "{:>10} {:>3} {:>3} {:>9} | {:>6.3} {:>5.2} {:>5.2} | {:>7} {:>7} | {:>6.0} {:>6.0} {:>6.0} | {:>6} {:>6} {:>5} | {:>6.0} ({:>6.0}) {:>6.0} ({:>6.0})",
+                    p.test,
+                    p.senders,
+                    p.cc,
+                    p.switch,
+                    p.goodput_gbit,
+                    p.utilisation,
+                    p.jain,
+                    p.drops,
+                    p.marks,
+                    p.queue_mean_bytes / 1024.0,
+                    p.queue_p99_bytes as f64 / 1024.0,
+                    p.queue_max_bytes as f64 / 1024.0,
+                    p.cnps_handled,
+                    p.retransmit_timeouts,
+                    p.seq_naks,
+                    p.ping_p50_us,
+                    p.idle_ping_p50_us,
+                    p.ping_p99_us,
+                    p.idle_ping_p99_us,
+                );
+                if let Some(two) = p.two_hosts_gbit {
+                    let _ = writeln!(
+                        o,
+                        "{:>10} aggregate {:.3} Gbit/s against one sender's {two:.3} through one port",
+                        "", p.goodput_gbit
+                    );
+                }
             }
         }
 

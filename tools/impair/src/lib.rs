@@ -32,9 +32,14 @@
 //!
 //! [`process::ImpairProcess`] runs the release binary next to a test instead (so that
 //! forwarding keeps up with two daemons even when the test itself is a debug build).
+//!
+//! [`switch::Switch`] is the same idea for a [`Star`](xroce_lab::star::Star) of N hosts:
+//! it forwards RoCEv2 frames between all of them and makes the port toward a host a
+//! bottleneck (a rate, a bounded queue, ECN marking, tail drop), for congestion.
 
 pub mod process;
 pub mod route;
+pub mod switch;
 
 use std::fmt;
 use std::os::fd::{AsFd, AsRawFd};

@@ -56,6 +56,39 @@ pub(super) enum Program {
     /// An unmodified Debian program that connects through rdma_cm, on both sides (the
     /// xroce side on the drop-in `libibverbs.so.1` and `librdmacm.so.1`).
     RdmaCm(CmTool),
+    /// UCX's `ucx_perftest` (Debian's `ucx-utils`) on both sides, the xroce side on the
+    /// drop-in library: one UCP test over one verbs transport. UCX exchanges its worker
+    /// addresses over its own TCP connection (port 13337) and wires RC up through UD.
+    Ucx {
+        /// The verbs transport every message must use: `rc_verbs` or `ud_verbs`.
+        transport: &'static str,
+        /// `-t`: `tag_bw`, `tag_lat`, `ucp_put_bw`, …
+        test: &'static str,
+        size: u32,
+        iters: u32,
+    },
+}
+
+/// The TCP port `ucx_perftest`'s server listens on.
+pub(super) const UCX_PERFTEST_PORT: u16 = 13337;
+
+/// The UCX checks: tag matching (eager and rendezvous) and RDMA puts over RC, tag
+/// matching over UD.
+pub(super) const UCX_TESTS: &[(&str, &str, u32, u32)] = &[
+    ("rc_verbs", "tag_bw", 65536, 50),
+    ("rc_verbs", "tag_lat", 8, 200),
+    ("rc_verbs", "ucp_put_bw", 65536, 50),
+    ("ud_verbs", "tag_bw", 4096, 50),
+    ("ud_verbs", "tag_lat", 8, 200),
+];
+
+/// `UCX_TLS` for a test over `transport`: RC needs UD beside it to wire its connections up.
+pub(super) fn ucx_tls(transport: &str) -> &'static str {
+    if transport == "rc_verbs" {
+        "rc_verbs,ud_verbs"
+    } else {
+        "ud_verbs"
+    }
 }
 
 /// A program of [`Program::RdmaCm`]: its two command lines. `{addr}` is the server's
@@ -212,6 +245,12 @@ impl Check {
                 iters,
             } => format!("drop-in {program} {} x{iters}", size(s)),
             Program::RdmaCm(tool) => format!("rdma_cm {}", tool.name),
+            Program::Ucx {
+                transport,
+                test,
+                size: s,
+                iters,
+            } => format!("ucx_perftest {transport} {test} {} x{iters}", size(s)),
         }
     }
 }
@@ -265,6 +304,20 @@ pub(super) fn checks() -> Vec<Check> {
         for server in [Side::Rxe, Side::Xroce] {
             all.push(Check {
                 program: Program::RdmaCm(*tool),
+                server,
+                net: Net::Ipv4,
+            });
+        }
+    }
+    for &(transport, test, size, iters) in UCX_TESTS {
+        for server in [Side::Rxe, Side::Xroce] {
+            all.push(Check {
+                program: Program::Ucx {
+                    transport,
+                    test,
+                    size,
+                    iters,
+                },
                 server,
                 net: Net::Ipv4,
             });
@@ -334,6 +387,21 @@ pub(super) fn checks() -> Vec<Check> {
 
 /// The figures of an output, for the table: the pingpong lines or perftest's result row.
 pub(super) fn figures(output: &str) -> String {
+    // ucx_perftest's last row: `Final: iterations latency(50%, average, overall) [usec]
+    // bandwidth(average, overall) [MB/s] message rate(average, overall) [msg/s]`.
+    if let Some(l) = output
+        .lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with("Final:"))
+    {
+        let f: Vec<&str> = l.split_whitespace().skip(1).collect();
+        if f.len() >= 8 {
+            return format!(
+                "{} usec average, {} MB/s, {} msg/s ({} iterations)",
+                f[2], f[5], f[7], f[0]
+            );
+        }
+    }
     let mbit = output
         .lines()
         .find(|l| l.contains(" Mbit/sec"))

@@ -13,7 +13,8 @@ use anyhow::{Context, Result, bail};
 use xroce_lab::{Lab, LabConfig, netns};
 
 use super::checks::{
-    Check, CmTool, Net, Outcome, Program, Row, Side, figures, is_anomaly, last_line,
+    Check, CmTool, Net, Outcome, Program, Row, Side, UCX_PERFTEST_PORT, figures, is_anomaly,
+    last_line, ucx_tls,
 };
 use super::local::LocalRxe;
 use super::mads;
@@ -101,6 +102,8 @@ pub enum Handshake {
     Pingpong,
     /// perftest: the server listens on TCP 18515 (its clients do not retry).
     Perftest,
+    /// A server listening on this TCP port (its clients do not retry).
+    Tcp(u16),
     /// A program connecting through rdma_cm: the server listens on this rdma_cm port (the
     /// rxe side's `rdma resource show cm_id` lists it; xroced counts its listening ids).
     RdmaCm(u16),
@@ -531,7 +534,7 @@ impl Harness {
             secs: 0.0,
             detail: String::new(),
         };
-        if let Program::DropIn { .. } | Program::RdmaCm(_) = check.program
+        if let Program::DropIn { .. } | Program::RdmaCm(_) | Program::Ucx { .. } = check.program
             && let Err(why) = &self.drop_in
         {
             row.outcome = Outcome::Skip;
@@ -555,6 +558,16 @@ impl Harness {
         }
         row.secs = started.elapsed().as_secs_f64();
         row
+    }
+
+    /// `LD_LIBRARY_PATH` for the xroce side's unmodified programs: the drop-in libraries.
+    fn drop_in_path(&self) -> (String, String) {
+        let lib = self
+            .drop_in
+            .as_ref()
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        ("LD_LIBRARY_PATH".to_owned(), lib)
     }
 
     /// The two command lines of a check: (rxe side, xroce side) and the xroce side's
@@ -623,12 +636,7 @@ impl Harness {
                 size,
                 iters,
             } => {
-                let lib = self
-                    .drop_in
-                    .as_ref()
-                    .map(|p| p.to_string_lossy().into_owned())
-                    .unwrap_or_default();
-                let env = vec![("LD_LIBRARY_PATH".to_owned(), lib)];
+                let env = vec![self.drop_in_path()];
                 let (rxe, x) = if program.ends_with("_pingpong") {
                     (
                         format!(
@@ -655,12 +663,7 @@ impl Harness {
                 (rxe, x, env)
             }
             Program::RdmaCm(tool) => {
-                let lib = self
-                    .drop_in
-                    .as_ref()
-                    .map(|p| p.to_string_lossy().into_owned())
-                    .unwrap_or_default();
-                let env = vec![("LD_LIBRARY_PATH".to_owned(), lib)];
+                let env = vec![self.drop_in_path()];
                 let addr = match check.server {
                     Side::Rxe => PEER_IP.to_string(),
                     Side::Xroce => XROCE_IP.to_string(),
@@ -684,6 +687,42 @@ impl Harness {
                 };
                 (rxe, x, env)
             }
+            Program::Ucx {
+                transport,
+                test,
+                size,
+                iters,
+            } => {
+                let tls = ucx_tls(transport);
+                // Each side names its device, port and GID; the rest UCX finds as it does
+                // on any RoCE host.
+                let env = vec![
+                    self.drop_in_path(),
+                    ("UCX_TLS".to_owned(), tls.to_owned()),
+                    ("UCX_NET_DEVICES".to_owned(), format!("{DEVICE}:1")),
+                    ("UCX_IB_GID_INDEX".to_owned(), xroce_gid.to_string()),
+                ];
+                let test_args = format!("-t {test} -s {size} -n {iters}");
+                // On rxe, UCX's UD transport drops every datagram unless its destination
+                // GID check is off: rxe leaves a completion's `sl` 0 where RDMA NICs (and
+                // xroce) say the datagram came over IPv4, so UCX reads an IPv6 address out
+                // of the IPv4 header in the GRH area (README, "UCX and Open MPI").
+                let rxe_env = format!(
+                    "UCX_UD_VERBS_ETH_DGID_CHECK=n UCX_TLS={tls} UCX_NET_DEVICES={dev}:1 \
+                     UCX_IB_GID_INDEX={peer_gid}"
+                );
+                let rxe = if rxe_is_client {
+                    format!("env {rxe_env} ucx_perftest {XROCE_IP} {test_args}")
+                } else {
+                    format!("env {rxe_env} ucx_perftest")
+                };
+                let mut x: Vec<String> = vec!["ucx_perftest".into()];
+                if !rxe_is_client {
+                    x.push(PEER_IP.to_string());
+                    x.extend(test_args.split_whitespace().map(str::to_owned));
+                }
+                (rxe, x, env)
+            }
         }
     }
 
@@ -695,6 +734,7 @@ impl Harness {
             Program::DropIn { .. } => Handshake::Perftest,
             Program::RdmaCm(CmTool { port: 0, .. }) => Handshake::None,
             Program::RdmaCm(tool) => Handshake::RdmaCm(tool.port),
+            Program::Ucx { .. } => Handshake::Tcp(UCX_PERFTEST_PORT),
         };
         let exchange = Exchange {
             title: format!("{} (server: {})", check.name(), check.server.name()),
@@ -734,6 +774,7 @@ impl Harness {
                 let mut job = self.peer.spawn(&ex.rxe)?;
                 let listening = match ex.handshake {
                     Handshake::Perftest => self.peer.listening(18515, Duration::from_secs(60))?,
+                    Handshake::Tcp(port) => self.peer.listening(port, Duration::from_secs(60))?,
                     Handshake::RdmaCm(port) => {
                         self.peer.cm_listening(port, Duration::from_secs(60))?
                     }
@@ -772,6 +813,7 @@ impl Harness {
                             fs::read_to_string(&p.stdout).is_ok_and(|t| t.contains("local address"))
                         }
                         Handshake::Perftest => tcp_listening(&ns, 18515),
+                        Handshake::Tcp(port) => tcp_listening(&ns, port),
                         Handshake::RdmaCm(_) => self.xroced_stat("cm_listening") > 0,
                         Handshake::None => true,
                     };

@@ -21,7 +21,7 @@ use anyhow::{Context, Result, bail};
 use super::{cpio, elf};
 
 /// Bump when the image's recipe changes, so that cached images are rebuilt.
-const RECIPE: &str = "xroce-interop-image 1";
+const RECIPE: &str = "xroce-interop-image 2";
 
 const MULTIARCH: &str = "x86_64-linux-gnu";
 
@@ -38,6 +38,8 @@ const PACKAGES: &[&str] = &[
     "rdmacm-utils",
     "perftest",
     "iproute2",
+    "ucx-utils",
+    "libucx0",
 ];
 
 /// Kernel modules to load, in this order (their dependencies first). `virtio_pci` and
@@ -385,6 +387,17 @@ fn build(cache: &Path, out_dir: &Path) -> Result<()> {
         wanted.push(("/usr/bin".into(), name));
     }
     wanted.push(("/usr/bin".into(), "rdma".into()));
+    for name in ["ucx_perftest", "ucx_info"] {
+        wanted.push(("/usr/bin".into(), name.into()));
+    }
+    // UCX loads its transports (`libuct_ib`, `libuct_rdmacm`, …) from `ucx/` beside
+    // `libucs`, by the soname's version suffix.
+    let ucx_modules = format!("/usr/lib/{MULTIARCH}/ucx");
+    for name in stage.list("libucx0", &ucx_modules) {
+        if name.ends_with(".so.0") {
+            wanted.push((ucx_modules.clone(), name));
+        }
+    }
     let providers = format!("/usr/lib/{MULTIARCH}/libibverbs");
     for name in stage.list("ibverbs-providers", &providers) {
         if name.starts_with("librxe-") {
@@ -420,7 +433,9 @@ fn build(cache: &Path, out_dir: &Path) -> Result<()> {
             let needed =
                 elf::needed(&bytes).with_context(|| format!("reading {}", file.display()))?;
             for so in needed {
-                if libs.contains_key(&so) {
+                // A library the image installs by name elsewhere (UCX's modules need
+                // each other from their own directory).
+                if libs.contains_key(&so) || wanted.iter().any(|(_, name)| *name == so) {
                     continue;
                 }
                 match stage.library(&so) {
@@ -501,6 +516,7 @@ fn build(cache: &Path, out_dir: &Path) -> Result<()> {
     }
     w.dir(&format!("/usr/lib/{MULTIARCH}"))?;
     w.dir(&providers)?;
+    w.dir(&format!("/usr/lib/{MULTIARCH}/ucx"))?;
     for (link, target) in [
         ("/bin", "usr/bin"),
         ("/sbin", "usr/bin"),

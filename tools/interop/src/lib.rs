@@ -33,6 +33,13 @@
 //! ([`harness`]), and the connection manager's MADs xroce sent are compared with rxe's
 //! ([`mads`]).
 //!
+//! Underneath: `process` (the processes run in the lab's namespaces, their output in
+//! files, killed when dropped), `elf` (the shared libraries a program needs and a kernel
+//! module's `.modinfo`, for the image) and `cpio` (the image's initramfs archive).
+//!
+//! This crate never touches anything outside the lab's namespaces and the files under
+//! `target/xroce/interop/`, and never asserts a time or a throughput.
+//!
 //! `cargo xtask bench --peer rxe` runs perftest across the same lab: [`prepare`],
 //! [`Harness::start`] and [`Harness::run_exchange`] are shared.
 //!

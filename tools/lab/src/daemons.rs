@@ -270,9 +270,6 @@ impl Drop for TwoHosts {
     }
 }
 
-/// `ibv_qp_attr_mask` bits.
-pub use verbs_shm::client::mask;
-
 /// Moves an RC or UC QP to RTS connected to `dest_qpn` at `av`, the way `ibv_rc_pingpong`
 /// does (path MTU 1024, timeout 14, retry 7, RNR retry 7): [`verbs_shm::client::Qp::connect`].
 pub fn connect(
@@ -322,4 +319,139 @@ pub fn counter(stats: &[(String, u64)], name: &str) -> u64 {
         .find(|(k, _)| k == name)
         .map(|(_, v)| *v)
         .unwrap_or(0)
+}
+
+/// The hosts of a [`Star`](crate::star::Star) with a daemon each (stopped, then the star
+/// deleted, when dropped).
+#[derive(Debug)]
+pub struct StarHosts {
+    daemons: Vec<Child>,
+    /// The star (dropped after the daemons).
+    pub star: crate::star::Star,
+}
+
+impl StarHosts {
+    /// Builds a star and starts `bin` on every host, with `extra` arguments (`extra(i)`
+    /// for host `i`).
+    pub fn start(
+        bin: &std::path::Path,
+        config: &crate::star::StarConfig,
+        extra: impl Fn(usize) -> Vec<String>,
+    ) -> io::Result<StarHosts> {
+        let star = crate::star::Star::new(config).map_err(io::Error::other)?;
+        let mut hosts = StarHosts {
+            daemons: Vec::new(),
+            star,
+        };
+        for i in 0..hosts.star.hosts.len() {
+            let log = hosts.log(i);
+            let _ = std::fs::remove_file(&log);
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&log)?;
+            let h = hosts.star.hosts[i].clone();
+            let bin_text = bin.to_string_lossy().into_owned();
+            let extra = extra(i);
+            let mut argv = vec![
+                bin_text.as_str(),
+                "--netdev",
+                h.interface.as_str(),
+                "--name",
+                DEVICE,
+            ];
+            argv.extend(extra.iter().map(String::as_str));
+            let mut cmd = hosts.star.command(i, &argv);
+            cmd.stdout(Stdio::null()).stderr(file);
+            let die_with_parent = || {
+                // Safety: prctl(PR_SET_PDEATHSIG) is async-signal-safe and touches no memory.
+                unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) };
+                Ok(())
+            };
+            // Safety: the closure only makes one async-signal-safe system call.
+            unsafe { std::os::unix::process::CommandExt::pre_exec(&mut cmd, die_with_parent) };
+            hosts.daemons.push(cmd.spawn()?);
+        }
+        for i in 0..hosts.star.hosts.len() {
+            hosts.wait_ready(i)?;
+        }
+        Ok(hosts)
+    }
+
+    fn wait_ready(&mut self, i: usize) -> io::Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if self.star.run_in(i, || serving(DEVICE))? {
+                return Ok(());
+            }
+            if let Some(status) = self.daemons[i].try_wait()? {
+                return Err(io::Error::other(format!(
+                    "xroced on host {i} exited ({status}): see {}",
+                    self.log(i).display()
+                )));
+            }
+            if Instant::now() > deadline {
+                return Err(io::Error::other(format!(
+                    "xroced on host {i} did not come up in 30 s"
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The daemon's log file of host `i`.
+    pub fn log(&self, i: usize) -> PathBuf {
+        std::env::temp_dir().join(format!("xroced-{}.log", self.star.hosts[i].netns))
+    }
+
+    /// Opens the device on host `i`.
+    pub fn open(&self, i: usize) -> io::Result<Context> {
+        self.star
+            .run_in(i, || Context::open(DEVICE))?
+            .map_err(io::Error::other)
+    }
+
+    /// The address vector from any host to host `to`, over IPv4, with `traffic_class`.
+    pub fn av(&self, to: usize, traffic_class: u8) -> AhAttr {
+        AhAttr {
+            dgid: xroce_wire::Gid::from_ipv4(self.star.hosts[to].ipv4).0,
+            flow_label: 0,
+            sgid_index: 0,
+            hop_limit: 64,
+            traffic_class,
+            sl: 0,
+            is_global: true,
+            port_num: 1,
+        }
+    }
+
+    /// Stops the daemons (also done on drop).
+    pub fn stop(&mut self) {
+        for child in &mut self.daemons {
+            if let Ok(None) = child.try_wait() {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(child.id() as i32),
+                    nix::sys::signal::Signal::SIGTERM,
+                );
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        for child in &mut self.daemons {
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = child.try_wait() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        self.daemons.clear();
+    }
+}
+
+impl Drop for StarHosts {
+    fn drop(&mut self) {
+        self.stop();
+    }
 }

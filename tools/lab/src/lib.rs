@@ -11,8 +11,11 @@
 //! This crate never touches the host's own interfaces, addresses or routes: everything it
 //! creates lives in its namespaces. It needs root and iproute2.
 //!
-//! Also here: two hosts with a running daemon each ([`daemons`]), running code in a
-//! namespace ([`netns`]), hugepage reservations
+//! A [`star::Star`] is N hosts behind one router instead, as servers behind one switch (for
+//! congestion: a bottleneck port toward one host).
+//!
+//! Also here: two hosts with a running daemon each, or a star's hosts ([`daemons`]),
+//! running code in a namespace ([`netns`]), hugepage reservations
 //! ([`hugepages`]), raw UDP frames for AF_XDP tests ([`frame`]) and the test suite's rule
 //! for tests that need root ([`require_root`]).
 
@@ -21,6 +24,7 @@ pub mod frame;
 pub mod hugepages;
 pub mod netns;
 pub mod signals;
+pub mod star;
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -615,7 +619,11 @@ fn owner_pid(name: &str) -> Option<u32> {
     let mut parts = rest.split('-');
     let pid = parts.next()?.parse().ok()?;
     parts.next()?.parse::<u64>().ok()?;
-    matches!(parts.next()?, "a" | "b" | "r").then_some(())?;
+    let role = parts.next()?;
+    let star_host = role
+        .strip_prefix('h')
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+    (matches!(role, "a" | "b" | "r") || star_host).then_some(())?;
     parts.next().is_none().then_some(pid)
 }
 
@@ -727,6 +735,9 @@ mod tests {
         assert_eq!(owner_pid("xr-1234-0-a"), Some(1234));
         assert_eq!(owner_pid("xr-1234-17-r"), Some(1234));
         assert_eq!(owner_pid("xr-1234-17-c"), None);
+        assert_eq!(owner_pid("xr-1234-17-h12"), Some(1234), "a star's host");
+        assert_eq!(owner_pid("xr-1234-17-h"), None);
+        assert_eq!(owner_pid("xr-1234-17-hx"), None);
         assert_eq!(owner_pid("xr-1234-a"), None);
         assert_eq!(owner_pid("xr-1234-0-a-x"), None);
         assert_eq!(owner_pid("rxe-peer"), None);

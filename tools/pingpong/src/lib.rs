@@ -6,6 +6,7 @@
 //! verbs calls with the same attributes, moves the same data (a buffer filled with `0x7b`,
 //! echoed by the server) and prints the same lines. Beyond the originals it can check every
 //! message's data ([`pingpong::Verify`]), give up after a timeout and retry connecting.
+//! [`cli`] is the examples' command line, [`pingpong`] the ping-pong itself.
 //!
 //! This crate never touches the network itself except for the exchange's TCP connection:
 //! the RDMA traffic is the daemon's.

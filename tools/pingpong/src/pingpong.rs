@@ -33,8 +33,7 @@ pub const FILL: u8 = 0x7b;
 /// The page size the examples' `-c` marks (the first byte of every page).
 const PAGE: usize = 4096;
 
-use verbs_shm::client::mask;
-use verbs_shm::client::qp_state::{INIT, RTR, RTS};
+use verbs_shm::client::{AttrMask, QpState};
 
 /// The transport service, as the three example programs differ.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -621,16 +620,16 @@ impl<'a> Pingpong<'a> {
         // The examples send inline when the QP they got allows it.
         let inline = qp.caps().max_inline_data as usize >= size;
         let mut attr = QpAttr {
-            qp_state: INIT,
+            qp_state: QpState::Init.raw(),
             pkey_index: 0,
             port_num: opts.ib_port,
             ..QpAttr::default()
         };
         let mask = if opts.service == Service::Ud {
             attr.qkey = UD_QKEY;
-            mask::STATE | mask::PKEY_INDEX | mask::PORT | mask::QKEY
+            AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::QKEY
         } else {
-            mask::STATE | mask::PKEY_INDEX | mask::PORT | mask::ACCESS_FLAGS
+            AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::ACCESS_FLAGS
         };
         qp.modify(&attr, mask)
             .map_err(verbs("Failed to modify QP to INIT"))?;
@@ -668,18 +667,18 @@ impl<'a> Pingpong<'a> {
     /// `pp_connect_ctx`: RTR and RTS (and the address handle for UD).
     fn connect(&mut self, mtu: u32, my_psn: u32, dest: &Dest) -> Result<(), PingpongError> {
         let mut attr = QpAttr {
-            qp_state: RTR,
+            qp_state: QpState::Rtr.raw(),
             ..QpAttr::default()
         };
         match self.opts.service {
             Service::Ud => {
                 self.qp
-                    .modify(&attr, mask::STATE)
+                    .modify(&attr, AttrMask::STATE)
                     .map_err(verbs("Failed to modify QP to RTR"))?;
-                attr.qp_state = RTS;
+                attr.qp_state = QpState::Rts.raw();
                 attr.sq_psn = my_psn;
                 self.qp
-                    .modify(&attr, mask::STATE | mask::SQ_PSN)
+                    .modify(&attr, AttrMask::STATE | AttrMask::SQ_PSN)
                     .map_err(verbs("Failed to modify QP to RTS"))?;
                 let ah = self
                     .pd
@@ -693,24 +692,31 @@ impl<'a> Pingpong<'a> {
                 attr.dest_qp_num = dest.qpn;
                 attr.rq_psn = dest.psn;
                 attr.ah_attr = self.av(dest);
-                let mut m = mask::STATE | mask::AV | mask::PATH_MTU | mask::DEST_QPN | mask::RQ_PSN;
+                let mut m = AttrMask::STATE
+                    | AttrMask::AV
+                    | AttrMask::PATH_MTU
+                    | AttrMask::DEST_QPN
+                    | AttrMask::RQ_PSN;
                 if rc {
                     attr.max_dest_rd_atomic = 1;
                     attr.min_rnr_timer = 12;
-                    m |= mask::MAX_DEST_RD_ATOMIC | mask::MIN_RNR_TIMER;
+                    m |= AttrMask::MAX_DEST_RD_ATOMIC | AttrMask::MIN_RNR_TIMER;
                 }
                 self.qp
                     .modify(&attr, m)
                     .map_err(verbs("Failed to modify QP to RTR"))?;
-                attr.qp_state = RTS;
+                attr.qp_state = QpState::Rts.raw();
                 attr.sq_psn = my_psn;
-                let mut m = mask::STATE | mask::SQ_PSN;
+                let mut m = AttrMask::STATE | AttrMask::SQ_PSN;
                 if rc {
                     attr.timeout = 14;
                     attr.retry_cnt = 7;
                     attr.rnr_retry = 7;
                     attr.max_rd_atomic = 1;
-                    m |= mask::TIMEOUT | mask::RETRY_CNT | mask::RNR_RETRY | mask::MAX_QP_RD_ATOMIC;
+                    m |= AttrMask::TIMEOUT
+                        | AttrMask::RETRY_CNT
+                        | AttrMask::RNR_RETRY
+                        | AttrMask::MAX_QP_RD_ATOMIC;
                 }
                 self.qp
                     .modify(&attr, m)

@@ -144,6 +144,14 @@ pub(crate) fn run(
         "--mca",
         "btl",
         "^openib,ofi",
+        // Open MPI 4.1's daemon (`orted`) maps hwloc's topology into a shared segment at an
+        // address it guesses from its own memory map ("the biggest hole"); now and then the
+        // guess lands on its stack and `orted` dies with SIGSEGV in
+        // `hwloc_shmem_topology_write` before any rank starts. Without the segment each
+        // process reads the topology itself, which is what happens on most clusters anyway.
+        "--mca",
+        "rtc_hwloc_vmhole",
+        "none",
         "-x",
         "LD_LIBRARY_PATH",
         "-x",
@@ -154,8 +162,23 @@ pub(crate) fn run(
     ];
     let mut cmd = lab.command(Side::A, &argv);
     cmd.env("LD_LIBRARY_PATH", lib);
+    // Session directories: mpirun's and each host's of its own (see netns-agent.sh), in a
+    // short path (they hold PMIx's Unix sockets), made for this job and removed after it.
+    let sessions = PathBuf::from(format!("/tmp/xroce-mpi-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&sessions);
+    let launcher = sessions.join("mpirun");
+    if let Err(e) = std::fs::create_dir_all(&launcher) {
+        return Outcome {
+            job: *job,
+            result: Err(format!("creating {}: {e}", launcher.display())),
+            selected: Vec::new(),
+        };
+    }
+    cmd.env("TMPDIR", &launcher);
+    cmd.env("XROCE_MPI_SESSIONS", &sessions);
     let log = work.join(format!("mpi-{}ranks-{}.log", ranks, job.transport));
     let result = process::run(&mut cmd, &log, timeout).map_err(|e| format!("{e:#}"));
+    let _ = std::fs::remove_dir_all(&sessions);
     let (result, selected) = match result {
         Err(e) => (Err(e), Vec::new()),
         Ok(done) => {

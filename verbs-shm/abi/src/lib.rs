@@ -22,6 +22,15 @@
 //!
 //! Only x86_64 Linux with glibc is described: `pthread_mutex_t` and friends differ
 //! elsewhere.
+//!
+//! Modules: [`device`] (devices, contexts with their function tables, device and port
+//! attributes, GIDs), [`resources`] (the objects a provider allocates: protection domains,
+//! memory regions, CQs, QPs, SRQs, address handles and the rarer ones), [`attributes`]
+//! (what applications fill to create, modify and query objects), [`work`] (work requests,
+//! completions, events), [`enums`] (every enumeration and flag set with its values),
+//! [`driver`] (the types of the provider-private interface), [`sync`] (the glibc
+//! synchronisation types inside objects), [`layout`] (the compile-time proof of every
+//! layout); the private `macros` write the mirrors. Everything is re-exported at the root.
 
 #![no_std]
 #![allow(non_camel_case_types, non_snake_case, non_upper_case_globals)]

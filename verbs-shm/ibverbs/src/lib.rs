@@ -17,7 +17,8 @@
 //! providers (`verbs_register_driver_34` is accepted and ignored).
 //!
 //! See `provider` for what is implemented and what answers as a provider without the
-//! feature.
+//! feature. `symbols` holds the `.symver` directives and the check that every exported
+//! symbol has an entry point, which `build.rs` generates.
 
 mod exports;
 mod ffi;

@@ -227,7 +227,7 @@ impl FakeDaemon {
 
 /// The attributes a daemon gives for moving a QP to `state`, with recognisable values.
 fn init_qp_attr(state: u32) -> CmReply {
-    use verbs_shm::client::mask;
+    use verbs_shm::client::AttrMask;
     let mut attr = QpAttr {
         qp_state: state,
         ..QpAttr::default()
@@ -237,7 +237,7 @@ fn init_qp_attr(state: u32) -> CmReply {
             attr.qkey = cm::RDMA_UDP_QKEY;
             attr.port_num = 1;
             attr.qp_access_flags = 0xe;
-            mask::STATE | mask::PKEY_INDEX | mask::PORT | mask::ACCESS_FLAGS
+            AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::ACCESS_FLAGS
         }
         verbs_abi::IBV_QPS_RTR => {
             attr.path_mtu = 3;
@@ -247,13 +247,13 @@ fn init_qp_attr(state: u32) -> CmReply {
             attr.ah_attr.dgid = [0xfe; 16];
             attr.ah_attr.is_global = true;
             attr.ah_attr.hop_limit = 64;
-            mask::STATE
-                | mask::AV
-                | mask::PATH_MTU
-                | mask::DEST_QPN
-                | mask::RQ_PSN
-                | mask::MAX_DEST_RD_ATOMIC
-                | mask::MIN_RNR_TIMER
+            AttrMask::STATE
+                | AttrMask::AV
+                | AttrMask::PATH_MTU
+                | AttrMask::DEST_QPN
+                | AttrMask::RQ_PSN
+                | AttrMask::MAX_DEST_RD_ATOMIC
+                | AttrMask::MIN_RNR_TIMER
         }
         verbs_abi::IBV_QPS_RTS => {
             attr.sq_psn = 0x4321;
@@ -261,16 +261,16 @@ fn init_qp_attr(state: u32) -> CmReply {
             attr.timeout = 19;
             attr.retry_cnt = 7;
             attr.rnr_retry = 7;
-            mask::STATE
-                | mask::SQ_PSN
-                | mask::MAX_QP_RD_ATOMIC
-                | mask::TIMEOUT
-                | mask::RETRY_CNT
-                | mask::RNR_RETRY
+            AttrMask::STATE
+                | AttrMask::SQ_PSN
+                | AttrMask::MAX_QP_RD_ATOMIC
+                | AttrMask::TIMEOUT
+                | AttrMask::RETRY_CNT
+                | AttrMask::RNR_RETRY
         }
-        _ => mask::STATE,
+        _ => AttrMask::STATE,
     };
-    CmReply::QpAttr { attr, mask }
+    CmReply::QpAttr { attr, mask: mask.0 }
 }
 
 /// A record of `event` about `id`.

@@ -10,7 +10,7 @@
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
-use super::context::Context;
+use super::context::{Context, channel_pair};
 use super::{Error, Result};
 use crate::cm::{CmEventRecord, CmReply, CmRequest};
 use crate::protocol::{Reply, Request};
@@ -27,13 +27,7 @@ pub struct EventChannel {
 impl EventChannel {
     /// A new channel.
     pub fn new() -> Result<EventChannel> {
-        let (ours, theirs) = nix::sys::socket::socketpair(
-            nix::sys::socket::AddressFamily::Unix,
-            nix::sys::socket::SockType::SeqPacket,
-            None,
-            nix::sys::socket::SockFlag::SOCK_CLOEXEC,
-        )
-        .map_err(|e| std::io::Error::from_raw_os_error(e as i32))?;
+        let (ours, theirs) = channel_pair()?;
         Ok(EventChannel { ours, theirs })
     }
 

@@ -1,10 +1,10 @@
 //! Bringing a queue pair up: the INIT → RTR → RTS sequence every out-of-band connection
 //! makes (`ibv_rc_pingpong`'s `pp_connect_ctx`), and the UD equivalent, written once.
 
-use super::mr::Access;
-use super::qp::{Qp, QpType};
-use super::{Error, mask, qp_state};
+use super::Error;
+use super::qp::Qp;
 use crate::protocol::{AhAttr, QpAttr};
+use xroce_transport::{Access, AttrMask, QpState, QpType};
 
 /// How to connect an RC or UC queue pair to its peer. [`Connection::new`] takes
 /// `ibv_rc_pingpong`'s choices for everything the exchange does not decide, with room for
@@ -76,37 +76,44 @@ impl Qp {
     pub fn connect(&self, c: &Connection) -> Result<(), ConnectError> {
         let rc = self.qp_type() == QpType::Rc;
         let mut a = QpAttr {
-            qp_state: qp_state::INIT,
+            qp_state: QpState::Init.raw(),
             port_num: 1,
-            qp_access_flags: c.access.0,
+            qp_access_flags: c.access.bits(),
             ..QpAttr::default()
         };
         self.modify(
             &a,
-            mask::STATE | mask::PKEY_INDEX | mask::PORT | mask::ACCESS_FLAGS,
+            AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::ACCESS_FLAGS,
         )
         .map_err(step("INIT"))?;
-        a.qp_state = qp_state::RTR;
+        a.qp_state = QpState::Rtr.raw();
         a.path_mtu = c.path_mtu;
         a.dest_qp_num = c.dest_qpn;
         a.rq_psn = c.rq_psn;
         a.ah_attr = c.av;
         a.max_dest_rd_atomic = c.rd_atomic;
         a.min_rnr_timer = c.min_rnr_timer;
-        let mut m = mask::STATE | mask::AV | mask::PATH_MTU | mask::DEST_QPN | mask::RQ_PSN;
+        let mut m = AttrMask::STATE
+            | AttrMask::AV
+            | AttrMask::PATH_MTU
+            | AttrMask::DEST_QPN
+            | AttrMask::RQ_PSN;
         if rc {
-            m |= mask::MAX_DEST_RD_ATOMIC | mask::MIN_RNR_TIMER;
+            m |= AttrMask::MAX_DEST_RD_ATOMIC | AttrMask::MIN_RNR_TIMER;
         }
         self.modify(&a, m).map_err(step("RTR"))?;
-        a.qp_state = qp_state::RTS;
+        a.qp_state = QpState::Rts.raw();
         a.sq_psn = c.sq_psn;
         a.timeout = c.timeout;
         a.retry_cnt = c.retry_cnt;
         a.rnr_retry = c.rnr_retry;
         a.max_rd_atomic = c.rd_atomic;
-        let mut m = mask::STATE | mask::SQ_PSN;
+        let mut m = AttrMask::STATE | AttrMask::SQ_PSN;
         if rc {
-            m |= mask::TIMEOUT | mask::RETRY_CNT | mask::RNR_RETRY | mask::MAX_QP_RD_ATOMIC;
+            m |= AttrMask::TIMEOUT
+                | AttrMask::RETRY_CNT
+                | AttrMask::RNR_RETRY
+                | AttrMask::MAX_QP_RD_ATOMIC;
         }
         self.modify(&a, m).map_err(step("RTS"))
     }
@@ -115,18 +122,21 @@ impl Qp {
     /// starting at `sq_psn`.
     pub fn ud_ready(&self, qkey: u32, sq_psn: u32) -> Result<(), ConnectError> {
         let mut a = QpAttr {
-            qp_state: qp_state::INIT,
+            qp_state: QpState::Init.raw(),
             port_num: 1,
             qkey,
             ..QpAttr::default()
         };
-        self.modify(&a, mask::STATE | mask::PKEY_INDEX | mask::PORT | mask::QKEY)
-            .map_err(step("INIT"))?;
-        a.qp_state = qp_state::RTR;
-        self.modify(&a, mask::STATE).map_err(step("RTR"))?;
-        a.qp_state = qp_state::RTS;
+        self.modify(
+            &a,
+            AttrMask::STATE | AttrMask::PKEY_INDEX | AttrMask::PORT | AttrMask::QKEY,
+        )
+        .map_err(step("INIT"))?;
+        a.qp_state = QpState::Rtr.raw();
+        self.modify(&a, AttrMask::STATE).map_err(step("RTR"))?;
+        a.qp_state = QpState::Rts.raw();
         a.sq_psn = sq_psn;
-        self.modify(&a, mask::STATE | mask::SQ_PSN)
+        self.modify(&a, AttrMask::STATE | AttrMask::SQ_PSN)
             .map_err(step("RTS"))
     }
 }

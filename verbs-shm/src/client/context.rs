@@ -134,6 +134,32 @@ impl Inner {
 }
 
 /// Runs `call` again while it fails with `EINTR`.
+/// The memory of the rings the daemon passed with a reply (the last descriptor), mapped.
+pub(crate) fn map_rings(fds: &mut Vec<OwnedFd>, ring_len: u64) -> Result<Arc<Mapping>> {
+    let fd = fds
+        .pop()
+        .ok_or_else(|| Error::Protocol("no ring memory".into()))?;
+    Ok(Arc::new(Mapping::map(
+        fd.as_fd(),
+        ring_len as usize,
+        0,
+        true,
+    )?))
+}
+
+/// The two ends of a channel on which a daemon writes events (completion channels,
+/// rdma_cm event channels): ours to poll and read, theirs to hand over.
+pub(crate) fn channel_pair() -> Result<(OwnedFd, OwnedFd)> {
+    let pair = nix::sys::socket::socketpair(
+        nix::sys::socket::AddressFamily::Unix,
+        nix::sys::socket::SockType::SeqPacket,
+        None,
+        nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+    )
+    .map_err(|e| std::io::Error::from_raw_os_error(e as i32))?;
+    Ok(pair)
+}
+
 fn retry_interrupted<T>(mut call: impl FnMut() -> std::io::Result<T>) -> std::io::Result<T> {
     loop {
         match call() {

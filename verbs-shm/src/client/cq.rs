@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use zerocopy::FromBytes;
 
-use super::context::Inner;
+use super::context::{Inner, channel_pair, map_rings};
 use super::{Error, Result};
 use crate::contract::{ARM_NEXT, ARM_SOLICITED, Cqe};
 use crate::protocol::{CompletionEvent, Reply, Request};
@@ -28,13 +28,7 @@ pub struct CompChannel {
 
 impl CompChannel {
     pub(crate) fn new() -> Result<CompChannel> {
-        let (ours, theirs) = nix::sys::socket::socketpair(
-            nix::sys::socket::AddressFamily::Unix,
-            nix::sys::socket::SockType::SeqPacket,
-            None,
-            nix::sys::socket::SockFlag::SOCK_CLOEXEC,
-        )
-        .map_err(|e| std::io::Error::from_raw_os_error(e as i32))?;
+        let (ours, theirs) = channel_pair()?;
         Ok(CompChannel { ours, theirs })
     }
 
@@ -103,10 +97,7 @@ impl Cq {
         else {
             return Err(Error::Protocol(format!("unexpected reply {reply:?}")));
         };
-        let fd = fds
-            .pop()
-            .ok_or_else(|| Error::Protocol("no ring memory".into()))?;
-        let map = Arc::new(Mapping::map(fd.as_fd(), ring_len as usize, 0, true)?);
+        let map = map_rings(&mut fds, ring_len)?;
         let ring = Ring::new(map, 0, entries).map_err(|e| Error::Protocol(e.to_string()))?;
         Ok(Cq {
             life: Arc::new(CqLife { ctx, handle: cq }),

@@ -30,69 +30,12 @@ pub use cm::EventChannel;
 pub use connect::{ConnectError, Connection};
 pub use context::{Context, describe, devices};
 pub use cq::{CompChannel, Cq, WorkCompletion};
-pub use mr::{Access, Mr};
-pub use qp::{Ah, Pd, Qp, QpInit, QpType, RecvWr, SendOp, SendWr, Srq, UdTarget};
+pub use mr::Mr;
+pub use qp::{Ah, Pd, Qp, QpInit, RecvWr, SendWr, Srq, UdTarget};
+pub use xroce_transport::{Access, AttrMask, QpState, QpType, SendOp};
 
 pub use crate::contract::Sge;
 pub use crate::protocol::{AhAttr, DeviceAttr, EventRecord, PortAttr, QpAttr, QpCaps};
-
-/// The `ibv_qp_attr_mask` bits [`Qp::modify`] takes: which fields of a [`QpAttr`] to apply.
-pub mod mask {
-    /// `qp_state`.
-    pub const STATE: u32 = 1;
-    /// `cur_qp_state`.
-    pub const CUR_STATE: u32 = 1 << 1;
-    /// `en_sqd_async_notify`.
-    pub const EN_SQD_ASYNC_NOTIFY: u32 = 1 << 2;
-    /// `qp_access_flags`.
-    pub const ACCESS_FLAGS: u32 = 1 << 3;
-    /// `pkey_index`.
-    pub const PKEY_INDEX: u32 = 1 << 4;
-    /// `port_num`.
-    pub const PORT: u32 = 1 << 5;
-    /// `qkey`.
-    pub const QKEY: u32 = 1 << 6;
-    /// `ah_attr`.
-    pub const AV: u32 = 1 << 7;
-    /// `path_mtu`.
-    pub const PATH_MTU: u32 = 1 << 8;
-    /// `timeout`.
-    pub const TIMEOUT: u32 = 1 << 9;
-    /// `retry_cnt`.
-    pub const RETRY_CNT: u32 = 1 << 10;
-    /// `rnr_retry`.
-    pub const RNR_RETRY: u32 = 1 << 11;
-    /// `rq_psn`.
-    pub const RQ_PSN: u32 = 1 << 12;
-    /// `max_rd_atomic`.
-    pub const MAX_QP_RD_ATOMIC: u32 = 1 << 13;
-    /// `min_rnr_timer`.
-    pub const MIN_RNR_TIMER: u32 = 1 << 15;
-    /// `sq_psn`.
-    pub const SQ_PSN: u32 = 1 << 16;
-    /// `max_dest_rd_atomic`.
-    pub const MAX_DEST_RD_ATOMIC: u32 = 1 << 17;
-    /// `dest_qp_num`.
-    pub const DEST_QPN: u32 = 1 << 20;
-}
-
-/// The `ibv_qp_state` values of [`QpAttr::qp_state`].
-pub mod qp_state {
-    /// RESET.
-    pub const RESET: u32 = 0;
-    /// INIT.
-    pub const INIT: u32 = 1;
-    /// Ready to receive.
-    pub const RTR: u32 = 2;
-    /// Ready to send.
-    pub const RTS: u32 = 3;
-    /// Send queue drained.
-    pub const SQD: u32 = 4;
-    /// Send queue error.
-    pub const SQE: u32 = 5;
-    /// Error.
-    pub const ERR: u32 = 6;
-}
 
 /// What went wrong.
 #[derive(Debug, thiserror::Error)]

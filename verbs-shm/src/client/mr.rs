@@ -35,30 +35,7 @@ use super::context::Inner;
 use super::{Error, Result};
 use crate::protocol::{Piece, Reply, Request};
 use crate::sys::{self, Mapping};
-
-/// Access rights (`ibv_access_flags`, same bits).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct Access(pub u32);
-
-impl Access {
-    /// The daemon may write received data here (receive buffers, READ results).
-    pub const LOCAL_WRITE: Access = Access(1);
-    /// Peers may RDMA WRITE here.
-    pub const REMOTE_WRITE: Access = Access(1 << 1);
-    /// Peers may RDMA READ from here.
-    pub const REMOTE_READ: Access = Access(1 << 2);
-    /// Peers may perform atomics here.
-    pub const REMOTE_ATOMIC: Access = Access(1 << 3);
-    /// Every right.
-    pub const ALL: Access = Access(0xf);
-}
-
-impl core::ops::BitOr for Access {
-    type Output = Access;
-    fn bitor(self, rhs: Access) -> Access {
-        Access(self.0 | rhs.0)
-    }
-}
+use xroce_transport::Access;
 
 const PAGE: usize = 4096;
 const HUGE_PAGE: usize = 2 << 20;
@@ -191,7 +168,7 @@ impl Mr {
             pd: pd.handle(),
             iova,
             length: len as u64,
-            access: access.0,
+            access: access.bits(),
             start,
             pieces: pieces.iter().map(|(_, p)| *p).collect(),
         };
@@ -244,7 +221,7 @@ impl Mr {
             pd: pd.handle(),
             iova,
             length: len as u64,
-            access: access.0,
+            access: access.bits(),
             start,
             pieces: pieces.iter().map(|(_, p)| *p).collect(),
         };
@@ -274,7 +251,7 @@ fn register(
         pd,
         iova,
         length: len as u64,
-        access: access.0,
+        access: access.bits(),
         offset,
     };
     match ctx.call(&req, &[fd.as_fd()])?.0 {

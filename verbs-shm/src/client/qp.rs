@@ -1,17 +1,17 @@
 //! Protection domains, queue pairs, shared receive queues and address handles.
 
-use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::context::{Bell, Inner};
+use super::context::{Bell, Inner, map_rings};
 use super::cq::{Cq, CqLife};
-use super::mr::{Access, Mr};
+use super::mr::Mr;
 use super::{Error, Result};
-use crate::contract::{MAX_INLINE, MAX_SGE, RecvWqe, SendWqe, Sge, send_flags, wr_opcode};
+use crate::contract::{MAX_INLINE, MAX_SGE, RecvWqe, SendWqe, Sge};
 use crate::protocol::{AhAttr, QpAttr, QpCaps, Reply, Request};
 use crate::ring::{Producer, Ring};
 use crate::sys::Mapping;
+use xroce_transport::{Access, AttrMask, QpType, SendFlags, SendOp};
 use zerocopy::{FromBytes, Immutable, IntoBytes};
 
 /// A protection domain.
@@ -145,28 +145,6 @@ impl Pd {
     }
 }
 
-/// The transport service of a queue pair.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum QpType {
-    /// Reliable connected.
-    Rc,
-    /// Unreliable connected.
-    Uc,
-    /// Unreliable datagram.
-    Ud,
-}
-
-impl QpType {
-    /// The `ibv_qp_type` value.
-    pub fn raw(self) -> u32 {
-        match self {
-            QpType::Rc => 2,
-            QpType::Uc => 3,
-            QpType::Ud => 4,
-        }
-    }
-}
-
 /// How to create a queue pair (`ibv_qp_init_attr`).
 #[derive(Debug, Clone)]
 pub struct QpInit<'a> {
@@ -213,60 +191,6 @@ pub struct UdTarget<'a> {
     pub qpn: u32,
     /// The Q_Key.
     pub qkey: u32,
-}
-
-/// What a send work request does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SendOp {
-    /// SEND.
-    Send,
-    /// SEND with immediate data (host order here; it travels big-endian).
-    SendWithImm(u32),
-    /// SEND with invalidate of an rkey at the responder.
-    SendWithInv(u32),
-    /// RDMA WRITE to `remote_addr` with `rkey`.
-    Write {
-        /// Remote address.
-        remote_addr: u64,
-        /// Remote key.
-        rkey: u32,
-    },
-    /// RDMA WRITE with immediate data.
-    WriteWithImm {
-        /// Remote address.
-        remote_addr: u64,
-        /// Remote key.
-        rkey: u32,
-        /// Immediate data (host order).
-        imm: u32,
-    },
-    /// RDMA READ.
-    Read {
-        /// Remote address.
-        remote_addr: u64,
-        /// Remote key.
-        rkey: u32,
-    },
-    /// Atomic compare and swap.
-    CompareSwap {
-        /// Remote address (8-byte aligned).
-        remote_addr: u64,
-        /// Remote key.
-        rkey: u32,
-        /// Compare value.
-        compare: u64,
-        /// Swap value.
-        swap: u64,
-    },
-    /// Atomic fetch and add.
-    FetchAdd {
-        /// Remote address (8-byte aligned).
-        remote_addr: u64,
-        /// Remote key.
-        rkey: u32,
-        /// Addend.
-        add: u64,
-    },
 }
 
 /// A send work request.
@@ -323,64 +247,21 @@ impl<'a> SendWr<'a> {
             data: [0; MAX_INLINE],
             reserved: [0; 8],
         };
-        match self.op {
-            SendOp::Send => w.opcode = wr_opcode::SEND,
-            SendOp::SendWithImm(imm) => {
-                w.opcode = wr_opcode::SEND_WITH_IMM;
-                w.imm_data = imm.to_be();
+        w.set_op(self.op);
+        for (wanted, flag) in [
+            (self.signaled, SendFlags::SIGNALED),
+            (self.solicited, SendFlags::SOLICITED),
+            (self.fence, SendFlags::FENCE),
+        ] {
+            if wanted {
+                w.send_flags |= flag.0;
             }
-            SendOp::SendWithInv(rkey) => {
-                w.opcode = wr_opcode::SEND_WITH_INV;
-                w.imm_data = rkey;
-            }
-            SendOp::Write { remote_addr, rkey } => {
-                w.opcode = wr_opcode::RDMA_WRITE;
-                (w.remote_addr, w.rkey) = (remote_addr, rkey);
-            }
-            SendOp::WriteWithImm {
-                remote_addr,
-                rkey,
-                imm,
-            } => {
-                w.opcode = wr_opcode::RDMA_WRITE_WITH_IMM;
-                (w.remote_addr, w.rkey, w.imm_data) = (remote_addr, rkey, imm.to_be());
-            }
-            SendOp::Read { remote_addr, rkey } => {
-                w.opcode = wr_opcode::RDMA_READ;
-                (w.remote_addr, w.rkey) = (remote_addr, rkey);
-            }
-            SendOp::CompareSwap {
-                remote_addr,
-                rkey,
-                compare,
-                swap,
-            } => {
-                w.opcode = wr_opcode::ATOMIC_CMP_AND_SWP;
-                (w.remote_addr, w.rkey, w.compare_add, w.swap) = (remote_addr, rkey, compare, swap);
-            }
-            SendOp::FetchAdd {
-                remote_addr,
-                rkey,
-                add,
-            } => {
-                w.opcode = wr_opcode::ATOMIC_FETCH_AND_ADD;
-                (w.remote_addr, w.rkey, w.compare_add) = (remote_addr, rkey, add);
-            }
-        }
-        if self.signaled {
-            w.send_flags |= send_flags::SIGNALED;
-        }
-        if self.solicited {
-            w.send_flags |= send_flags::SOLICITED;
-        }
-        if self.fence {
-            w.send_flags |= send_flags::FENCE;
         }
         if let Some(bytes) = self.inline {
             if bytes.len() > MAX_INLINE {
                 return Err(Error::Invalid("inline data longer than 256 bytes"));
             }
-            w.send_flags |= send_flags::INLINE;
+            w.send_flags |= SendFlags::INLINE.0;
             w.num_sge = bytes.len() as u32;
             w.data[..bytes.len()].copy_from_slice(bytes);
         } else {
@@ -469,10 +350,7 @@ impl Qp {
         else {
             return Err(Error::Protocol(format!("unexpected reply {reply:?}")));
         };
-        let fd = fds
-            .pop()
-            .ok_or_else(|| Error::Protocol("no ring memory".into()))?;
-        let map = Arc::new(Mapping::map(fd.as_fd(), ring_len as usize, 0, true)?);
+        let map = map_rings(&mut fds, ring_len)?;
         let bad = |e: crate::ring::RingError| Error::Protocol(e.to_string());
         let sq = Producer::new(Ring::new(map.clone(), 0, sq_entries).map_err(bad)?);
         let rq = if rq_entries > 0 {
@@ -522,15 +400,15 @@ impl Qp {
         self.caps
     }
 
-    /// Modifies the QP (`ibv_modify_qp`); `mask` has the `ibv_qp_attr_mask` bits.
-    pub fn modify(&self, attr: &QpAttr, mask: u32) -> Result<()> {
+    /// Modifies the QP (`ibv_modify_qp`); `mask` says which fields of `attr` to apply.
+    pub fn modify(&self, attr: &QpAttr, mask: AttrMask) -> Result<()> {
         match self
             .ctx
             .call(
                 &Request::ModifyQp {
                     qp: self.handle,
                     attr: *attr,
-                    mask,
+                    mask: mask.0,
                 },
                 &[],
             )?
@@ -616,6 +494,21 @@ impl Qp {
         Ok(())
     }
 
+    /// Checks a send work request in its shared-memory form against the capacities
+    /// granted: inline bytes against `max_inline_data`, elements against `max_send_sge`.
+    fn check_granted(&self, w: &SendWqe) -> Result<()> {
+        if w.is_inline() {
+            if w.num_sge > self.caps.max_inline_data {
+                return Err(Error::Invalid("more inline data than max_inline_data"));
+            }
+        } else if w.num_sge > self.caps.max_send_sge {
+            return Err(Error::Invalid(
+                "more scatter/gather elements than max_send_sge",
+            ));
+        }
+        Ok(())
+    }
+
     /// Posts send work requests already in their shared-memory form (the drop-in
     /// libibverbs builds them from `ibv_send_wr` lists), checked against the capacities
     /// granted as [`Qp::post_send`] checks them; one publish and at most one doorbell for
@@ -625,22 +518,8 @@ impl Qp {
         let mut staged = false;
         let mut outcome = Ok(());
         for (i, w) in wqes.iter().enumerate() {
-            let inline = w.send_flags & send_flags::INLINE != 0
-                && !matches!(
-                    w.opcode,
-                    wr_opcode::RDMA_READ
-                        | wr_opcode::ATOMIC_CMP_AND_SWP
-                        | wr_opcode::ATOMIC_FETCH_AND_ADD
-                );
-            if inline && w.num_sge > self.caps.max_inline_data {
-                outcome = Err((i, Error::Invalid("more inline data than max_inline_data")));
-                break;
-            }
-            if !inline && w.num_sge > self.caps.max_send_sge {
-                outcome = Err((
-                    i,
-                    Error::Invalid("more scatter/gather elements than max_send_sge"),
-                ));
+            if let Err(e) = self.check_granted(w) {
+                outcome = Err((i, e));
                 break;
             }
             match sq.stage(w) {
@@ -668,21 +547,7 @@ impl Qp {
     pub fn post_send_all(&self, wqes: &[SendWqe]) -> Result<()> {
         let mut sq = self.sq.lock().unwrap_or_else(|e| e.into_inner());
         for w in wqes {
-            let inline = w.send_flags & send_flags::INLINE != 0
-                && !matches!(
-                    w.opcode,
-                    wr_opcode::RDMA_READ
-                        | wr_opcode::ATOMIC_CMP_AND_SWP
-                        | wr_opcode::ATOMIC_FETCH_AND_ADD
-                );
-            if inline && w.num_sge > self.caps.max_inline_data {
-                return Err(Error::Invalid("more inline data than max_inline_data"));
-            }
-            if !inline && w.num_sge > self.caps.max_send_sge {
-                return Err(Error::Invalid(
-                    "more scatter/gather elements than max_send_sge",
-                ));
-            }
+            self.check_granted(w)?;
         }
         for w in wqes {
             match sq.stage(w) {
@@ -775,10 +640,7 @@ impl Srq {
         else {
             return Err(Error::Protocol(format!("unexpected reply {reply:?}")));
         };
-        let fd = fds
-            .pop()
-            .ok_or_else(|| Error::Protocol("no ring memory".into()))?;
-        let map = Arc::new(Mapping::map(fd.as_fd(), ring_len as usize, 0, true)?);
+        let map = map_rings(&mut fds, ring_len)?;
         let ring = Ring::new(map, 0, entries).map_err(|e| Error::Protocol(e.to_string()))?;
         Ok(Srq {
             handle: srq,

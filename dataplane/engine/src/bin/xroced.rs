@@ -9,15 +9,19 @@
 //! xroced --netdev eth0                              serve eth0 queue 0 as xroce0
 //! xroced --netdev eth0 --queues 2 --cores 2,3       two queues, pollers on cores 2 and 3
 //! xroced --config /etc/xroce/xroced.toml            the same settings from a file
+//! xroced --netdev eth0 --cc dcqcn --ecn on          DCQCN only, every packet ECN-capable
+//! xroced --netdev eth0 --cc off                     no congestion control at all
 //! xroced stat [xroce0] [--qp]                       counters of a running daemon
 //! ```
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail};
 use clap::{Parser, Subcommand, ValueEnum};
 use serde::Deserialize;
+use xroce_congestion::{Algorithm, CongestionConfig, DcqcnParams, DscpSet, EcnMode, Rate};
 use xroce_engine::control::{AccessPolicy, AppLimits};
 use xroce_engine::daemon::{DaemonConfig, NetlinkHost, run};
 use xroce_engine::poller::IdlePolicy;
@@ -109,6 +113,41 @@ struct Args {
     /// before it uses an RDMA device).
     #[arg(long)]
     no_device_node: bool,
+    /// Congestion control: `auto` (nothing until a QP's first loss or CNP; then each loss
+    /// halves its rate, and DCQCN reacts from the first CNP; round-trip times never slow
+    /// it), `dcqcn`, `delay` (a delay and loss controller from the first packet) or `off`
+    /// (no pacing, no ECN, no CNPs).
+    #[arg(long, value_enum)]
+    cc: Option<Cc>,
+    /// ECN-capable packets and CNPs for CE marks: `auto` (toward peers known to take part:
+    /// their packets are ECN-capable, as an RDMA NIC's with ECN on, or carry xroce's hello,
+    /// a UDP checksum on a connection's first packets; never toward Linux rxe), `on`
+    /// (always) or `off` (not even the hello).
+    #[arg(long, value_enum)]
+    ecn: Option<Ecn>,
+    /// The port's rate in Mbit/s, where every queue pair starts (default: the interface's
+    /// speed).
+    #[arg(long)]
+    line_rate_mbit: Option<u64>,
+    /// Only queue pairs whose traffic class has one of these DSCPs are under congestion
+    /// control (default: all).
+    #[arg(long, value_delimiter = ',')]
+    cc_dscp: Option<Vec<u8>>,
+    /// At most one CNP per queue pair this often, in µs (default 50).
+    #[arg(long)]
+    cnp_interval_us: Option<u64>,
+    /// The DSCP of CNPs (default 48, as NVIDIA's adapters).
+    #[arg(long)]
+    cnp_dscp: Option<u8>,
+    /// DCQCN's timers: `paper` (the default: the DCQCN paper's 55 µs, for paths where
+    /// queueing makes the round trip a millisecond) or `nvidia` (NVIDIA's defaults, for
+    /// fabrics with round trips of a few µs).
+    #[arg(long, value_enum)]
+    dcqcn_timers: Option<DcqcnTimers>,
+    /// DCQCN parameters by NVIDIA's names and units (`roce_rp`), for example
+    /// `rpg_ai_rate=10,rpg_time_reset=100`.
+    #[arg(long, value_delimiter = ',', value_parser = parse_param)]
+    dcqcn: Option<Vec<(String, u64)>>,
     /// Only these users (names or uids), the members of --allow-groups, and root may open
     /// the device (default: every user of the network namespace).
     #[arg(long, value_delimiter = ',', value_name = "USERS")]
@@ -168,6 +207,41 @@ enum Mode {
 
 #[derive(Clone, Copy, Debug, Deserialize, ValueEnum)]
 #[serde(rename_all = "lowercase")]
+enum Cc {
+    Auto,
+    Dcqcn,
+    Delay,
+    Off,
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, ValueEnum)]
+#[serde(rename_all = "lowercase")]
+enum Ecn {
+    Auto,
+    On,
+    Off,
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, ValueEnum)]
+#[serde(rename_all = "lowercase")]
+enum DcqcnTimers {
+    Nvidia,
+    Paper,
+}
+
+fn parse_param(text: &str) -> Result<(String, u64), String> {
+    let (name, value) = text
+        .split_once('=')
+        .ok_or_else(|| format!("{text:?}: give NAME=VALUE"))?;
+    let value = value
+        .trim()
+        .parse()
+        .map_err(|e| format!("{text:?}: the value: {e}"))?;
+    Ok((name.trim().to_owned(), value))
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, ValueEnum)]
+#[serde(rename_all = "lowercase")]
 enum Policy {
     Auto,
     Never,
@@ -197,9 +271,74 @@ struct FileConfig {
     spin_us: Option<u64>,
     yield_us: Option<u64>,
     device_node: Option<bool>,
+    cc: Option<Cc>,
+    ecn: Option<Ecn>,
+    line_rate_mbit: Option<u64>,
+    cc_dscp: Option<Vec<u8>>,
+    cnp_interval_us: Option<u64>,
+    cnp_dscp: Option<u8>,
+    dcqcn_timers: Option<DcqcnTimers>,
+    /// DCQCN parameters by name (a `[dcqcn]` table).
+    dcqcn: Option<BTreeMap<String, u64>>,
     allow_users: Option<Vec<String>>,
     allow_groups: Option<Vec<String>>,
     user: Option<String>,
+}
+
+/// Congestion control from the command line and the file (the command line wins; a
+/// parameter given in both takes the command line's value).
+fn congestion_config(args: &Args, file: &FileConfig) -> Result<CongestionConfig> {
+    let algorithm = match args.cc.or(file.cc).unwrap_or(Cc::Auto) {
+        Cc::Auto => Algorithm::Auto,
+        Cc::Dcqcn => Algorithm::Dcqcn,
+        Cc::Delay => Algorithm::Delay,
+        Cc::Off => Algorithm::Off,
+    };
+    // With no congestion control, no ECN either unless asked for.
+    let ecn_default = if algorithm == Algorithm::Off {
+        Ecn::Off
+    } else {
+        Ecn::Auto
+    };
+    let ecn = match args.ecn.or(file.ecn).unwrap_or(ecn_default) {
+        Ecn::Auto => EcnMode::Auto,
+        Ecn::On => EcnMode::On,
+        Ecn::Off => EcnMode::Off,
+    };
+    let mut dcqcn = match args.dcqcn_timers.or(file.dcqcn_timers) {
+        Some(DcqcnTimers::Paper) | None => DcqcnParams::paper_timers(),
+        Some(DcqcnTimers::Nvidia) => DcqcnParams::default(),
+    };
+    let from_file = file.dcqcn.iter().flatten().map(|(n, &v)| (n.clone(), v));
+    let from_args = args.dcqcn.iter().flatten().cloned();
+    for (name, value) in from_file.chain(from_args) {
+        dcqcn.set(&name, value)?;
+    }
+    let dscps = match args.cc_dscp.as_ref().or(file.cc_dscp.as_ref()) {
+        None => DscpSet::ALL,
+        Some(list) => {
+            if let Some(bad) = list.iter().find(|&&d| d > 63) {
+                bail!("--cc-dscp: {bad} is not a DSCP (0..=63)");
+            }
+            list.iter().fold(DscpSet::NONE, |set, &d| set.with(d))
+        }
+    };
+    let cnp_dscp = args.cnp_dscp.or(file.cnp_dscp).unwrap_or(48);
+    if cnp_dscp > 63 {
+        bail!("--cnp-dscp: {cnp_dscp} is not a DSCP (0..=63)");
+    }
+    let mut config = CongestionConfig::new(Rate::from_mbit(
+        args.line_rate_mbit.or(file.line_rate_mbit).unwrap_or(0),
+    ));
+    config.algorithm = algorithm;
+    config.ecn = ecn;
+    config.dcqcn = dcqcn;
+    config.dscps = dscps;
+    config.cnp_dscp = cnp_dscp;
+    if let Some(us) = args.cnp_interval_us.or(file.cnp_interval_us) {
+        config.cnp_interval = Duration::from_micros(us);
+    }
+    Ok(config)
 }
 
 fn main() {
@@ -238,6 +377,7 @@ fn main_with(args: Args) -> Result<()> {
         (None, Some(path)) if path.exists() => read_config(path)?,
         _ => FileConfig::default(),
     };
+    let congestion = congestion_config(&args, &file)?;
     let netdev = args
         .netdev
         .or(file.netdev)
@@ -297,6 +437,7 @@ fn main_with(args: Args) -> Result<()> {
         None => None,
     };
     let cfg = DaemonConfig {
+        congestion,
         interface: netdev.clone(),
         device: args.name.or(file.name).unwrap_or_else(|| "xroce0".into()),
         queues,
@@ -456,6 +597,58 @@ mod tests {
             parse_config("queus = 2").is_err(),
             "a misspelt key must be refused"
         );
+        // Congestion control as shipped: the defaults, said out loud.
+        let args = Args::try_parse_from(["xroced"]).unwrap();
+        let shipped = parse_config(EXAMPLE).unwrap();
+        let cc = congestion_config(&args, &shipped).unwrap();
+        let defaults = congestion_config(&args, &FileConfig::default()).unwrap();
+        assert_eq!(cc, defaults);
+        assert_eq!((cc.algorithm, cc.ecn), (Algorithm::Auto, EcnMode::Auto));
+    }
+
+    #[test]
+    fn congestion_control_comes_from_the_command_line_over_the_file() {
+        let file = parse_config(
+            "cc = \"delay\"\necn = \"on\"\nline_rate_mbit = 25000\ncc_dscp = [26]\n\
+             cnp_interval_us = 4\ncnp_dscp = 46\ndcqcn_timers = \"paper\"\n\
+             [dcqcn]\nrpg_ai_rate = 10\nrpg_hai_rate = 100\n",
+        )
+        .unwrap();
+        let args = Args::try_parse_from([
+            "xroced",
+            "--cc",
+            "dcqcn",
+            "--dcqcn",
+            "rpg_ai_rate=20,rpg_gd=9",
+        ])
+        .unwrap();
+        let cc = congestion_config(&args, &file).unwrap();
+        assert_eq!(cc.algorithm, Algorithm::Dcqcn, "the command line wins");
+        assert_eq!(cc.ecn, EcnMode::On);
+        assert_eq!(cc.line_rate, Rate::from_mbit(25_000));
+        assert!(cc.dscps.contains(26) && !cc.dscps.contains(0));
+        assert_eq!(cc.cnp_interval, Duration::from_micros(4));
+        assert_eq!(cc.cnp_dscp, 46);
+        let mut want = DcqcnParams::paper_timers();
+        want.rpg_ai_rate = Rate::from_mbit(20);
+        want.rpg_hai_rate = Rate::from_mbit(100);
+        want.rpg_gd = 9;
+        assert_eq!(cc.dcqcn, want);
+        // Off means no ECN either, unless asked for.
+        let off = Args::try_parse_from(["xroced", "--cc", "off"]).unwrap();
+        let cc = congestion_config(&off, &FileConfig::default()).unwrap();
+        assert_eq!((cc.algorithm, cc.ecn), (Algorithm::Off, EcnMode::Off));
+        // A line rate left to the interface.
+        assert_eq!(cc.line_rate, Rate::ZERO);
+        // Mistakes are refused with the name at fault.
+        let bad = Args::try_parse_from(["xroced", "--dcqcn", "rpg_gd=99"]).unwrap();
+        let e = congestion_config(&bad, &FileConfig::default()).unwrap_err();
+        assert!(format!("{e:#}").contains("rpg_gd"), "{e:#}");
+        let bad = Args::try_parse_from(["xroced", "--dcqcn", "no_such=1"]).unwrap();
+        assert!(congestion_config(&bad, &FileConfig::default()).is_err());
+        let bad = Args::try_parse_from(["xroced", "--cc-dscp", "64"]).unwrap();
+        assert!(congestion_config(&bad, &FileConfig::default()).is_err());
+        assert!(Args::try_parse_from(["xroced", "--dcqcn", "rpg_gd"]).is_err());
     }
 
     #[test]

@@ -10,15 +10,12 @@ use super::Refusal;
 
 /// The transport's QP type for an `ibv_qp_type`.
 pub(super) fn qp_type(raw: u32) -> Result<QpType, Refusal> {
-    match raw {
-        2 => Ok(QpType::Rc),
-        3 => Ok(QpType::Uc),
-        4 => Ok(QpType::Ud),
-        t => Err(Refusal::new(
+    QpType::from_raw(raw).ok_or_else(|| {
+        Refusal::new(
             libc::EOPNOTSUPP,
-            format!("QP type {t} is not supported (RC, UC, UD are)"),
-        )),
-    }
+            format!("QP type {raw} is not supported (RC, UC, UD are)"),
+        )
+    })
 }
 
 /// The transport's capacities for those the control plane granted.
@@ -96,8 +93,8 @@ pub(super) fn qp_attr_from_protocol(
 /// Converts transport QP attributes into the protocol's (`ibv_query_qp`).
 pub(super) fn qp_attr_to_protocol(t: &xroce_transport::QpAttr) -> protocol::QpAttr {
     protocol::QpAttr {
-        qp_state: t.qp_state as u32,
-        cur_qp_state: t.cur_qp_state as u32,
+        qp_state: t.qp_state.raw(),
+        cur_qp_state: t.cur_qp_state.raw(),
         path_mtu: u32::from(t.path_mtu.code()),
         qkey: t.qkey,
         rq_psn: t.rq_psn.value(),
@@ -176,7 +173,7 @@ mod tests {
     #[test]
     fn attributes_go_back_as_they_came() {
         let a = protocol::QpAttr {
-            qp_state: QpState::Rts as u32,
+            qp_state: QpState::Rts.raw(),
             path_mtu: 3,
             qkey: 0x1111_0000,
             rq_psn: 0xabc,

@@ -309,7 +309,7 @@ mod tests {
     /// To RTR, with an address vector to `dgid` through GID `sgid_index`.
     fn to_rtr(qp: u32, sgid_index: u8) -> Request {
         let attr = protocol::QpAttr {
-            qp_state: QpState::Rtr as u32,
+            qp_state: QpState::Rtr.raw(),
             path_mtu: 3,
             dest_qp_num: 0x42,
             ah_attr: AhAttr {
@@ -529,7 +529,7 @@ mod tests {
     /// A UD QP to INIT with `qkey`.
     fn ud_to_init(qp: u32, qkey: u32) -> Request {
         let attr = protocol::QpAttr {
-            qp_state: QpState::Init as u32,
+            qp_state: QpState::Init.raw(),
             port_num: 1,
             qkey,
             ..protocol::QpAttr::default()

@@ -510,7 +510,7 @@ mod tests {
 
     fn to_rtr(qp: u32) -> Request {
         let attr = QpAttr {
-            qp_state: QpState::Rtr as u32,
+            qp_state: QpState::Rtr.raw(),
             ah_attr: AhAttr {
                 dgid: GID.0,
                 is_global: true,

@@ -2,13 +2,8 @@
 //! of a refusal names the application, this subject and the reason.
 
 use verbs_shm::protocol::Request;
+use xroce_transport::{AttrMask, QpState, QpType};
 use xroce_wire::{Gid, Qpn};
-
-/// The states of `ibv_qp_state`, by number.
-const STATES: [&str; 7] = ["RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"];
-
-/// `IBV_QP_STATE`, the bit of a modify's mask that moves the state.
-const MASK_STATE: u32 = 1;
 
 /// The verb `request` stands for and the object it concerns, such as
 /// `ibv_modify_qp of QP 0x61533b to RTR`. `qpn` is the QP number of the queue pair the
@@ -40,11 +35,11 @@ pub(super) fn subject(request: &Request, qpn: Option<Qpn>) -> String {
         Request::QuerySrq { srq } => format!("ibv_query_srq of SRQ {srq}"),
         Request::DestroySrq { srq } => format!("ibv_destroy_srq of SRQ {srq}"),
         Request::CreateQp { pd, qp_type, .. } => {
-            let kind = match qp_type {
-                2 => "an RC QP",
-                3 => "a UC QP",
-                4 => "a UD QP",
-                _ => "a QP of unknown type",
+            let kind = match QpType::from_raw(*qp_type) {
+                Some(QpType::Rc) => "an RC QP",
+                Some(QpType::Uc) => "a UC QP",
+                Some(QpType::Ud) => "a UD QP",
+                None => "a QP of unknown type",
             };
             format!("ibv_create_qp of {kind} in PD {pd}")
         }
@@ -53,12 +48,9 @@ pub(super) fn subject(request: &Request, qpn: Option<Qpn>) -> String {
             attr,
             mask,
         } => {
-            let to = if mask & MASK_STATE != 0 {
-                let state = usize::try_from(attr.qp_state)
-                    .ok()
-                    .and_then(|s| STATES.get(s))
-                    .copied()
-                    .unwrap_or("an unknown state");
+            let to = if AttrMask(*mask).contains(AttrMask::STATE) {
+                let state =
+                    QpState::from_raw(attr.qp_state).map_or("an unknown state", QpState::name);
                 format!(" to {state}")
             } else {
                 String::new()
@@ -100,7 +92,7 @@ mod tests {
                 qp_state: 2,
                 ..QpAttr::default()
             },
-            mask: MASK_STATE | 0x80,
+            mask: AttrMask::STATE.0 | 0x80,
         };
         assert_eq!(
             subject(&modify, Some(Qpn::new(0x61_533b))),

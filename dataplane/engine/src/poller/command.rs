@@ -200,6 +200,7 @@ impl Poller {
             }
             Command::DestroyQp(qpn, reply) => {
                 let _ = self.endpoint.destroy_qp(qpn);
+                self.cc.remove_qp(qpn);
                 if let Some(q) = self.rings.qps.remove(&qpn.value()) {
                     self.rings.bells.remove(q.bell, Target::Qp(qpn.value()));
                 }
@@ -384,8 +385,8 @@ impl Poller {
                 let qp = self.endpoint.qp(qpn)?;
                 Some(QpStat {
                     qpn: qpn.value(),
-                    qp_type: format!("{:?}", qp.qp_type()).to_uppercase(),
-                    state: state_name(state).to_owned(),
+                    qp_type: qp.qp_type().name().to_owned(),
+                    state: state.name().to_owned(),
                     counters: counters.iter().map(|(n, v)| (n.to_owned(), v)).collect(),
                 })
             })
@@ -399,48 +400,38 @@ impl Poller {
         let port = self.port.counters();
         // The kernel's own drops on this socket: frames that never reached the rings.
         let kernel = self.port.kernel_stats().unwrap_or_default();
+        let mut daemon = vec![
+            ("rx_frames", c.rx_frames),
+            ("tx_frames", c.tx_frames),
+            ("loopback_frames", c.loopback_frames),
+            ("handed_over_frames", c.handed_over),
+            ("taken_over_frames", c.taken_over),
+            ("handoff_full_drops", c.handoff_full),
+            ("gsi_frames_in", c.gsi_in),
+            ("gsi_frames_in_dropped", c.gsi_in_dropped),
+            ("gsi_frames_out", c.gsi_out),
+            ("tx_ring_full", c.tx_full),
+            ("bad_work_requests", intake.bad_wqe),
+            ("broken_rings", intake.broken_rings),
+            ("cq_overflows", c.cq_overflow),
+            ("idle_sleeps", c.idle_sleeps),
+            ("full_ring_scans", intake.full_ring_scans),
+            ("xsk_rx_fill_ring_empty", port.rx.fill_ring_empty),
+            ("xsk_tx_kicks", port.tx.kicks),
+            ("xsk_rx_dropped", kernel.rx_dropped),
+            ("xsk_rx_ring_full", kernel.rx_ring_full),
+            (
+                "xsk_rx_fill_ring_empty_descs",
+                kernel.rx_fill_ring_empty_descs,
+            ),
+            ("xsk_rx_invalid_descs", kernel.rx_invalid_descs),
+            ("xsk_tx_invalid_descs", kernel.tx_invalid_descs),
+        ];
+        // Congestion control's, under mlx5's names where it has them.
+        daemon.extend(self.cc.counters().iter());
         PollerStats {
             transport: self.endpoint.counters().clone(),
-            daemon: vec![
-                ("rx_frames", c.rx_frames),
-                ("tx_frames", c.tx_frames),
-                ("loopback_frames", c.loopback_frames),
-                ("handed_over_frames", c.handed_over),
-                ("taken_over_frames", c.taken_over),
-                ("handoff_full_drops", c.handoff_full),
-                ("gsi_frames_in", c.gsi_in),
-                ("gsi_frames_in_dropped", c.gsi_in_dropped),
-                ("gsi_frames_out", c.gsi_out),
-                ("tx_ring_full", c.tx_full),
-                ("bad_work_requests", intake.bad_wqe),
-                ("broken_rings", intake.broken_rings),
-                ("cq_overflows", c.cq_overflow),
-                ("idle_sleeps", c.idle_sleeps),
-                ("full_ring_scans", intake.full_ring_scans),
-                ("xsk_rx_fill_ring_empty", port.rx.fill_ring_empty),
-                ("xsk_tx_kicks", port.tx.kicks),
-                ("xsk_rx_dropped", kernel.rx_dropped),
-                ("xsk_rx_ring_full", kernel.rx_ring_full),
-                (
-                    "xsk_rx_fill_ring_empty_descs",
-                    kernel.rx_fill_ring_empty_descs,
-                ),
-                ("xsk_rx_invalid_descs", kernel.rx_invalid_descs),
-                ("xsk_tx_invalid_descs", kernel.tx_invalid_descs),
-            ],
+            daemon,
         }
-    }
-}
-
-/// A QP state as `ibv_qp_state` names it.
-fn state_name(state: QpState) -> &'static str {
-    match state {
-        QpState::Reset => "RESET",
-        QpState::Init => "INIT",
-        QpState::Rtr => "RTR",
-        QpState::Rts => "RTS",
-        QpState::Sqd => "SQD",
-        QpState::Sqe => "SQE",
-        QpState::Err => "ERR",
     }
 }

@@ -1,7 +1,11 @@
 //! Frames in and out: a receive batch into the transport (or to the poller that owns its
 //! QP), the transport's frames onto the transmit ring, and frames to this host's own GIDs
-//! straight back into the transport (loopback).
+//! straight back into the transport (loopback). Congestion control sees each frame from
+//! the wire before the transport does (and keeps the CNPs), and each frame to the wire
+//! after the transport made it (its ECN bits, its queue pair's rate); its CNPs go out
+//! before the transport's frames.
 
+use xroce_congestion::{Arrival, CnpPath};
 use xroce_transport::Instant;
 
 use super::Poller;
@@ -18,6 +22,7 @@ impl Poller {
             cfg,
             port,
             endpoint,
+            cc,
             mem,
             rings,
             counters,
@@ -44,13 +49,19 @@ impl Poller {
             }
             let owner = handoff.owner(frame);
             if owner == cfg.index {
-                endpoint.handle_frame(now, frame, mem);
+                if cc.handle_frame(now, frame, |q| endpoint.qp(q).is_some()) == Arrival::Transport {
+                    endpoint.handle_frame(now, frame, mem);
+                }
             } else {
                 counters.count_handoff(handoff.send(owner, frame));
             }
         }
         drop(batch);
-        let taken = handoff.receive(RX_BATCH, |frame| endpoint.handle_frame(now, frame, mem));
+        let taken = handoff.receive(RX_BATCH, |frame| {
+            if cc.handle_frame(now, frame, |q| endpoint.qp(q).is_some()) == Arrival::Transport {
+                endpoint.handle_frame(now, frame, mem);
+            }
+        });
         counters.rx_frames += n as u64;
         counters.taken_over += taken as u64;
         n + taken
@@ -76,6 +87,22 @@ impl Poller {
             frame.submit(raw.len());
             self.raw_tx.pop_front();
             self.counters.gsi_out += 1;
+            self.counters.tx_frames += 1;
+            sent += 1;
+        }
+        // CNPs, next: few (one per QP per interval), and every sender they slow waits on
+        // them.
+        while self.cc.has_cnp() {
+            let tx = self.port.tx();
+            let Some(mut frame) = tx.frame() else {
+                self.counters.tx_full += 1;
+                break;
+            };
+            let endpoint = &self.endpoint;
+            let Some(len) = self.cc.poll_cnp(frame.buf(), |q| CnpPath::of(endpoint, q)) else {
+                break;
+            };
+            frame.submit(len);
             self.counters.tx_frames += 1;
             sent += 1;
         }
@@ -118,6 +145,9 @@ impl Poller {
                 }
                 drop(frame);
             } else {
+                if let Some(until) = self.cc.on_transmit(now, t.qpn, &mut buf[..t.len]) {
+                    self.endpoint.pace(t.qpn, until);
+                }
                 frame.submit(t.len);
                 self.counters.tx_frames += 1;
             }

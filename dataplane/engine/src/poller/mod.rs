@@ -10,17 +10,24 @@
 //!
 //! ```text
 //! commands from the control thread (create/modify/destroy; rare)      command
-//! RX batch        -> Endpoint::handle_frame          (ICRC, QP, copy into the MR)  frames
+//! RX batch        -> Congestion::handle_frame        (CE marks, CNPs, round trips) frames
+//!                 -> Endpoint::handle_frame          (ICRC, QP, copy into the MR)  frames
 //! SQ/RQ/SRQ rings -> Endpoint::post_send/post_recv   (copied out, validated)       intake
-//! timers          -> Endpoint::handle_timeout
+//! timers          -> Endpoint::handle_timeout        (retransmits, paced QPs)
+//! Congestion::poll_cnp    -> TX frames               (CNPs for marked packets)     frames
 //! Endpoint::poll_transmit -> TX frames               (headers + payload from the MR)  frames
+//!                 -> Congestion::on_transmit         (ECT(0), rate -> Endpoint::pace)
 //! completions     -> CQ rings (+ completion channel), events -> the application  delivery
 //! idle            -> spin, yield, then sleep on the socket, the doorbell and the timer  run
 //! ```
 //!
 //! Frames the endpoint addresses to one of its own GIDs never reach the NIC: they are
 //! delivered straight back to the endpoint (loopback), through exactly the same transport
-//! code as frames from the wire.
+//! code as frames from the wire (and no congestion control: they cross no network).
+//!
+//! Congestion control ([`xroce_congestion::Congestion`]) sits beside the endpoint as an RDMA
+//! NIC's sits beside its transport engine: it sees the headers of every frame from and to
+//! the wire, and tells the endpoint when a queue pair may send again.
 //!
 //! - [`run`]: the loop and the idle policy.
 //! - [`command`]: commands from the control thread.
@@ -43,6 +50,7 @@ use std::time::Instant as StdInstant;
 
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use verbs_shm::sys::Mapping;
+use xroce_congestion::{Congestion, CongestionConfig};
 use xroce_transport::Endpoint;
 
 pub use command::{Command, CqSetup, PollerStats, QpSetup, SrqSetup};
@@ -101,6 +109,8 @@ pub struct PollerConfig {
     pub handoff: Handoff,
     /// Frames for QP1 go to the connection manager through here.
     pub gsi: GsiLink,
+    /// Congestion control for its queue pairs.
+    pub congestion: CongestionConfig,
 }
 
 /// Where a poller sends the frames that arrive for QP1 (the connection manager's MADs):
@@ -135,6 +145,8 @@ pub struct Poller {
     cfg: PollerConfig,
     port: Port,
     endpoint: Endpoint,
+    /// Congestion control beside the endpoint.
+    cc: Congestion,
     mem: MrTable,
     /// The applications' QPs, SRQs and address handles, and what reading their rings
     /// needs.
@@ -161,10 +173,12 @@ impl Poller {
     /// A poller over `port` and `endpoint`.
     pub fn new(cfg: PollerConfig, port: Port, endpoint: Endpoint, mac: [u8; 6]) -> Poller {
         let rings = Rings::new(cfg.idle.full_scan);
+        let cc = Congestion::new(cfg.congestion.clone());
         Poller {
             cfg,
             port,
             endpoint,
+            cc,
             mem: MrTable::new(),
             rings,
             cqs: HashMap::new(),

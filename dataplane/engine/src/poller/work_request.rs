@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use verbs_shm::contract;
-use xroce_transport::{Gather, Path, PdId, SendFlags, SendOp, SgeList, UdDest, WcOpcode};
+use xroce_transport::{Gather, Path, PdId, SendFlags, SgeList, UdDest, WcOpcode};
 
 /// What a QP's send work requests are checked against.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,37 +28,10 @@ pub(super) fn convert_send(
     bounds: SendBounds,
     ahs: &AddressHandles,
 ) -> Result<xroce_transport::SendWqe, &'static str> {
-    use contract::{send_flags as f, wr_opcode as o};
-    let (remote_addr, rkey) = (w.remote_addr, w.rkey);
-    let op = match w.opcode {
-        o::RDMA_WRITE => SendOp::Write { remote_addr, rkey },
-        o::RDMA_WRITE_WITH_IMM => SendOp::WriteWithImm {
-            remote_addr,
-            rkey,
-            imm: u32::from_be(w.imm_data),
-        },
-        o::SEND => SendOp::Send,
-        o::SEND_WITH_IMM => SendOp::SendWithImm {
-            imm: u32::from_be(w.imm_data),
-        },
-        o::SEND_WITH_INV => SendOp::SendWithInv { rkey: w.imm_data },
-        o::RDMA_READ => SendOp::Read { remote_addr, rkey },
-        o::ATOMIC_CMP_AND_SWP => SendOp::CompareSwap {
-            remote_addr,
-            rkey,
-            compare: w.compare_add,
-            swap: w.swap,
-        },
-        o::ATOMIC_FETCH_AND_ADD => SendOp::FetchAdd {
-            remote_addr,
-            rkey,
-            add: w.compare_add,
-        },
-        _ => return Err("unsupported opcode"),
-    };
-    let known = f::FENCE | f::SIGNALED | f::SOLICITED | f::INLINE;
-    let flags = SendFlags(w.send_flags & known);
-    let data = if w.send_flags & f::INLINE != 0 && !op.is_read_or_atomic() {
+    let op = w.op().ok_or("unsupported opcode")?;
+    let known = SendFlags::FENCE | SendFlags::SIGNALED | SendFlags::SOLICITED | SendFlags::INLINE;
+    let flags = SendFlags(w.send_flags & known.0);
+    let data = if w.is_inline() {
         let len = w.num_sge as usize;
         if len > contract::MAX_INLINE || len as u32 > bounds.max_inline {
             return Err("inline data longer than max_inline_data");
@@ -135,6 +108,7 @@ pub(super) fn send_completion_opcode(opcode: u32) -> WcOpcode {
 
 #[cfg(test)]
 mod tests {
+    use xroce_transport::SendOp;
     use xroce_wire::Gid;
     use zerocopy::FromZeros;
 
@@ -172,7 +146,7 @@ mod tests {
         w.num_sge = 2;
         w.imm_data = 0x1234_5678u32.to_be();
         w.rkey = 9;
-        w.send_flags = contract::send_flags::SIGNALED | 1 << 20;
+        w.send_flags = SendFlags::SIGNALED.0 | 1 << 20;
         for i in 0..2 {
             let sge = contract::Sge {
                 addr: 0x1000 * i as u64,
@@ -191,11 +165,7 @@ mod tests {
                 ..
             }
         ));
-        assert_eq!(
-            t.flags.0,
-            contract::send_flags::SIGNALED,
-            "unknown flags dropped"
-        );
+        assert_eq!(t.flags.0, SendFlags::SIGNALED.0, "unknown flags dropped");
         let Gather::Sges(list) = t.data else {
             panic!("not gathered from SGEs");
         };
@@ -213,7 +183,7 @@ mod tests {
         let mut w = send(contract::wr_opcode::SEND);
         w.num_sge = 3;
         assert!(convert_send(&w, BOUNDS, &ahs).is_err(), "max_send_sge");
-        w.send_flags = contract::send_flags::INLINE;
+        w.send_flags = SendFlags::INLINE.0;
         w.num_sge = 65;
         assert!(convert_send(&w, BOUNDS, &ahs).is_err(), "max_inline_data");
         w.num_sge = 64;

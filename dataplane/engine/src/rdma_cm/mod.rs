@@ -449,17 +449,12 @@ impl CmService {
                 let ps = PortSpace::from_raw(port_space).ok_or_else(|| {
                     Refusal::new(libc::EINVAL, format!("unknown port space {port_space:#x}"))
                 })?;
-                let qp_type = match qp_type {
-                    2 => QpType::Rc,
-                    3 => QpType::Uc,
-                    4 => QpType::Ud,
-                    other => {
-                        return Err(Refusal::new(
-                            libc::EINVAL,
-                            format!("QP type {other} cannot be connected by rdma_cm"),
-                        ));
-                    }
-                };
+                let qp_type = QpType::from_raw(qp_type).ok_or_else(|| {
+                    Refusal::new(
+                        libc::EINVAL,
+                        format!("QP type {qp_type} cannot be connected by rdma_cm"),
+                    )
+                })?;
                 let id = self.cm.create_id(Owner(conn), ps, qp_type)?;
                 self.ids.insert(id, IdPlace { conn, channel });
                 Ok(CmReply::Id { id: id.0 })

@@ -2,7 +2,7 @@
 //!
 //! Each run completes 10 000 operations over eight queue pairs (RC both ways, UC, UD) on a
 //! network that drops, duplicates, reorders and corrupts frames; every byte, atomic and
-//! completion is checked (see `simulation.rs`). Up to 10 % loss no RC queue pair may
+//! completion is checked (see `simulation/`). Up to 10 % loss no RC queue pair may
 //! fail. At 20 % a retry budget (7 retries, the most the spec allows) can legitimately run
 //! out: each such failure is accepted only when the network log shows that every one of the
 //! last eight attempts lost its request or its answer.

@@ -92,7 +92,7 @@ pub(crate) unsafe fn reg_mr(
     let client = unsafe {
         pd_obj
             .client
-            .register_iova(addr.cast(), length, iova, Access(access))
+            .register_iova(addr.cast(), length, iova, Access::from_bits(access))
     }
     .map_err(|e| {
         super::refusal::show("ibv_reg_mr", pd_obj.ctx.client.device(), &e);
@@ -197,7 +197,7 @@ pub(crate) unsafe fn rereg_mr(
             new_addr.cast(),
             new_length,
             new_iova,
-            Access(new_access),
+            Access::from_bits(new_access),
         )
     }
     .map_err(|e| {

@@ -265,13 +265,8 @@ unsafe fn post_receives(
 // Queue pairs.
 
 fn qp_type(raw: u32) -> Verb<QpType> {
-    match raw {
-        IBV_QPT_RC => Ok(QpType::Rc),
-        IBV_QPT_UC => Ok(QpType::Uc),
-        IBV_QPT_UD => Ok(QpType::Ud),
-        // XRC, raw packet, driver QPs: a provider without them answers EOPNOTSUPP.
-        _ => Err(Errno::EOPNOTSUPP),
-    }
+    // XRC, raw packet, driver QPs: a provider without them answers EOPNOTSUPP.
+    QpType::from_raw(raw).ok_or(Errno::EOPNOTSUPP)
 }
 
 fn to_caps(c: &ibv_qp_cap) -> QpCaps {
@@ -569,7 +564,7 @@ pub(crate) unsafe fn modify_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, mask: c_
         rnr_retry: a.rnr_retry,
     };
     qp.client
-        .modify(&wire, mask)
+        .modify(&wire, client::AttrMask(mask))
         .map_err(|e| refused("ibv_modify_qp", &e))?;
     if mask & IBV_QP_STATE != 0 && a.qp_state == IBV_QPS_RESET {
         // The completions of its past life that nobody polled go, as RDMA NICs' providers

@@ -1,0 +1,450 @@
+//! `Congestion` beside two transport endpoints, frame by frame: ECN marking toward peers
+//! that take part and not toward those that do not, CE marks answered with CNPs at most
+//! once per interval, CNPs consumed and turned into a rate, losses and round trips taken
+//! from the transport's own traffic, and nothing at all when it is off.
+
+use core::time::Duration;
+
+use xroce_congestion::{
+    Algorithm, Arrival, CnpPath, Congestion, CongestionConfig, Controller, EcnMode, HELLO_PACKETS,
+    Rate,
+};
+use xroce_transport::testing::{Connection, Host, connect};
+use xroce_transport::{Access, Gather, Instant, QpType, SendFlags, SendOp, SendWqe, SgeList};
+use xroce_wire::peek::{self, ECN_CE, ECN_ECT0, ECN_NOT_ECT};
+use xroce_wire::{Frame, Opcode, Qpn};
+
+const KEY: u32 = 0x1234;
+const RKEY: u32 = KEY | 0x8000_0000;
+const BASE: u64 = 0x10_0000;
+const QA: Qpn = Qpn::new(0x100);
+const QB: Qpn = Qpn::new(0x200);
+const GBIT: Rate = Rate::from_mbit(1000);
+
+fn at(micros: u64) -> Instant {
+    Instant::from_nanos(micros * 1000)
+}
+
+/// Host a (QP 0x100) and host b (QP 0x200), connected RC with a 1024-byte path MTU.
+fn hosts() -> (Host, Host) {
+    let mut a = Host::new(1);
+    let mut b = Host::new(2);
+    a.add_region(KEY, BASE, 1 << 20, Access::ALL);
+    b.add_region(KEY, BASE, 1 << 20, Access::ALL);
+    let c = Connection::default();
+    connect(&mut a, QA, &mut b, QB, QpType::Rc, &c, Instant::ZERO);
+    (a, b)
+}
+
+fn write(a: &mut Host, qpn: Qpn, len: u32, now: Instant) {
+    let w = SendWqe {
+        wr_id: 7,
+        op: SendOp::Write {
+            remote_addr: BASE,
+            rkey: RKEY,
+        },
+        flags: SendFlags::SIGNALED,
+        data: Gather::Sges(SgeList::single(BASE, len, KEY)),
+        ud: None,
+    };
+    a.endpoint.post_send(now, qpn, w).unwrap();
+}
+
+/// Every frame `host` sends at `now`, each passed through its congestion control (when
+/// it has one), with the pacing it asked for applied.
+fn send(host: &mut Host, cc: Option<&mut Congestion>, now: Instant) -> Vec<Vec<u8>> {
+    let mut buf = vec![0u8; xroce_transport::frame::MAX_FRAME];
+    let mut frames = Vec::new();
+    let mut cc = cc;
+    while let Some(t) = host.endpoint.poll_transmit(now, &mut buf, &mut host.mem) {
+        let frame = &mut buf[..t.len];
+        if let Some(cc) = cc.as_deref_mut()
+            && let Some(until) = cc.on_transmit(now, t.qpn, frame)
+        {
+            host.endpoint.pace(t.qpn, until);
+        }
+        frames.push(frame.to_vec());
+    }
+    frames
+}
+
+/// Hands `frames` to `host`, through its congestion control when it has one.
+fn receive(host: &mut Host, cc: Option<&mut Congestion>, frames: &[Vec<u8>], now: Instant) {
+    let mut cc = cc;
+    for f in frames {
+        let arrival = match cc.as_deref_mut() {
+            Some(cc) => {
+                let endpoint = &host.endpoint;
+                cc.handle_frame(now, f, |q| endpoint.qp(q).is_some())
+            }
+            None => Arrival::Transport,
+        };
+        if arrival == Arrival::Transport {
+            host.endpoint.handle_frame(now, f, &mut host.mem);
+        }
+    }
+}
+
+fn ecn(frame: &[u8]) -> u8 {
+    peek::peek(frame).unwrap().ecn
+}
+
+#[test]
+fn two_xroce_ends_find_each_other_and_mark_everything_after_one_round_trip() {
+    let (mut a, mut b) = hosts();
+    let mut ca = Congestion::new(CongestionConfig::new(GBIT));
+    let mut cb = Congestion::new(CongestionConfig::new(GBIT));
+    write(&mut a, QA, 4096, at(0));
+    let first = send(&mut a, Some(&mut ca), at(0));
+    assert_eq!(first.len(), 4);
+    // Nothing is ECN-capable before the peer is known; the hello says who a is.
+    assert!(first.iter().all(|f| ecn(f) == ECN_NOT_ECT && hello(f)));
+    receive(&mut b, Some(&mut cb), &first, at(1));
+    let acks = send(&mut b, Some(&mut cb), at(1));
+    assert!(!acks.is_empty());
+    assert!(
+        acks.iter().all(|f| ecn(f) == ECN_ECT0),
+        "b saw an ECN-capable packet from a: its answers are ECN-capable"
+    );
+    receive(&mut a, Some(&mut ca), &acks, at(2));
+    write(&mut a, QA, 4096, at(3));
+    let second = send(&mut a, Some(&mut ca), at(3));
+    assert!(second.iter().all(|f| ecn(f) == ECN_ECT0 && !hello(f)));
+    assert!(
+        acks.iter().all(|f| !hello(f)),
+        "b knew a from its first packet"
+    );
+    assert_eq!(ca.counters().cc_hello_packets, 4);
+    assert_eq!(cb.counters().cc_hello_packets, 0);
+    // Frames stay valid: the ICRC does not cover the ECN bits.
+    for f in first.iter().chain(&second).chain(&acks) {
+        assert!(Frame::parse(f).is_ok());
+    }
+    assert!(ca.qp(QA, at(3)).unwrap().ecn_capable);
+}
+
+/// Whether a frame carries a UDP checksum (xroce's hello), checked as a UDP receiver would.
+fn hello(frame: &[u8]) -> bool {
+    peek::has_udp_checksum(frame, &peek::peek(frame).unwrap())
+}
+
+#[test]
+fn toward_a_peer_without_ecn_no_bit_is_set_and_only_the_first_packets_carry_a_udp_checksum() {
+    // a with congestion control, and a twin without, against peers as Linux rxe is (no
+    // ECN, no checksum): the frames may differ in the UDP checksum of the first
+    // HELLO_PACKETS alone.
+    let (mut a, mut b) = hosts();
+    let (mut twin_a, mut twin_b) = hosts();
+    let mut ca = Congestion::new(CongestionConfig::new(GBIT));
+    let (mut all, mut plain) = (Vec::new(), Vec::new());
+    for round in 0..5 {
+        let (t0, t1, t2) = (at(round * 10), at(round * 10 + 1), at(round * 10 + 2));
+        write(&mut a, QA, 8192, t0);
+        write(&mut twin_a, QA, 8192, t0);
+        let frames = send(&mut a, Some(&mut ca), t0);
+        let twin = send(&mut twin_a, None, t0);
+        receive(&mut b, None, &frames, t1);
+        receive(&mut twin_b, None, &twin, t1);
+        let acks = send(&mut b, None, t1);
+        assert_eq!(
+            acks,
+            send(&mut twin_b, None, t1),
+            "the peer sees no difference"
+        );
+        assert!(acks.iter().all(|f| ecn(f) == ECN_NOT_ECT));
+        receive(&mut a, Some(&mut ca), &acks, t2);
+        receive(&mut twin_a, None, &acks, t2);
+        all.extend(frames);
+        plain.extend(twin);
+    }
+    assert_eq!((all.len(), plain.len()), (40, 40));
+    for (i, (f, p)) in all.iter().zip(&plain).enumerate() {
+        let at = peek::peek(f).unwrap().udp_start + 6;
+        assert_eq!(f[..at], p[..at], "frame {i}");
+        assert_eq!(f[at + 2..], p[at + 2..], "frame {i}");
+        assert_eq!(p[at..at + 2], [0, 0], "the transport sends none, as rxe");
+        assert_eq!(hello(f), i < usize::from(HELLO_PACKETS), "frame {i}");
+        assert!(Frame::parse(f).is_ok());
+    }
+    assert_eq!(ca.counters().cc_ect_packets, 0);
+    assert_eq!(ca.counters().cc_hello_packets, u64::from(HELLO_PACKETS));
+    assert!(!ca.qp(QA, at(50)).unwrap().ecn_capable);
+}
+
+#[test]
+fn marked_packets_are_answered_with_one_cnp_per_interval_to_the_peer_qp() {
+    let (mut a, mut b) = hosts();
+    let mut ca = Congestion::new(CongestionConfig::new(GBIT));
+    let mut cb = Congestion::new(CongestionConfig::new(GBIT));
+    let mut cnps = Vec::new();
+    for t in 0..20u64 {
+        let now = at(t * 10);
+        write(&mut a, QA, 1024, now);
+        let mut frames = send(&mut a, Some(&mut ca), now);
+        // The switch marks every data packet it forwards.
+        for f in &mut frames {
+            let p = peek::peek(f).unwrap();
+            if p.ecn != ECN_NOT_ECT {
+                peek::set_ecn(f, &p, ECN_CE);
+            }
+        }
+        receive(&mut b, Some(&mut cb), &frames, now);
+        let mut buf = [0u8; 256];
+        while let Some(n) = cb.poll_cnp(&mut buf, |q| CnpPath::of(&b.endpoint, q)) {
+            cnps.push((t * 10, buf[..n].to_vec()));
+        }
+        let acks = send(&mut b, Some(&mut cb), now);
+        receive(&mut a, Some(&mut ca), &acks, now);
+    }
+    // Every packet after the first answer was marked (the first carried the hello, not
+    // ECT(0)): 19 marks, CNPs at 10, 60, 110, 160 µs (10 µs apart, one per 50 µs).
+    let marked = cb.counters().np_ecn_marked_roce_packets;
+    assert!(marked >= 19, "{marked}");
+    let when: Vec<u64> = cnps.iter().map(|(t, _)| *t).collect();
+    assert_eq!(when, [10, 60, 110, 160]);
+    assert_eq!(cb.counters().np_cnp_sent, 4);
+    for (_, f) in &cnps {
+        let f = Frame::parse(f).unwrap();
+        assert_eq!(f.ib.bth.opcode, Opcode::CNP);
+        assert_eq!(f.ib.bth.dest_qp, QA, "to the sender's QP");
+        assert!(f.ib.bth.becn);
+    }
+    // At a, CNPs are consumed (the transport never sees them) and handled.
+    let before = a.endpoint.counters().rcvd_pkts;
+    for (t, f) in &cnps {
+        assert_eq!(ca.handle_frame(at(*t + 1), f, |_| true), Arrival::Consumed);
+    }
+    assert_eq!(a.endpoint.counters().rcvd_pkts, before);
+    assert_eq!(ca.counters().rp_cnp_handled, 4);
+    let state = ca.qp(QA, at(200)).unwrap();
+    assert_eq!(state.controller, Controller::Dcqcn);
+    assert!(state.rate.is_some_and(|r| r < GBIT), "{state:?}");
+}
+
+#[test]
+fn cnps_slow_a_qp_down_through_pacing() {
+    let (mut a, _b) = hosts();
+    let mut config = CongestionConfig::new(GBIT);
+    // No increases: the rate the CNPs leave stays while the test measures it.
+    config.dcqcn.rpg_time_reset = Duration::from_secs(1);
+    config.dcqcn.rpg_byte_reset = 0;
+    let mut ca = Congestion::new(config);
+    write(&mut a, QA, 1024, at(0));
+    send(&mut a, Some(&mut ca), at(0));
+    let cnp = {
+        let mut buf = [0u8; 256];
+        let path = CnpPath {
+            dest_qp: QA,
+            ..CnpPath::of(&a.endpoint, QA).unwrap()
+        };
+        let n = path.emit(&mut buf, 48).unwrap();
+        buf[..n].to_vec()
+    };
+    // A CNP every 50 µs for 2 ms: DCQCN cuts the rate far below the line rate.
+    for t in (1..2000).step_by(50) {
+        assert_eq!(ca.handle_frame(at(t), &cnp, |_| true), Arrival::Consumed);
+    }
+    let rate = ca.qp(QA, at(2000)).unwrap().rate.unwrap();
+    assert!(rate < Rate::from_mbit(500), "{rate}");
+    // 24 KiB now leave at that rate once the bucket's 16 KiB are spent.
+    write(&mut a, QA, 24 << 10, at(2000));
+    let mut now = at(2000);
+    let mut frames = 0;
+    let mut last = now;
+    while frames < 24 {
+        let sent = send(&mut a, Some(&mut ca), now).len();
+        if sent > 0 {
+            last = now;
+        }
+        frames += sent;
+        if a.endpoint.poll_timeout().is_some_and(|t| t <= now) {
+            a.endpoint.handle_timeout(now, &mut a.mem);
+        }
+        now = now + Duration::from_micros(1);
+    }
+    let took = last - at(2000);
+    let at_rate = rate.time_for(8 << 10);
+    assert!(
+        took >= at_rate,
+        "the last 8 KiB took {took:?}; at {rate} they take {at_rate:?}"
+    );
+    assert!(took < at_rate * 2, "{took:?}");
+    assert!(ca.counters().cc_paced > 0);
+}
+
+#[test]
+fn cnps_for_unknown_or_uncontrolled_qps_are_ignored_and_bad_ones_go_to_the_transport() {
+    let (a, _b) = hosts();
+    let mut path = CnpPath::of(&a.endpoint, QA).unwrap();
+    path.dest_qp = Qpn::new(0x777);
+    let mut buf = [0u8; 256];
+    let n = path.emit(&mut buf, 48).unwrap();
+    let mut ca = Congestion::new(CongestionConfig::new(GBIT));
+    assert_eq!(
+        ca.handle_frame(at(0), &buf[..n], |_| true),
+        Arrival::Consumed
+    );
+    assert_eq!(ca.counters().rp_cnp_ignored, 1);
+    // A corrupted CNP is the transport's to count (as a bad ICRC).
+    let mut bad = buf[..n].to_vec();
+    bad[n - 1] ^= 1;
+    assert_eq!(ca.handle_frame(at(0), &bad, |_| true), Arrival::Transport);
+    // The delay controller alone does not react to CNPs.
+    let mut delay_only = Congestion::new(CongestionConfig {
+        algorithm: Algorithm::Delay,
+        ..CongestionConfig::new(GBIT)
+    });
+    let (mut a, _b) = hosts();
+    write(&mut a, QA, 1024, at(0));
+    send(&mut a, Some(&mut delay_only), at(0));
+    path.dest_qp = QA;
+    let n = path.emit(&mut buf, 48).unwrap();
+    assert_eq!(
+        delay_only.handle_frame(at(1), &buf[..n], |_| true),
+        Arrival::Consumed
+    );
+    assert_eq!(delay_only.counters().rp_cnp_ignored, 1);
+    assert_eq!(delay_only.counters().rp_cnp_handled, 0);
+}
+
+#[test]
+fn a_retransmission_is_a_loss_once_per_recovery_and_an_rnr_wait_is_not() {
+    let (mut a, mut b) = hosts();
+    let mut ca = Congestion::new(CongestionConfig {
+        algorithm: Algorithm::Delay,
+        ..CongestionConfig::new(GBIT)
+    });
+    // Round trips first, so the delay controller has a base.
+    for t in 0..4u64 {
+        write(&mut a, QA, 1024, at(t * 100));
+        let f = send(&mut a, Some(&mut ca), at(t * 100));
+        receive(&mut b, None, &f, at(t * 100 + 10));
+        let acks = send(&mut b, None, at(t * 100 + 10));
+        receive(&mut a, Some(&mut ca), &acks, at(t * 100 + 20));
+    }
+    assert!(ca.counters().cc_rtt_samples >= 3);
+    assert_eq!(
+        ca.qp(QA, at(400)).unwrap().base_rtt,
+        Some(Duration::from_micros(20))
+    );
+    // Eight packets, all lost; the retransmit timer sends them again.
+    write(&mut a, QA, 8192, at(1000));
+    let lost = send(&mut a, Some(&mut ca), at(1000));
+    assert_eq!(lost.len(), 8);
+    // The retransmit timer (its earliest entry may be an older one, re-armed when run).
+    let mut again = Vec::new();
+    let mut timeout = at(1000);
+    for _ in 0..4 {
+        timeout = a.endpoint.poll_timeout().unwrap();
+        a.endpoint.handle_timeout(timeout, &mut a.mem);
+        again = send(&mut a, Some(&mut ca), timeout);
+        if !again.is_empty() {
+            break;
+        }
+    }
+    assert!(!again.is_empty());
+    assert_eq!(
+        ca.counters().cc_loss_events,
+        1,
+        "one recovery, one loss event"
+    );
+    let rate = ca.qp(QA, timeout).unwrap().rate.expect("cut by the loss");
+    assert_eq!(rate, Rate::from_mbit(500));
+    // The retransmissions get through; then a SEND meets no receive at b: an RNR NAK, a
+    // wait, the SEND again. A busy receiver is not congestion.
+    receive(&mut b, None, &again, timeout);
+    let acks = send(&mut b, None, timeout);
+    receive(&mut a, Some(&mut ca), &acks, timeout);
+    let now = timeout + Duration::from_millis(1);
+    let send_wqe = SendWqe {
+        wr_id: 9,
+        op: SendOp::Send,
+        flags: SendFlags::SIGNALED,
+        data: Gather::Sges(SgeList::single(BASE, 100, KEY)),
+        ud: None,
+    };
+    a.endpoint.post_send(now, QA, send_wqe).unwrap();
+    let sent = send(&mut a, Some(&mut ca), now);
+    receive(&mut b, None, &sent, now);
+    let nak = send(&mut b, None, now);
+    assert_eq!(b.endpoint.counters().send_rnr_err, 1);
+    receive(&mut a, Some(&mut ca), &nak, now);
+    let wait = a.endpoint.poll_timeout().unwrap();
+    a.endpoint.handle_timeout(wait, &mut a.mem);
+    let resent = send(&mut a, Some(&mut ca), wait);
+    assert_eq!(resent.len(), 1, "the SEND again after the RNR wait");
+    assert_eq!(ca.counters().cc_loss_events, 1, "no loss event for it");
+}
+
+#[test]
+fn off_changes_no_frame_and_makes_no_state() {
+    let (mut a, mut b) = hosts();
+    let mut ca = Congestion::new(CongestionConfig::off(GBIT));
+    let mut cb = Congestion::new(CongestionConfig::off(GBIT));
+    write(&mut a, QA, 4096, at(0));
+    let frames = send(&mut a, Some(&mut ca), at(0));
+    assert!(frames.iter().all(|f| ecn(f) == ECN_NOT_ECT));
+    let mut marked = frames.clone();
+    for f in &mut marked {
+        let p = peek::peek(f).unwrap();
+        peek::set_ecn(f, &p, ECN_CE);
+    }
+    receive(&mut b, Some(&mut cb), &marked, at(1));
+    assert!(!cb.has_cnp());
+    assert!(ca.is_empty() && cb.is_empty());
+    assert_eq!(ca.counters(), &Default::default());
+}
+
+#[test]
+fn a_traffic_class_outside_the_dscp_set_is_left_alone() {
+    let (mut a, mut b) = hosts();
+    let config = CongestionConfig {
+        ecn: EcnMode::On,
+        dscps: xroce_congestion::DscpSet::NONE.with(26),
+        ..CongestionConfig::new(GBIT)
+    };
+    let mut ca = Congestion::new(config);
+    write(&mut a, QA, 2048, at(0));
+    // Traffic class 0: DSCP 0 is not in the set.
+    let frames = send(&mut a, Some(&mut ca), at(0));
+    assert!(frames.iter().all(|f| ecn(f) == ECN_NOT_ECT));
+    assert_eq!(ca.qp(QA, at(0)).unwrap().controller, Controller::None);
+    receive(&mut b, None, &frames, at(1));
+}
+
+#[test]
+fn under_auto_nothing_limits_a_qp_until_it_loses_a_packet() {
+    let (mut a, mut b) = hosts();
+    let mut ca = Congestion::new(CongestionConfig::new(GBIT));
+    // Round trips far above any target: no sample is taken, nothing is cut.
+    for t in 0..4u64 {
+        write(&mut a, QA, 1024, at(t * 10_000));
+        let f = send(&mut a, Some(&mut ca), at(t * 10_000));
+        receive(&mut b, None, &f, at(t * 10_000 + 5000));
+        let acks = send(&mut b, None, at(t * 10_000 + 5000));
+        receive(&mut a, Some(&mut ca), &acks, at(t * 10_000 + 5000));
+    }
+    let st = ca.qp(QA, at(40_000)).unwrap();
+    assert_eq!((st.controller, st.rate), (Controller::None, None));
+    assert_eq!(ca.counters().cc_rtt_samples, 0);
+    // A loss: the retransmit timer sends the packets again, and the delay controller takes
+    // the rate on losses alone, cut by half.
+    write(&mut a, QA, 4096, at(50_000));
+    let lost = send(&mut a, Some(&mut ca), at(50_000));
+    assert_eq!(lost.len(), 4);
+    let mut again = Vec::new();
+    let mut timeout = at(50_000);
+    for _ in 0..4 {
+        timeout = a.endpoint.poll_timeout().unwrap();
+        a.endpoint.handle_timeout(timeout, &mut a.mem);
+        again = send(&mut a, Some(&mut ca), timeout);
+        if !again.is_empty() {
+            break;
+        }
+    }
+    assert!(!again.is_empty());
+    assert_eq!(ca.counters().cc_loss_events, 1);
+    let st = ca.qp(QA, timeout).unwrap();
+    assert_eq!(st.controller, Controller::Loss);
+    assert_eq!(st.rate, Some(Rate::from_mbit(500)));
+}
