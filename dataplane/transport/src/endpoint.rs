@@ -655,7 +655,9 @@ impl Queues<'_> {
         *self.inflight = *self.inflight - u64::from(slot.inflight) + u64::from(inflight);
         slot.inflight = inflight;
         if !slot.qp.completions.is_empty() {
-            self.completions.extend(slot.qp.completions.drain(..));
+            // Moved as slices (the QP's queue keeps its buffer), not one by one: an
+            // acknowledgement that retires a batch of work requests moves all its completions.
+            self.completions.append(&mut slot.qp.completions);
         }
         if schedule && !slot.qp.scheduled && slot.qp.wants_transmit() {
             slot.qp.scheduled = true;
