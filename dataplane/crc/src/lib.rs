@@ -44,7 +44,20 @@ const NO_MASK: [u8; MASK_LEN] = [0; MASK_LEN];
 /// [`update`] over `bytes` with `mask` OR-ed into its first [`MASK_LEN`] bytes (the bits
 /// set in the mask hash as ones, whatever the input holds there), without a copy of the
 /// input: what the ICRC needs, whose masked fields all lie in the first 60 bytes.
+// Inlined: a packet's input (16 to 128 bytes) goes straight to the fold; the rest of this
+// function stays out of line.
+#[inline]
 pub fn update_masked(crc: u32, bytes: &[u8], mask: &[u8; MASK_LEN]) -> u32 {
+    match folded(crc, bytes, mask) {
+        Some(crc) => crc,
+        None => update_masked_otherwise(crc, bytes, mask),
+    }
+}
+
+/// [`update_masked`] of an input that is not folded at once (too short or too long, or a
+/// CPU without `pclmulqdq`).
+#[inline(never)]
+fn update_masked_otherwise(crc: u32, bytes: &[u8], mask: &[u8; MASK_LEN]) -> u32 {
     let (head, rest) = bytes.split_at(bytes.len().min(MASK_LEN));
     let crc = masked_head(crc, head, mask);
     if rest.is_empty() {
@@ -57,13 +70,23 @@ pub fn update_masked(crc: u32, bytes: &[u8], mask: &[u8; MASK_LEN]) -> u32 {
 
 /// The CRC over `head` (at most `MASK_LEN` bytes) with `mask` applied.
 fn masked_head(crc: u32, head: &[u8], mask: &[u8; MASK_LEN]) -> u32 {
+    folded(crc, head, mask).unwrap_or_else(|| portable_masked_head(crc, head, mask))
+}
+
+/// The CRC over `bytes` with `mask` applied, folded with carry-less multiplies: `None` if
+/// `bytes` is not 16 to `MASK_LEN` bytes long or the CPU has no `pclmulqdq`.
+#[inline]
+fn folded(crc: u32, bytes: &[u8], mask: &[u8; MASK_LEN]) -> Option<u32> {
     #[cfg(target_arch = "x86_64")]
-    if head.len() >= clmul::MIN && std::is_x86_feature_detected!("pclmulqdq") {
+    if (clmul::MIN..=MASK_LEN).contains(&bytes.len()) && std::is_x86_feature_detected!("pclmulqdq")
+    {
         // Safety: `fold` needs `pclmulqdq` (and SSE2, which every x86_64 CPU has); the CPU
         // was just found to have it.
-        return !unsafe { clmul::fold(!crc, head, mask) };
+        return Some(!unsafe { clmul::fold(!crc, bytes, mask) });
     }
-    portable_masked_head(crc, head, mask)
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (crc, bytes, mask);
+    None
 }
 
 /// `masked_head` without carry-less multiplies: crc32fast over a masked copy.
@@ -147,13 +170,43 @@ mod clmul {
         _mm_set_epi64x((v >> 64) as i64, v as i64)
     }
 
+    /// A block moved `d` blocks on (`d` >= 1): its two halves multiplied by `SHIFT[d]`.
+    #[inline]
+    #[target_feature(enable = "pclmulqdq")]
+    fn moved(b: __m128i, d: usize) -> __m128i {
+        let (lo, hi) = SHIFT[d];
+        let k = _mm_set_epi64x(hi, lo);
+        _mm_xor_si128(
+            _mm_clmulepi64_si128(b, k, 0x00),
+            _mm_clmulepi64_si128(b, k, 0x11),
+        )
+    }
+
     /// The CRC register after `bytes` (from `MIN` to `MAX` of them) with `mask` OR-ed in,
     /// starting from `register`.
     #[target_feature(enable = "pclmulqdq")]
     pub(crate) fn fold(register: u32, bytes: &[u8], mask: &[u8; MAX]) -> u32 {
+        debug_assert!((MIN..=MAX).contains(&bytes.len()));
+        // One copy of the fold per block count, so that each is straight-line code: every
+        // block's distance to the last, and so its pair of constants, is known where it is
+        // compiled (a loop over them spent more on its own bookkeeping than on the blocks).
+        match bytes.len().div_ceil(16) {
+            1 => fold_blocks::<1>(register, bytes, mask),
+            2 => fold_blocks::<2>(register, bytes, mask),
+            3 => fold_blocks::<3>(register, bytes, mask),
+            4 => fold_blocks::<4>(register, bytes, mask),
+            5 => fold_blocks::<5>(register, bytes, mask),
+            6 => fold_blocks::<6>(register, bytes, mask),
+            7 => fold_blocks::<7>(register, bytes, mask),
+            _ => fold_blocks::<BLOCKS>(register, bytes, mask),
+        }
+    }
+
+    /// [`fold`] of an input of `N` blocks (its first one possibly partial).
+    #[inline]
+    #[target_feature(enable = "pclmulqdq")]
+    fn fold_blocks<const N: usize>(register: u32, bytes: &[u8], mask: &[u8; MAX]) -> u32 {
         let len = bytes.len();
-        debug_assert!((MIN..=MAX).contains(&len));
-        let n = len.div_ceil(16);
         let r = len % 16;
         // The input goes behind 16 - r zero bytes so that it ends on a block boundary; from
         // a register of zero, leading zeros change nothing. The register is added to the
@@ -171,34 +224,29 @@ mod clmul {
         };
         // Every block moved onto the last one, all at once: the multiplies are independent.
         let mut x = vector(first);
-        if n > 1 {
-            let (lo, hi) = SHIFT[n - 1];
-            let k = _mm_set_epi64x(hi, lo);
-            x = _mm_xor_si128(
-                _mm_clmulepi64_si128(x, k, 0x00),
-                _mm_clmulepi64_si128(x, k, 0x11),
-            );
-            let masks = mask[next..].chunks_exact(16);
-            for (i, (chunk, m)) in bytes[next..].chunks_exact(16).zip(masks).enumerate() {
-                let mut b = block(chunk) | block(m);
+        if N > 1 {
+            x = moved(x, N - 1);
+            let rest = &bytes[next..next + 16 * (N - 1)];
+            let masks = &mask[next..next + 16 * (N - 1)];
+            let mut i = 0;
+            while i < N - 1 {
+                let mut b = block(&rest[16 * i..]) | block(&masks[16 * i..]);
                 if i == 0 {
                     b ^= spill;
                 }
                 let b = vector(b);
-                let d = n - 2 - i;
-                let moved = if d == 0 {
-                    b
-                } else {
-                    let (lo, hi) = SHIFT[d];
-                    let k = _mm_set_epi64x(hi, lo);
-                    _mm_xor_si128(
-                        _mm_clmulepi64_si128(b, k, 0x00),
-                        _mm_clmulepi64_si128(b, k, 0x11),
-                    )
-                };
-                x = _mm_xor_si128(x, moved);
+                let d = N - 2 - i;
+                x = _mm_xor_si128(x, if d == 0 { b } else { moved(b, d) });
+                i += 1;
             }
         }
+        reduce(x)
+    }
+
+    /// The CRC register of 128 folded bits.
+    #[inline]
+    #[target_feature(enable = "pclmulqdq")]
+    fn reduce(mut x: __m128i) -> u32 {
         // 128 bits to 64 (and 32 zero bits appended): the low half times x^96 onto the high.
         let t = _mm_clmulepi64_si128(x, _mm_set_epi64x(0, SHIFT[1].1), 0x00);
         x = _mm_xor_si128(_mm_srli_si128(x, 8), t);

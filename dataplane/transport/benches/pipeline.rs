@@ -11,6 +11,11 @@
 //! (`rc_write_side/requester/…`, `rc_write_side/responder/…`): what a core running only one
 //! side would do.
 //!
+//! A third group (`rc_write_on_cpu/…`) times the whole pipeline again by the time its
+//! thread spent on a CPU rather than by the clock on the wall: on a machine whose cores are
+//! shared with other work, that is what one core of its own would do. Its samples are
+//! long (the kernel's count of a running thread's time lags by up to a scheduler tick).
+//!
 //! `cargo bench -p xroce-transport --bench pipeline`
 
 use std::hint::black_box;
@@ -190,5 +195,37 @@ fn sides(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, pipeline, sides);
+/// The time this thread has spent on a CPU: the first field of Linux's
+/// `/proc/thread-self/schedstat`, in nanoseconds. `None` where there is no such file.
+fn on_cpu() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let nanos = stat.split_whitespace().next()?.parse().ok()?;
+    Some(Duration::from_nanos(nanos))
+}
+
+/// The pipeline timed by its thread's time on a CPU (where the system tells it).
+fn on_cpu_time(c: &mut Criterion) {
+    if on_cpu().is_none() {
+        return;
+    }
+    let mut group = c.benchmark_group("rc_write_on_cpu");
+    group.sample_size(10);
+    group.measurement_time(Duration::from_secs(10));
+    for (size, mtu) in [(64, IbMtu::Mtu1024), (1024, IbMtu::Mtu1024)] {
+        let mut p = Pipeline::new(size, mtu);
+        group.throughput(Throughput::Elements(WRS as u64));
+        group.bench_function(format!("{size}B"), |bench| {
+            bench.iter_custom(|iters| {
+                let start = on_cpu().unwrap_or_default();
+                for _ in 0..iters {
+                    black_box(p.run());
+                }
+                on_cpu().unwrap_or_default().saturating_sub(start)
+            });
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, pipeline, sides, on_cpu_time);
 criterion_main!(benches);

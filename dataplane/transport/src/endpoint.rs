@@ -195,6 +195,10 @@ impl Endpoint {
     /// Replaces the GID table (the host's addresses changed).
     pub fn set_gids(&mut self, gids: Vec<Gid>) {
         self.config.gids = gids;
+        // The envelopes name source addresses from the table.
+        for slot in self.qps.values_mut() {
+            slot.envelope = None;
+        }
     }
 
     /// The counters.
@@ -321,6 +325,9 @@ impl Endpoint {
             .get_mut(&qpn.value())
             .ok_or(EndpointError::NoSuchQp(qpn))?;
         slot.qp.modify(attr, mask, self.config.gids.len())?;
+        // Its path or its peer may have changed: the envelope is made again when it next
+        // sends (`FrameWriter` trusts a connected queue pair's cached one).
+        slot.envelope = None;
         queues!(self).after(slot, now, qpn.value(), true);
         Ok(())
     }
@@ -640,12 +647,17 @@ struct Queues<'a> {
 
 impl Queues<'_> {
     /// After any call into a QP: collect its completions, schedule it, register its timer.
+    // Forced inline: it runs after every packet in and out, and out of line its arguments
+    // went through memory and its prologue saved every register.
+    #[inline(always)]
     fn after(self, slot: &mut QpSlot, now: Instant, qpn: u32, schedule: bool) {
         let inflight = slot.qp.unacked_packets();
         *self.inflight = *self.inflight - u64::from(slot.inflight) + u64::from(inflight);
         slot.inflight = inflight;
         if !slot.qp.completions.is_empty() {
-            self.completions.extend(slot.qp.completions.drain(..));
+            // Moved as slices (the QP's queue keeps its buffer), not one by one: an
+            // acknowledgement that retires a batch of work requests moves all its completions.
+            self.completions.append(&mut slot.qp.completions);
         }
         if schedule && !slot.qp.scheduled && slot.qp.wants_transmit() {
             slot.qp.scheduled = true;

@@ -34,21 +34,23 @@ pub(crate) fn parse<'a>(bytes: &'a [u8], gids: &[Gid]) -> Result<Received<'a>, C
         ParseError::IcrcMismatch { .. } => Counter::rcvd_icrc_err,
         _ => Counter::rcvd_malformed,
     })?;
+    let ip_start = frame.headers.ethernet.header_len();
+    let ipv6 = matches!(frame.headers.ip, IpRepr::Ipv6(_));
+    let ip_header = &bytes[ip_start..ip_start + frame.headers.ip.header_len()];
+    let (sgid, dgid) = addresses(ip_header, ipv6);
     // rxe's `rxe_chk_dgid`: the destination must be one of the port's GIDs. The queue
     // pair's own checks (its path, its keys) come later, once it is found
-    // (`receive::check_header`).
-    let dgid = Gid::from_ip(frame.headers.ip.dst_addr());
-    if !gids.contains(&dgid) {
+    // (`receive::check_header`). Compared as numbers: one comparison per GID of the table.
+    let wanted = u128::from_ne_bytes(dgid.0);
+    if !gids.iter().any(|gid| u128::from_ne_bytes(gid.0) == wanted) {
         return Err(Counter::rcvd_wrong_dgid);
     }
     let h = Headers::from_wire(&frame.ib).ok_or(Counter::rcvd_unsupported_opcode)?;
-    let ip_start = frame.headers.ethernet.header_len();
-    let ip_header = &bytes[ip_start..ip_start + frame.headers.ip.header_len()];
     let net = Net {
         ip_header,
-        sgid: Gid::from_ip(frame.headers.ip.src_addr()),
+        sgid,
         dgid,
-        ipv6: matches!(frame.headers.ip, IpRepr::Ipv6(_)),
+        ipv6,
     };
     Ok(Received {
         packet: Packet {
@@ -58,6 +60,29 @@ pub(crate) fn parse<'a>(bytes: &'a [u8], gids: &[Gid]) -> Result<Received<'a>, C
         },
         dest_qpn: frame.ib.bth.dest_qp,
     })
+}
+
+/// The source and destination GIDs of a packet, read from its IP header (which parsed: 20
+/// bytes or more for IPv4, 40 for IPv6): what `Gid::from_ip` of the parsed addresses gives,
+/// taken from the bytes at once rather than rebuilt from the parsed fields.
+#[inline]
+fn addresses(ip_header: &[u8], ipv6: bool) -> (Gid, Gid) {
+    let gid = |at: usize| {
+        let mut g = [0u8; 16];
+        if ipv6 {
+            g.copy_from_slice(&ip_header[at..at + 16]);
+        } else {
+            g[10] = 0xff;
+            g[11] = 0xff;
+            g[12..].copy_from_slice(&ip_header[at..at + 4]);
+        }
+        Gid(g)
+    };
+    if ipv6 {
+        (gid(8), gid(24))
+    } else {
+        (gid(12), gid(16))
+    }
 }
 
 /// The envelope a queue pair last sent with, written once: a QP sends along one path until
@@ -120,6 +145,23 @@ impl<'b> FrameWriter<'b> {
     /// Makes the cached template the one for `path` (keeps it if nothing it was made from
     /// has changed). `None` if the path cannot be reached from here.
     fn refresh(&mut self, path: &Path, remote: Qpn, transport: QpType) -> Option<()> {
+        // A connected queue pair sends along its own path to its own peer, which change
+        // only when it is modified, and its source GID only with the GID table: the
+        // endpoint drops the cache then ([`crate::Endpoint::modify_qp`],
+        // [`crate::Endpoint::set_gids`]), so a cache there is the right one without
+        // comparing its key on every packet. A UD work request names its own destination.
+        if transport != QpType::Ud
+            && let Some(cache) = self.cache.as_ref()
+        {
+            debug_assert!(
+                self.origin
+                    .gids
+                    .get(usize::from(path.sgid_index))
+                    .is_some_and(|&sgid| cache.key == (*path, sgid, remote, transport)),
+                "a connected queue pair's envelope changed without the endpoint dropping it"
+            );
+            return Some(());
+        }
         let sgid = *self.origin.gids.get(usize::from(path.sgid_index))?;
         let key = (*path, sgid, remote, transport);
         if self.cache.as_ref().is_none_or(|cache| cache.key != key) {
@@ -231,7 +273,7 @@ impl Emit for FrameWriter<'_> {
         self.origin
             .gids
             .get(usize::from(path.sgid_index))
-            .is_some_and(|sgid| sgid.to_ipv4().is_some() == path.dgid.to_ipv4().is_some())
+            .is_some_and(|sgid| sgid.is_ipv4() == path.dgid.is_ipv4())
     }
 
     fn commit(&mut self) {
@@ -239,6 +281,52 @@ impl Emit for FrameWriter<'_> {
             && let Some(cache) = self.cache.as_ref()
         {
             self.committed = cache.template.emit(self.buf, ib_len, id).unwrap_or(0);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::net::{Ipv4Addr, Ipv6Addr};
+    use xroce_wire::{BthRepr, IbRepr, Opcode, Psn};
+
+    /// The GIDs read from the header bytes are those of the parsed addresses, both families.
+    #[test]
+    fn addresses_are_the_parsed_ones() {
+        let mac = EthernetAddress([2, 0, 0, 0, 0, 1]);
+        let ib = IbRepr::new(BthRepr::new(Opcode::UD_SEND_ONLY, Qpn::new(5), Psn::new(1)));
+        let v4 = FrameRepr::ipv4(
+            mac,
+            mac,
+            Ipv4Addr::new(10, 1, 2, 3),
+            Ipv4Addr::new(192, 168, 7, 9),
+            0xc000,
+        );
+        let v6 = FrameRepr::ipv6(
+            mac,
+            mac,
+            Ipv6Addr::new(0xfd00, 1, 2, 3, 4, 5, 6, 7),
+            Ipv6Addr::new(0xfd00, 8, 9, 10, 11, 12, 13, 14),
+            0xc000,
+        );
+        for repr in [v4, v6] {
+            let mut ib = ib;
+            ib.deth = Some(xroce_wire::DethRepr {
+                qkey: xroce_wire::Qkey(1),
+                src_qp: Qpn::new(2),
+            });
+            let mut buf = [0u8; 256];
+            let len = repr.emit_packet(&mut buf, &ib, &[7; 8]).unwrap();
+            let dgid = Gid::from_ip(repr.ip.dst_addr());
+            let received = parse(&buf[..len], &[dgid]).unwrap();
+            assert_eq!(received.packet.net.sgid, Gid::from_ip(repr.ip.src_addr()));
+            assert_eq!(received.packet.net.dgid, dgid);
+            assert_eq!(received.packet.net.ipv6, matches!(repr.ip, IpRepr::Ipv6(_)));
+            assert_eq!(
+                parse(&buf[..len], &[Gid::from_ip(repr.ip.src_addr())]).unwrap_err(),
+                Counter::rcvd_wrong_dgid
+            );
         }
     }
 }

@@ -336,6 +336,7 @@ impl QueuePair {
 
     /// RC request packets sent and not acknowledged yet (PSNs: a READ counts its
     /// responses), while the QP can still be acknowledged; 0 for UC and UD.
+    #[inline]
     pub fn unacked_packets(&self) -> u32 {
         if self.config.qp_type != QpType::Rc || !matches!(self.state, QpState::Rts | QpState::Sqd) {
             return 0;

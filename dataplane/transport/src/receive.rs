@@ -64,7 +64,7 @@ impl QueuePair {
         let local = gids.get(usize::from(path.sgid_index));
         let from_peer = pkt.net.sgid == path.dgid;
         let to_us = local == Some(&pkt.net.dgid);
-        let family = pkt.net.ipv6 == path.dgid.to_ipv4().is_none();
+        let family = pkt.net.ipv6 != path.dgid.is_ipv4();
         if from_peer && to_us && family {
             Ok(())
         } else {

@@ -208,6 +208,7 @@ impl SendQueue {
     /// as good as lost (the peer dropped or refused them) and are admitted afresh when they
     /// are sent again. Counting them meanwhile would let a peer that stopped answering hold
     /// the budget of every other QP. A chunk reserved and not yet sent counts.
+    #[inline]
     pub(crate) fn unacked_packets(&self) -> u32 {
         if self.stalled {
             return 0;

@@ -35,7 +35,17 @@ impl Gid {
 
     /// The IPv4 address of an IPv4-mapped GID, `None` for any other GID.
     pub const fn to_ipv4(&self) -> Option<Ipv4Addr> {
-        Ipv6Addr::from_octets(self.0).to_ipv4_mapped()
+        if !self.is_ipv4() {
+            return None;
+        }
+        let b = self.0;
+        Some(Ipv4Addr::new(b[12], b[13], b[14], b[15]))
+    }
+
+    /// Whether this is an IPv4-mapped GID (`::ffff:a.b.c.d`): one comparison of its first
+    /// twelve bytes, asked of every packet sent and received.
+    pub const fn is_ipv4(&self) -> bool {
+        u128::from_be_bytes(self.0) >> 32 == 0xffff
     }
 
     /// The IP address this GID stands for: IPv4 for `::ffff:a.b.c.d`, IPv6 otherwise.
@@ -127,6 +137,20 @@ mod tests {
     #[test]
     fn zero_gid_is_not_ipv4() {
         assert_eq!(Gid::ZERO.to_ipv4(), None);
+        assert!(!Gid::ZERO.is_ipv4());
+        // Only `::ffff:0:0/96` is IPv4: not the deprecated IPv4-compatible `::a.b.c.d`, not
+        // a prefix with any other bit set.
+        let mut b = Gid::from_ipv4(Ipv4Addr::new(10, 0, 0, 1)).0;
+        assert!(Gid(b).is_ipv4());
+        b[10] = 0;
+        b[11] = 0;
+        assert_eq!(Gid(b).to_ipv4(), None);
+        for i in 0..12 {
+            let mut c = Gid::from_ipv4(Ipv4Addr::new(10, 0, 0, 1)).0;
+            c[i] ^= 1;
+            assert_eq!(Gid(c).to_ipv4(), None, "byte {i}");
+            assert_eq!(Gid(c).to_ipv4(), Ipv6Addr::from_octets(c).to_ipv4_mapped());
+        }
         assert_eq!(Gid::ZERO.to_ip(), IpAddr::V6(Ipv6Addr::UNSPECIFIED));
     }
 }

@@ -347,7 +347,9 @@ impl FrameRepr {
                 expected: pad as u8,
             });
         }
-        frame[header_len + ib_len..header_len + ib_len + pad].fill(0);
+        // The pad is zeros, and so, until the ICRC is written over them, are the bytes
+        // after it: one four-byte store, where a fill of the pad's length was a call.
+        frame[header_len + ib_len..header_len + ib_len + ICRC_LEN].fill(0);
         Ok(Sizes {
             ip_start: self.ethernet.header_len(),
             udp_start: self.ethernet.header_len() + self.ip.header_len(),
