@@ -1,12 +1,20 @@
 //! The transmit side of a port: free frames lent out as `&mut [u8]`, staged, put on the
 //! TX ring in batches, and taken back from the completion ring once sent.
+//!
+//! With multi-buffer on, a transmit frame is a pair of neighbouring UMEM frames, lent as one
+//! buffer of [`MULTI_BUFFER_CAPACITY`] bytes that runs from the first frame's packet area into
+//! the second frame. A packet that fits the first frame goes as one descriptor; a longer one
+//! as two: the first frame whole, marked `XDP_PKT_CONTD`, then the rest, moved past the
+//! second frame's headroom (a few hundred bytes for a 4096-byte payload). The kernel
+//! completes both descriptors of a packet together (they make one skb in copy mode), and the
+//! pair goes back to the free list when its first frame comes off the completion ring.
 
 use std::fmt;
 
 use xsk_rs::{CompQueue, FrameDesc, TxQueue};
 
-use super::{TX_BATCH, TxCounters};
-use crate::umem::FRAME_CAPACITY;
+use super::{TX_BATCH, TxCounters, XDP_PKT_CONTD};
+use crate::umem::{FRAME_CAPACITY, FRAME_SIZE, MULTI_BUFFER_CAPACITY, XDP_HEADROOM};
 
 /// The transmit side of a [`Port`]: the TX ring, the completion ring and the free frames.
 pub struct Transmitter {
@@ -19,9 +27,46 @@ pub struct Transmitter {
     pub(super) staged: Vec<FrameDesc>,
     /// Scratch for reaping the completion ring.
     pub(super) completed: Box<[FrameDesc]>,
-    /// Frames on the TX ring or in the kernel, not yet completed.
+    /// Frames (descriptors) on the TX ring or in the kernel, not yet completed.
     pub(super) in_flight: usize,
+    /// With multi-buffer on: the second frame of each pair.
+    pub(super) pairs: Option<Pairs>,
     pub(super) counters: TxCounters,
+}
+
+/// The transmit frames of a multi-buffer port, in UMEM order: pair `k` is frames `2k` (the
+/// one on the free list) and `2k + 1`.
+#[derive(Debug)]
+pub(super) struct Pairs {
+    frames: Box<[FrameDesc]>,
+    /// The UMEM frame index of the first transmit frame.
+    first: usize,
+}
+
+impl Pairs {
+    /// `frames`: the transmit frames, in UMEM order, starting at UMEM frame `first` (even).
+    pub(super) fn new(frames: &[FrameDesc], first: usize) -> Pairs {
+        debug_assert!(first.is_multiple_of(2) && frames.len().is_multiple_of(2));
+        Pairs {
+            frames: frames.into(),
+            first,
+        }
+    }
+
+    /// The position among the transmit frames of the frame at `addr`.
+    fn position(&self, addr: usize) -> usize {
+        (addr / FRAME_SIZE as usize).wrapping_sub(self.first)
+    }
+
+    /// Whether `addr` is the second frame of its pair (never on the free list).
+    fn is_second(&self, addr: usize) -> bool {
+        self.position(addr) % 2 == 1
+    }
+
+    /// The second frame of the pair whose first frame is at `addr`.
+    fn second(&self, addr: usize) -> Option<FrameDesc> {
+        self.frames.get(self.position(addr) + 1).copied()
+    }
 }
 
 impl fmt::Debug for Transmitter {
@@ -64,6 +109,12 @@ impl Transmitter {
             capacity
         };
         debug_assert_eq!(capacity, FRAME_CAPACITY);
+        // A pair's buffer runs on into its second frame, the next in the mapping.
+        let capacity = if self.pairs.is_some() {
+            MULTI_BUFFER_CAPACITY
+        } else {
+            capacity
+        };
         let buf = data.contents_mut().as_mut_ptr();
         Some(TxFrame {
             transmitter: self,
@@ -123,7 +174,16 @@ impl Transmitter {
         loop {
             // Safety: the completion ring of this UMEM only returns its own transmit frames.
             let n = unsafe { self.completion.consume(&mut self.completed) };
-            self.free.extend_from_slice(&self.completed[..n]);
+            match &self.pairs {
+                None => self.free.extend_from_slice(&self.completed[..n]),
+                // A pair is free again when its first frame completes (its second, if it
+                // was sent, completes with it).
+                Some(pairs) => self.free.extend(
+                    self.completed[..n]
+                        .iter()
+                        .filter(|d| !pairs.is_second(d.addr())),
+                ),
+            }
             total += n;
             if n < self.completed.len() {
                 break;
@@ -168,11 +228,44 @@ impl Transmitter {
         }
     }
 
-    fn stage(&mut self, mut desc: FrameDesc, len: usize) -> bool {
-        // Safety: `desc` is the frame the finished TxFrame held; nothing else refers to it.
-        let mut data = unsafe { self.umem.data_mut(&mut desc) };
-        data.cursor().set_pos(len);
-        self.staged.push(desc);
+    fn stage(&mut self, mut desc: FrameDesc, buf: *mut u8, len: usize) -> bool {
+        if len > FRAME_CAPACITY {
+            let Some(mut second) = self.pairs.as_ref().and_then(|p| p.second(desc.addr())) else {
+                self.counters.bad_length += 1;
+                self.free.push(desc);
+                return false;
+            };
+            let rest = len - FRAME_CAPACITY;
+            let second_frame = buf.wrapping_add(FRAME_CAPACITY);
+            let second_packet = second_frame.wrapping_add(XDP_HEADROOM as usize);
+            // Safety: `buf` is the pair's buffer, MULTI_BUFFER_CAPACITY bytes from the first
+            // frame's packet area into the second frame, lent to the TxFrame that is being
+            // submitted; `rest + XDP_HEADROOM <= FRAME_SIZE` (len <= MULTI_BUFFER_CAPACITY),
+            // so source and destination stay in the second frame (`copy` allows overlap).
+            unsafe { std::ptr::copy(second_frame, second_packet, rest) };
+            // Safety: both are the frames of the pair the finished TxFrame held; nothing
+            // else refers to them.
+            unsafe { self.umem.data_mut(&mut desc) }
+                .cursor()
+                .set_pos(FRAME_CAPACITY);
+            desc.set_options(XDP_PKT_CONTD);
+            // Safety: as above.
+            unsafe { self.umem.data_mut(&mut second) }
+                .cursor()
+                .set_pos(rest);
+            second.set_options(0);
+            self.staged.push(desc);
+            self.staged.push(second);
+            self.counters.multi_buffer_packets += 1;
+        } else {
+            // Safety: `desc` is the frame the finished TxFrame held; nothing else refers to
+            // it.
+            unsafe { self.umem.data_mut(&mut desc) }
+                .cursor()
+                .set_pos(len);
+            desc.set_options(0);
+            self.staged.push(desc);
+        }
         if self.staged.len() >= TX_BATCH {
             self.flush();
         }
@@ -209,7 +302,8 @@ impl TxFrame<'_> {
         unsafe { std::slice::from_raw_parts_mut(self.buf, self.capacity) }
     }
 
-    /// Bytes the frame holds: [`FRAME_CAPACITY`].
+    /// Bytes the frame holds: [`FRAME_CAPACITY`], or [`MULTI_BUFFER_CAPACITY`] with
+    /// multi-buffer on.
     #[inline]
     pub fn capacity(&self) -> usize {
         self.capacity
@@ -226,7 +320,7 @@ impl TxFrame<'_> {
             self.transmitter.free.push(self.desc);
             return false;
         }
-        self.transmitter.stage(self.desc, len)
+        self.transmitter.stage(self.desc, self.buf, len)
     }
 }
 
