@@ -5,9 +5,10 @@
 //! buffer of [`MULTI_BUFFER_CAPACITY`] bytes that runs from the first frame's packet area into
 //! the second frame. A packet that fits the first frame goes as one descriptor; a longer one
 //! as two: the first frame whole, marked `XDP_PKT_CONTD`, then the rest, moved past the
-//! second frame's headroom (a few hundred bytes for a 4096-byte payload). The kernel
-//! completes both descriptors of a packet together (they make one skb in copy mode), and the
-//! pair goes back to the free list when its first frame comes off the completion ring.
+//! second frame's headroom (a few hundred bytes for a 4096-byte payload). A pair goes back
+//! to the free list once every descriptor it was sent in came off the completion ring (in
+//! copy mode they make one skb and complete together; a zero-copy driver may complete them
+//! in two steps).
 
 use std::fmt;
 
@@ -41,6 +42,8 @@ pub(super) struct Pairs {
     frames: Box<[FrameDesc]>,
     /// The UMEM frame index of the first transmit frame.
     first: usize,
+    /// Per pair: its descriptors sent and not completed yet.
+    outstanding: Box<[u8]>,
 }
 
 impl Pairs {
@@ -50,6 +53,7 @@ impl Pairs {
         Pairs {
             frames: frames.into(),
             first,
+            outstanding: vec![0; frames.len() / 2].into_boxed_slice(),
         }
     }
 
@@ -58,14 +62,29 @@ impl Pairs {
         (addr / FRAME_SIZE as usize).wrapping_sub(self.first)
     }
 
-    /// Whether `addr` is the second frame of its pair (never on the free list).
-    fn is_second(&self, addr: usize) -> bool {
-        self.position(addr) % 2 == 1
-    }
-
     /// The second frame of the pair whose first frame is at `addr`.
     fn second(&self, addr: usize) -> Option<FrameDesc> {
         self.frames.get(self.position(addr) + 1).copied()
+    }
+
+    /// The pair whose first frame is at `addr` goes out in `parts` descriptors.
+    fn on_sent(&mut self, addr: usize, parts: u8) {
+        if let Some(n) = self.outstanding.get_mut(self.position(addr) / 2) {
+            *n = parts;
+        }
+    }
+
+    /// The frame at `addr` completed: the pair's first frame when that was the pair's last
+    /// descriptor in flight.
+    fn on_completed(&mut self, addr: usize) -> Option<FrameDesc> {
+        let pair = self.position(addr) / 2;
+        let n = self.outstanding.get_mut(pair)?;
+        *n = n.saturating_sub(1);
+        if *n == 0 {
+            self.frames.get(2 * pair).copied()
+        } else {
+            None
+        }
     }
 }
 
@@ -174,14 +193,13 @@ impl Transmitter {
         loop {
             // Safety: the completion ring of this UMEM only returns its own transmit frames.
             let n = unsafe { self.completion.consume(&mut self.completed) };
-            match &self.pairs {
+            match &mut self.pairs {
                 None => self.free.extend_from_slice(&self.completed[..n]),
-                // A pair is free again when its first frame completes (its second, if it
-                // was sent, completes with it).
+                // A pair is free again when all its descriptors completed.
                 Some(pairs) => self.free.extend(
                     self.completed[..n]
                         .iter()
-                        .filter(|d| !pairs.is_second(d.addr())),
+                        .filter_map(|d| pairs.on_completed(d.addr())),
                 ),
             }
             total += n;
@@ -230,7 +248,12 @@ impl Transmitter {
 
     fn stage(&mut self, mut desc: FrameDesc, buf: *mut u8, len: usize) -> bool {
         if len > FRAME_CAPACITY {
-            let Some(mut second) = self.pairs.as_ref().and_then(|p| p.second(desc.addr())) else {
+            let Some(pairs) = self.pairs.as_mut() else {
+                self.counters.bad_length += 1;
+                self.free.push(desc);
+                return false;
+            };
+            let Some(mut second) = pairs.second(desc.addr()) else {
                 self.counters.bad_length += 1;
                 self.free.push(desc);
                 return false;
@@ -254,6 +277,7 @@ impl Transmitter {
                 .cursor()
                 .set_pos(rest);
             second.set_options(0);
+            pairs.on_sent(desc.addr(), 2);
             self.staged.push(desc);
             self.staged.push(second);
             self.counters.multi_buffer_packets += 1;
@@ -264,6 +288,9 @@ impl Transmitter {
                 .cursor()
                 .set_pos(len);
             desc.set_options(0);
+            if let Some(pairs) = self.pairs.as_mut() {
+                pairs.on_sent(desc.addr(), 1);
+            }
             self.staged.push(desc);
         }
         if self.staged.len() >= TX_BATCH {
@@ -296,7 +323,8 @@ impl TxFrame<'_> {
     /// The frame's bytes: write the packet (Ethernet header first) at the start.
     #[inline]
     pub fn buf(&mut self) -> &mut [u8] {
-        // Safety: `buf..buf+capacity` is this frame's packet area inside the UMEM mapping,
+        // Safety: `buf..buf+capacity` is this frame's packet area inside the UMEM mapping (with
+        // multi-buffer, running on into the pair's second frame, the next in the mapping),
         // which the transmitter's UMEM handle keeps alive; the frame is on no ring and lent
         // only to this TxFrame, and `&mut self` keeps the slice unique.
         unsafe { std::slice::from_raw_parts_mut(self.buf, self.capacity) }
