@@ -6,6 +6,14 @@
  * goes to the kernel untouched. It never drops, never rewrites a frame, and counts every
  * verdict in exactly one slot of the per-CPU `counters` array.
  *
+ * It declares fragment support (section "xdp.frags", so the loader sets BPF_F_XDP_HAS_FRAGS):
+ * a driver may then hand it a frame in several buffers, which is what lets native XDP attach
+ * to a link whose MTU exceeds a page (veth refuses a program without it above 3504 bytes,
+ * ERANGE) and generic XDP pass a jumbo frame unlinearised. Every header it reads lies in the
+ * first buffer (ctx->data .. ctx->data_end), which holds at least the first few hundred bytes
+ * of a frame; a frame whose headers do not is malformed to it and goes to the kernel. The
+ * AF_XDP socket gets the whole frame, in as many descriptors as it takes (XDP_USE_SG).
+ *
  * Built by ebpf/build.rs with `clang -target bpf -O2 -g`; loaded by the engine with aya.
  * Self-contained on purpose: it needs the kernel's UAPI headers and nothing from libbpf.
  */
@@ -76,7 +84,7 @@ static xroce_inline int pass(__u32 counter)
 	return XDP_PASS;
 }
 
-SEC("xdp")
+SEC("xdp.frags")
 int xroce_xdp(struct xdp_md *ctx)
 {
 	void *data = (void *)(long)ctx->data;

@@ -81,9 +81,27 @@ pub fn link_speed(interface: &str) -> xroce_congestion::Rate {
         })
 }
 
-/// The largest path MTU the daemon supports: a 4096-byte AF_XDP frame holds a 2048-byte
-/// IB payload with every header; 4096 would need multi-buffer frames.
-pub const MAX_PATH_MTU: IbMtu = IbMtu::Mtu2048;
+/// The largest path MTU the daemon supports (with AF_XDP multi-buffer).
+pub const MAX_PATH_MTU: IbMtu = IbMtu::Mtu4096;
+
+/// The largest path MTU whose packets fit in `max_packet` bytes (Ethernet header onwards)
+/// with every header: an 802.1Q tag, IPv6 and the longest transport headers. 2048 for one
+/// 4 KiB AF_XDP frame ([`FRAME_CAPACITY`](crate::umem::FRAME_CAPACITY)), 4096 with
+/// multi-buffer.
+pub fn path_mtu_within(max_packet: usize) -> IbMtu {
+    const ETHERNET_AND_VLAN: usize = 14 + 4;
+    max_packet
+        .checked_sub(ETHERNET_AND_VLAN)
+        .and_then(|mtu| IbMtu::for_netdev_mtu(mtu, xroce_wire::mtu::IpVersion::V6))
+        .unwrap_or(IbMtu::Mtu256)
+        .min(MAX_PATH_MTU)
+}
+
+/// Whether a link of `netdev_mtu` bytes needs multi-buffer AF_XDP sockets: its largest
+/// frame (with an 802.1Q tag) does not fit one UMEM frame.
+pub fn needs_multi_buffer(netdev_mtu: u32) -> bool {
+    netdev_mtu as usize + 14 + 4 > crate::umem::FRAME_CAPACITY
+}
 
 struct Running {
     link: PollerLink,
@@ -143,11 +161,10 @@ pub fn run(cfg: DaemonConfig, mut host: Box<dyn Host>) -> Result<()> {
         );
     }
     info!(
-        "serving {} ({} MTU {}, path MTU {}, GIDs {:?}) as {}",
+        "serving {} ({} MTU {}, GIDs {:?}) as {}",
         cfg.interface,
         fmt_mac(port.mac),
         port.mtu,
-        port.active_mtu.bytes(),
         port.gids.iter().map(|g| g.to_ip()).collect::<Vec<_>>(),
         cfg.device
     );
@@ -201,20 +218,53 @@ pub fn run(cfg: DaemonConfig, mut host: Box<dyn Host>) -> Result<()> {
         congestion.ecn,
         congestion.line_rate.mbit()
     );
-    // Every AF_XDP socket, while the daemon may still open them.
+    // Every AF_XDP socket, while the daemon may still open them. A link whose frames do
+    // not fit one UMEM frame gets multi-buffer sockets (a 4096-byte path MTU), or, where the
+    // kernel refuses them, single-frame ones (2048).
     let mut ports = Vec::new();
+    let mut multi_buffer = needs_multi_buffer(port.mtu);
     for &queue in &cfg.queues {
         let mut port_cfg = PortConfig::new(&cfg.interface, queue);
         port_cfg.hugepages = cfg.hugepages;
         port_cfg.zero_copy = cfg.zero_copy;
         port_cfg.rx_frames = cfg.frames;
         port_cfg.tx_frames = cfg.frames;
-        let port = Port::open(&port_cfg)
+        port_cfg.multi_buffer = multi_buffer;
+        let opened = match Port::open(&port_cfg) {
+            Err(e) if multi_buffer => {
+                warn!(
+                    "multi-buffer AF_XDP on {} queue {queue} refused ({e}); using single-frame \
+                     sockets, path MTU at most {}",
+                    cfg.interface,
+                    path_mtu_within(crate::umem::FRAME_CAPACITY)
+                );
+                multi_buffer = false;
+                port_cfg.multi_buffer = false;
+                Port::open(&port_cfg)
+            }
+            opened => opened,
+        };
+        let xsk = opened
             .map_err(|e| anyhow!("opening AF_XDP on {} queue {queue}: {e}", cfg.interface))?;
-        xdp.insert_socket(queue, port.as_fd())
+        xdp.insert_socket(queue, xsk.as_fd())
             .map_err(|e| anyhow!("{e}"))?;
-        ports.push(port);
+        ports.push(xsk);
     }
+    // Every queue carries the smallest of what the sockets take.
+    let max_packet = ports
+        .iter()
+        .map(|p| p.info().max_packet())
+        .min()
+        .unwrap_or(crate::umem::FRAME_CAPACITY);
+    host.limit_path_mtu(path_mtu_within(max_packet));
+    let port = host.port();
+    info!(
+        "path MTU {} on {} (MTU {}, AF_XDP packets up to {max_packet} bytes{})",
+        port.active_mtu.bytes(),
+        cfg.interface,
+        port.mtu,
+        if multi_buffer { ", multi-buffer" } else { "" }
+    );
 
     let _keeper: Option<Keeper> = match node {
         Some(node) => match node.hand_to_keeper(Path::new("/proc/self/exe"), cfg.user.as_ref()) {
@@ -374,6 +424,8 @@ pub struct NetlinkHost {
     neighbours: crate::host::Neighbours,
     last: Option<crate::control::PortView>,
     timeout: std::time::Duration,
+    /// The largest path MTU the AF_XDP sockets carry.
+    most: IbMtu,
 }
 
 impl NetlinkHost {
@@ -389,6 +441,7 @@ impl NetlinkHost {
             neighbours: crate::host::Neighbours::new()?,
             last: None,
             timeout: NetlinkHost::RESOLVE_TIMEOUT,
+            most: path_mtu_within(crate::umem::FRAME_CAPACITY),
         })
     }
 
@@ -400,10 +453,14 @@ impl NetlinkHost {
 }
 
 impl Host for NetlinkHost {
+    fn limit_path_mtu(&mut self, most: IbMtu) {
+        self.most = most;
+    }
+
     fn port(&mut self) -> crate::control::PortView {
         match crate::host::Interface::query_index(self.ifindex) {
             Ok(iface) => {
-                let active = crate::host::path_mtu(&iface, MAX_PATH_MTU).unwrap_or(IbMtu::Mtu256);
+                let active = crate::host::path_mtu(&iface, self.most).unwrap_or(IbMtu::Mtu256);
                 let view = crate::control::PortView {
                     netdev: iface.name.clone(),
                     mac: iface.mac,

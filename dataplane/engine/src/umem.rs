@@ -2,9 +2,13 @@
 //! 4 KiB frames, on 2 MiB hugepages when the system has some free and on ordinary pages
 //! otherwise (the log says which, and why).
 //!
-//! Frame size 4096: a 2048-byte path MTU plus headers fits in one frame; a 4096-byte path
-//! MTU would need AF_XDP multi-buffer (not used yet). Each frame starts with the kernel's
-//! 256 bytes of XDP headroom, so a frame holds at most [`FRAME_CAPACITY`] bytes of packet.
+//! Frame size 4096: a 2048-byte path MTU plus headers fits in one frame. Each frame starts
+//! with the kernel's 256 bytes of XDP headroom, so a frame holds at most [`FRAME_CAPACITY`]
+//! bytes of packet. The kernel takes no larger frame: it refuses a chunk size above the page
+//! size with `EINVAL`, on hugepages too (measured on 6.18). A 4096-byte path MTU therefore
+//! takes AF_XDP multi-buffer: a packet spans up to [`MAX_PARTS`] frames, and with it on, the
+//! transmit frames come in pairs of neighbours so that a packet is written in one piece
+//! ([`crate::xsk`] says how it goes on the rings).
 //!
 //! Nothing here is on the per-packet path: this is set-up.
 
@@ -24,6 +28,13 @@ pub const FRAME_CAPACITY: usize = (FRAME_SIZE - XDP_HEADROOM) as usize;
 // A 2048-byte path MTU fits one frame: Ethernet + 802.1Q + IPv6 + UDP + BTH + RETH + 2048
 // bytes of payload + ICRC.
 const _: () = assert!(14 + 4 + 40 + 8 + 12 + 16 + 2048 + 4 <= FRAME_CAPACITY);
+/// The most frames one packet spans with multi-buffer on.
+pub const MAX_PARTS: usize = 2;
+/// The most packet bytes a port with multi-buffer receives or sends in one packet.
+pub const MULTI_BUFFER_CAPACITY: usize = MAX_PARTS * FRAME_CAPACITY;
+// A 4096-byte path MTU fits two frames, with the largest headers (`MAX_FRAME` of the
+// transport: Ethernet + 802.1Q, IPv6, UDP, BTH + AtomicETH, pad, ICRC).
+const _: () = assert!(18 + 40 + 8 + 40 + 4096 + 3 + 4 <= MULTI_BUFFER_CAPACITY);
 
 /// Rings that user space produces into (fill, TX) and the completion ring have this many
 /// slots per frame. The kernel publishes how far it has consumed a ring lazily (when the
@@ -85,6 +96,25 @@ pub struct UmemConfig {
     pub tx_frames: u32,
     /// Whether to use hugepages.
     pub hugepages: HugepagePolicy,
+    /// Whether packets may span [`MAX_PARTS`] frames: each transmit frame then takes two
+    /// neighbouring UMEM frames.
+    pub multi_buffer: bool,
+}
+
+impl UmemConfig {
+    /// UMEM frames per transmit frame: two with multi-buffer, one without.
+    pub fn tx_parts(&self) -> u32 {
+        if self.multi_buffer {
+            MAX_PARTS as u32
+        } else {
+            1
+        }
+    }
+
+    /// UMEM frames for transmitting.
+    pub fn tx_chunks(&self) -> u32 {
+        self.tx_frames * self.tx_parts()
+    }
 }
 
 /// What went wrong making a UMEM.
@@ -121,7 +151,7 @@ pub enum UmemError {
 pub(crate) struct Umem {
     pub(crate) inner: xsk_rs::Umem,
     /// Every frame of the UMEM, as descriptors: the first `rx_frames` are for receiving,
-    /// the rest for transmitting.
+    /// the rest (`tx_chunks`) for transmitting.
     pub(crate) frames: Vec<FrameDesc>,
     pub(crate) backing: Backing,
     pub(crate) config: UmemConfig,
@@ -150,7 +180,7 @@ impl Umem {
                 )));
             }
         }
-        let frame_count = config.rx_frames + config.tx_frames;
+        let frame_count = config.rx_frames + config.tx_chunks();
         let bytes = frame_count as usize * FRAME_SIZE as usize;
         let pages = bytes.div_ceil(HUGEPAGE_SIZE);
 
@@ -207,7 +237,7 @@ fn create(
     let umem_config = XskUmemConfig::builder()
         .frame_size(FrameSize::new(FRAME_SIZE).map_err(|e| error(e.to_string()))?)
         .fill_queue_size(size(config.rx_frames * RING_SLACK)?)
-        .comp_queue_size(size(config.tx_frames * RING_SLACK)?)
+        .comp_queue_size(size(config.tx_chunks() * RING_SLACK)?)
         .frame_headroom(0)
         .build()
         .map_err(|e| error(e.to_string()))?;

@@ -70,6 +70,7 @@ mod daemon_hostile;
 mod daemon_hostile_wire;
 mod daemon_idle_cpu;
 mod daemon_isolation;
+mod daemon_jumbo;
 mod daemon_kernel_traffic;
 mod daemon_lifecycle;
 mod daemon_loopback;

@@ -17,6 +17,8 @@ use xroce_lab::{Lab, LabConfig, Side, netns};
 
 /// Hugepages one port's UMEM needs (2048 + 2048 frames of 4 KiB = 16 MiB).
 pub const PAGES_PER_PORT: u64 = 8;
+/// Hugepages one multi-buffer port's UMEM needs (2048 + 2 × 2048 frames = 24 MiB).
+pub const PAGES_PER_MULTI_BUFFER_PORT: u64 = 12;
 
 /// Tests of one binary take turns: they reserve hugepages and check the pool's size
 /// afterwards, which parallel tests would blur.
@@ -39,6 +41,11 @@ impl Fixture {
 
     /// A lab built from `config` and hugepages for two ports.
     pub fn with(config: &LabConfig) -> Fixture {
+        Fixture::with_pages(config, 2 * PAGES_PER_PORT)
+    }
+
+    /// A lab built from `config` and `pages` hugepages.
+    pub fn with_pages(config: &LabConfig, pages: u64) -> Fixture {
         let serial = SERIAL
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -47,8 +54,7 @@ impl Fixture {
             eprintln!("removed stale lab namespaces: {removed:?}");
         }
         let hugepages_before = hugepages::persistent().expect("reading the hugepage pool");
-        let hugepages =
-            HugepageReservation::reserve(2 * PAGES_PER_PORT).expect("reserving hugepages");
+        let hugepages = HugepageReservation::reserve(pages).expect("reserving hugepages");
         let lab = Lab::new(config).expect("building the lab");
         Fixture {
             lab,
@@ -135,12 +141,24 @@ impl Endpoint {
     /// Loads and attaches the XDP program to the host's interface (native where possible),
     /// opens a port on queue 0 and puts it in the XSKMAP. Call from inside the namespace.
     pub fn open(lab: &Lab, side: Side) -> Endpoint {
+        Endpoint::open_with(lab, side, AttachRequest::Auto, false)
+    }
+
+    /// [`Endpoint::open`] with the XDP attach mode asked for and multi-buffer on or off.
+    pub fn open_with(
+        lab: &Lab,
+        side: Side,
+        request: AttachRequest,
+        multi_buffer: bool,
+    ) -> Endpoint {
         let interface = lab.host(side).interface.clone();
         let mut xdp = XdpProgram::load(1).expect("loading the XDP program");
         let mode = xdp
-            .attach(&interface, AttachRequest::Auto)
+            .attach(&interface, request)
             .expect("attaching the XDP program");
-        let port = Port::open(&PortConfig::new(&interface, 0)).expect("opening the AF_XDP port");
+        let mut config = PortConfig::new(&interface, 0);
+        config.multi_buffer = multi_buffer;
+        let port = Port::open(&config).expect("opening the AF_XDP port");
         xdp.insert_socket(0, std::os::fd::AsFd::as_fd(&port))
             .expect("filling the XSKMAP");
         Endpoint { xdp, port, mode }

@@ -1,16 +1,19 @@
 //! Two namespaces over veth, xroce's XDP program and an AF_XDP port on both ends: UDP 4791
 //! frames sent from one port arrive on the other with the right bytes, in order, none lost
 //! at a gentle rate; then nothing is left behind. Once with native XDP (MTU 1500), once with
-//! an MTU veth's native XDP refuses (above 3504), where attaching falls back to generic XDP.
+//! generic XDP at an MTU above veth's native limit for programs without fragment support
+//! (3504), and on a 9000-byte link with multi-buffer ports (frames of up to two UMEM frames),
+//! natively and generically.
 //!
 //! Needs root (`#[ignore]`d: `cargo xtask test` runs it).
 
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-use crate::xsk_support::{Endpoint, Fixture, in_host};
+use crate::xsk_support::{Endpoint, Fixture, PAGES_PER_MULTI_BUFFER_PORT, in_host};
 use xroce_ebpf::Counter;
-use xroce_engine::xdp::AttachMode;
+use xroce_engine::umem::FRAME_CAPACITY;
+use xroce_engine::xdp::{AttachMode, AttachRequest};
 use xroce_lab::frame::UdpFrame;
 use xroce_lab::{Lab, LabConfig, Side, netns};
 
@@ -46,25 +49,54 @@ fn frame(lab: &Lab, seq: usize, max_payload: usize) -> Vec<u8> {
 fn xsk_frames_cross_the_veth_in_order_with_the_right_bytes() {
     xroce_lab::require_root();
     // veth's native XDP takes MTUs up to 3504.
-    exchange(&LabConfig::default(), 1400, AttachMode::Native);
+    exchange(Fixture::new(), 1400, AttachMode::Native, false);
 }
 
 #[test]
 #[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]
 fn xsk_frames_cross_the_veth_with_generic_xdp_above_the_native_mtu_limit() {
     xroce_lab::require_root();
-    // Above 3504 bytes veth refuses native XDP; attaching falls back to generic. Frames up
-    // to a UMEM frame's capacity (3840 bytes) still arrive whole.
+    // Above 3504 bytes veth refuses native XDP to a program without fragment support; xroce's
+    // has it, so generic is asked for here. Frames up to a UMEM frame's capacity (3840
+    // bytes) still arrive whole.
     let config = LabConfig {
         mtu: 4000,
         ..LabConfig::default()
     };
-    exchange(&config, 3700, AttachMode::Generic);
+    exchange(Fixture::with(&config), 3700, AttachMode::Generic, false);
 }
 
-fn exchange(config: &LabConfig, max_payload: usize, want_mode: AttachMode) {
-    let fixture = Fixture::with(config);
+#[test]
+#[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]
+fn xsk_jumbo_frames_cross_the_veth_in_two_umem_frames_with_native_xdp() {
+    xroce_lab::require_root();
+    jumbo(AttachMode::Native);
+}
+
+#[test]
+#[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]
+fn xsk_jumbo_frames_cross_the_veth_in_two_umem_frames_with_generic_xdp() {
+    xroce_lab::require_root();
+    jumbo(AttachMode::Generic);
+}
+
+/// Multi-buffer ports on a 9000-byte link: frames up to 7566 bytes (two UMEM frames' 7680)
+/// are sent as one or two descriptors and arrive whole.
+fn jumbo(mode: AttachMode) {
+    let config = LabConfig {
+        mtu: 9000,
+        ..LabConfig::default()
+    };
+    let fixture = Fixture::with_pages(&config, 2 * PAGES_PER_MULTI_BUFFER_PORT);
+    exchange(fixture, 7500, mode, true);
+}
+
+fn exchange(fixture: Fixture, max_payload: usize, want_mode: AttachMode, multi_buffer: bool) {
     let lab = &fixture.lab;
+    let request = match want_mode {
+        AttachMode::Native => AttachRequest::Auto,
+        AttachMode::Generic => AttachRequest::Generic,
+    };
     let expected: Vec<Vec<u8>> = (0..FRAMES)
         .map(|seq| frame(lab, seq, max_payload))
         .collect();
@@ -74,7 +106,7 @@ fn exchange(config: &LabConfig, max_payload: usize, want_mode: AttachMode) {
     let (receiver, sender) = std::thread::scope(|scope| {
         let receiver = scope.spawn(|| {
             netns::enter(&lab.b.netns).expect("entering b");
-            let mut end = Endpoint::open(lab, Side::B);
+            let mut end = Endpoint::open_with(lab, Side::B, request, multi_buffer);
             let before = end.xdp.counters().expect("counters");
             ready.wait();
             let mut got: Vec<Vec<u8>> = Vec::with_capacity(FRAMES);
@@ -103,7 +135,7 @@ fn exchange(config: &LabConfig, max_payload: usize, want_mode: AttachMode) {
         });
         let sender = scope.spawn(|| {
             netns::enter(&lab.a.netns).expect("entering a");
-            let mut end = Endpoint::open(lab, Side::A);
+            let mut end = Endpoint::open_with(lab, Side::A, request, multi_buffer);
             ready.wait();
             let tx = end.port.tx();
             for chunk in expected.chunks(16) {
@@ -139,14 +171,21 @@ fn exchange(config: &LabConfig, max_payload: usize, want_mode: AttachMode) {
         "attach a: {tx_mode}, b: {rx_mode}; port b: {} mode, UMEM on {}; kernel stats b: {stats:?}",
         rx_info.bind_mode, rx_info.backing
     );
+    // Descriptors: one per UMEM frame a frame takes (one each without multi-buffer).
+    let parts: usize = expected
+        .iter()
+        .map(|f| f.len().div_ceil(FRAME_CAPACITY))
+        .sum();
+    let long = expected.iter().filter(|f| f.len() > FRAME_CAPACITY).count() as u64;
     assert_eq!(
-        tx_counters.tx.frames, FRAMES as u64,
+        tx_counters.tx.frames, parts as u64,
         "frames a put on its TX ring"
     );
     assert_eq!(
-        tx_counters.tx.completed, FRAMES as u64,
+        tx_counters.tx.completed, parts as u64,
         "frames a's kernel completed"
     );
+    assert_eq!(tx_counters.tx.multi_buffer_packets, long);
     assert_eq!(
         got.len(),
         FRAMES,
@@ -161,7 +200,14 @@ fn exchange(config: &LabConfig, max_payload: usize, want_mode: AttachMode) {
         "redirected by b's XDP"
     );
     assert_eq!(xdp_counters.get(Counter::PassNoSocket), 0);
-    assert_eq!(rx_counters.rx.frames, FRAMES as u64);
+    assert_eq!(rx_counters.rx.frames, parts as u64);
+    assert_eq!(rx_counters.rx.multi_buffer_packets, long);
+    assert_eq!(rx_counters.rx.oversized, 0);
+    assert_eq!(
+        multi_buffer,
+        long > 0,
+        "frames longer than one UMEM frame were sent"
+    );
     let bytes: usize = expected.iter().map(Vec::len).sum();
     assert_eq!(rx_counters.rx.bytes, bytes as u64);
     assert_eq!(rx_mode, want_mode, "XDP attach mode on b");

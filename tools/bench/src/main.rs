@@ -782,11 +782,11 @@ fn run(args: &Args) -> Result<()> {
             report.placement.baseline_b_core,
         );
         for &frame in &frames.flood {
-            if !(xsk::MIN_FRAME..=xsk::MAX_FRAME).contains(&frame) {
+            if !(xsk::MIN_FRAME..=xsk::max_frame(args.mtu)).contains(&frame) {
                 report.notes.push(format!(
                     "no raw AF_XDP flood at {frame} B frames: xsk-baseline sends {}..={} B",
                     xsk::MIN_FRAME,
-                    xsk::MAX_FRAME
+                    xsk::max_frame(args.mtu)
                 ));
                 continue;
             }
@@ -794,17 +794,28 @@ fn run(args: &Args) -> Result<()> {
                 format!("raw AF_XDP flood, {frame} B frames"),
                 Expect::Secs(args.baseline_secs),
             );
-            report
-                .baselines
-                .xsk_flood
-                .push(xsk::flood(bin, a, b, frame, args.baseline_secs)?);
+            report.baselines.xsk_flood.push(xsk::flood(
+                bin,
+                a,
+                b,
+                frame,
+                args.mtu,
+                args.baseline_secs,
+            )?);
         }
         progress.step(
             format!("raw AF_XDP ping-pong, {} B frames", frames.pingpong),
             Expect::Unknown,
         );
         let frame = frames.pingpong.max(xsk::MIN_FRAME);
-        report.baselines.xsk_pingpong = Some(xsk::pingpong(bin, a, b, frame, args.pingpong_count)?);
+        report.baselines.xsk_pingpong = Some(xsk::pingpong(
+            bin,
+            a,
+            b,
+            frame,
+            args.mtu,
+            args.pingpong_count,
+        )?);
     }
     if plan.has("loss") {
         run_loss(&xroced, &plan, args, &mut report, &progress)?;

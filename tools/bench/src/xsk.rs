@@ -2,7 +2,7 @@
 //! transport), at the frame sizes of the xroce figures it is compared with.
 //!
 //! `xsk-baseline` builds its own two-namespace lab, configured like the bench's (veth, one
-//! queue, MTU 1500), attaches the same XDP program and pins its two ends to the cores it is
+//! queue, the bench's MTU), attaches the same XDP program and pins its two ends to the cores it is
 //! given. It prints one JSON line last, which is read here.
 
 use std::path::Path;
@@ -14,8 +14,16 @@ use serde_json::Value;
 
 use super::report::{FloodPoint, PingPoint};
 
-/// The largest frame `xsk-baseline` sends (its lab has a 1500-byte MTU).
-pub(crate) const MAX_FRAME: usize = 1514;
+/// The largest frame `xsk-baseline` sends on a lab of MTU `mtu`: the MTU's frame, up to what
+/// its ports take (one UMEM frame, or two with multi-buffer).
+pub(crate) fn max_frame(mtu: u32) -> usize {
+    let ports = if xroce_engine::daemon::needs_multi_buffer(mtu) {
+        xroce_engine::umem::MULTI_BUFFER_CAPACITY
+    } else {
+        xroce_engine::umem::FRAME_CAPACITY
+    };
+    (mtu as usize + 14).min(ports)
+}
 /// The smallest: headers and its two-byte sequence number.
 pub(crate) const MIN_FRAME: usize = 14 + 20 + 8 + 2;
 
@@ -104,8 +112,8 @@ fn number(v: &Value, key: &str) -> Result<f64> {
         .with_context(|| format!("xsk-baseline's JSON has no number {key:?}: {v}"))
 }
 
-fn common(a_core: Option<usize>, b_core: Option<usize>, frame: usize) -> Vec<String> {
-    let mut args = Vec::new();
+fn common(a_core: Option<usize>, b_core: Option<usize>, frame: usize, mtu: u32) -> Vec<String> {
+    let mut args = vec!["--mtu".to_owned(), mtu.to_string()];
     if let Some(c) = a_core {
         args.extend(["--a-core".into(), c.to_string()]);
     }
@@ -122,9 +130,10 @@ pub(crate) fn flood(
     a_core: Option<usize>,
     b_core: Option<usize>,
     frame: usize,
+    mtu: u32,
     secs: f64,
 ) -> Result<FloodPoint> {
-    let mut args = common(a_core, b_core, frame);
+    let mut args = common(a_core, b_core, frame, mtu);
     args.extend(["flood".into(), "--secs".into(), format!("{secs}")]);
     let v = run(bin, &args, Duration::from_secs_f64(secs + 60.0))?;
     let bps = number(&v, "rx_bps")?;
@@ -145,9 +154,10 @@ pub(crate) fn pingpong(
     a_core: Option<usize>,
     b_core: Option<usize>,
     frame: usize,
+    mtu: u32,
     count: usize,
 ) -> Result<PingPoint> {
-    let mut args = common(a_core, b_core, frame);
+    let mut args = common(a_core, b_core, frame, mtu);
     let warmup = (count / 10).clamp(1, 2000);
     args.extend([
         "pingpong".into(),

@@ -10,6 +10,9 @@
 //!   receiver, plus the transmitter's own figures.
 //! - `pingpong`: one frame back and forth `--count` times; round-trip time percentiles.
 //!
+//! `--mtu` sets the lab's MTU; above 3822 bytes the ports use AF_XDP multi-buffer frames, so
+//! frames of up to 7680 bytes cross (a 4096-byte path MTU's).
+//!
 //! Output: human lines, then one JSON line (the last line, starting with `{`). Needs root.
 //! Ctrl-C tears the lab down.
 
@@ -20,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
+use xroce_engine::daemon::needs_multi_buffer;
 use xroce_engine::umem::HugepagePolicy;
 use xroce_engine::xdp::{AttachMode, AttachRequest, XdpProgram};
 use xroce_engine::xsk::{Backoff, BindMode, Port, PortConfig, ZeroCopy};
@@ -57,6 +61,10 @@ struct Cli {
     /// XDP attach mode: auto (native, else generic), native, generic.
     #[arg(long, global = true, default_value = "auto")]
     xdp: String,
+    /// MTU of the lab's veth interfaces; above a UMEM frame's capacity the ports use
+    /// multi-buffer frames.
+    #[arg(long, global = true, default_value_t = 1500)]
+    mtu: u32,
 }
 
 #[derive(Debug, Subcommand)]
@@ -100,6 +108,7 @@ fn open_end(
     request: AttachRequest,
     hugepages: HugepagePolicy,
     frames: u32,
+    multi_buffer: bool,
 ) -> Result<End> {
     let interface = &lab.host(side).interface;
     let mut xdp = XdpProgram::load(1)?;
@@ -109,6 +118,7 @@ fn open_end(
     config.zero_copy = ZeroCopy::Auto;
     config.rx_frames = frames;
     config.tx_frames = frames;
+    config.multi_buffer = multi_buffer;
     let port = Port::open(&config)?;
     xdp.insert_socket(0, std::os::fd::AsFd::as_fd(&port))?;
     let setup = Setup {
@@ -138,7 +148,7 @@ fn pin(core: usize) {
 const SEQ_LEN: usize = 2;
 
 /// The frame a sends (seq 0; the sequence number sits in the first payload bytes).
-fn template(lab: &Lab, from: Side, ipv6: bool, size: usize) -> Result<(Vec<u8>, usize)> {
+fn template(lab: &Lab, from: Side, ipv6: bool, size: usize, mtu: u32) -> Result<(Vec<u8>, usize)> {
     let ip = if ipv6 {
         lab.host(from).ipv6.into()
     } else {
@@ -151,8 +161,13 @@ fn template(lab: &Lab, from: Side, ipv6: bool, size: usize) -> Result<(Vec<u8>, 
             headers + SEQ_LEN
         );
     }
-    if size > xroce_engine::umem::FRAME_CAPACITY || size > 1500 + ETH_LEN {
-        bail!("--size {size} does not fit the 1500-byte MTU of the lab");
+    let most = if needs_multi_buffer(mtu) {
+        xroce_engine::umem::MULTI_BUFFER_CAPACITY
+    } else {
+        xroce_engine::umem::FRAME_CAPACITY
+    };
+    if size > most || size > mtu as usize + ETH_LEN {
+        bail!("--size {size} does not fit the {mtu}-byte MTU of the lab (or {most}-byte ports)");
     }
     let (src, dst) = lab.udp_endpoints(from, ipv6, 0xc000, 4791);
     let payload = vec![0u8; size - headers];
@@ -195,8 +210,10 @@ fn main() -> Result<()> {
     let reservation = if cli.no_hugepages {
         None
     } else {
-        // Two ports of 2 x frames x 4 KiB each.
-        let pages = (4 * u64::from(cli.frames) * 4096).div_ceil(2 << 20);
+        // Two ports of 2 x frames x 4 KiB each (3 x with multi-buffer: transmit frames are
+        // pairs).
+        let per_port = if needs_multi_buffer(cli.mtu) { 3 } else { 2 };
+        let pages = (2 * per_port * u64::from(cli.frames) * 4096).div_ceil(2 << 20);
         Some(HugepageReservation::reserve(pages).context("reserving hugepages")?)
     };
     let hugepages = if cli.no_hugepages {
@@ -204,7 +221,11 @@ fn main() -> Result<()> {
     } else {
         HugepagePolicy::Auto
     };
-    let lab = Lab::new(&LabConfig::default()).context("building the lab")?;
+    let lab = Lab::new(&LabConfig {
+        mtu: cli.mtu,
+        ..LabConfig::default()
+    })
+    .context("building the lab")?;
     log::info!(
         "lab {} up; {cores} cores; a on core {}, b on core {}",
         lab.prefix(),
@@ -272,7 +293,7 @@ fn flood(
     hugepages: HugepagePolicy,
     secs: f64,
 ) -> Result<(String, String)> {
-    let (frame, headers) = template(lab, Side::A, cli.ipv6, cli.size)?;
+    let (frame, headers) = template(lab, Side::A, cli.ipv6, cli.size, cli.mtu)?;
     let duration = Duration::from_secs_f64(secs);
     let ready = Barrier::new(2);
     let stop = AtomicBool::new(false);
@@ -281,7 +302,14 @@ fn flood(
         let rx = scope.spawn(|| -> Result<FloodRx> {
             netns::enter(&lab.b.netns)?;
             pin(cli.b_core);
-            let opened = open_end(lab, Side::B, request, hugepages, cli.frames);
+            let opened = open_end(
+                lab,
+                Side::B,
+                request,
+                hugepages,
+                cli.frames,
+                needs_multi_buffer(cli.mtu),
+            );
             ready.wait();
             let mut end = opened?;
             let mut backoff = Backoff::default();
@@ -337,7 +365,14 @@ fn flood(
             let result = (|| -> Result<FloodTx> {
                 netns::enter(&lab.a.netns)?;
                 pin(cli.a_core);
-                let opened = open_end(lab, Side::A, request, hugepages, cli.frames);
+                let opened = open_end(
+                    lab,
+                    Side::A,
+                    request,
+                    hugepages,
+                    cli.frames,
+                    needs_multi_buffer(cli.mtu),
+                );
                 ready.wait();
                 let mut end = opened?;
                 let tx = end.port.tx();
@@ -477,8 +512,8 @@ fn pingpong(
     count: usize,
     warmup: usize,
 ) -> Result<(String, String)> {
-    let (ping, headers) = template(lab, Side::A, cli.ipv6, cli.size)?;
-    let (pong, _) = template(lab, Side::B, cli.ipv6, cli.size)?;
+    let (ping, headers) = template(lab, Side::A, cli.ipv6, cli.size, cli.mtu)?;
+    let (pong, _) = template(lab, Side::B, cli.ipv6, cli.size, cli.mtu)?;
     let ready = Barrier::new(2);
     let stop = AtomicBool::new(false);
     let total = warmup + count;
@@ -487,7 +522,14 @@ fn pingpong(
         let responder = scope.spawn(|| -> Result<(Setup, u64)> {
             netns::enter(&lab.b.netns)?;
             pin(cli.b_core);
-            let opened = open_end(lab, Side::B, request, hugepages, cli.frames);
+            let opened = open_end(
+                lab,
+                Side::B,
+                request,
+                hugepages,
+                cli.frames,
+                needs_multi_buffer(cli.mtu),
+            );
             ready.wait();
             let mut end = opened?;
             let mut backoff = Backoff::default();
@@ -522,7 +564,14 @@ fn pingpong(
             let result = (|| -> Result<(Setup, Vec<Duration>, u64)> {
                 netns::enter(&lab.a.netns)?;
                 pin(cli.a_core);
-                let opened = open_end(lab, Side::A, request, hugepages, cli.frames);
+                let opened = open_end(
+                    lab,
+                    Side::A,
+                    request,
+                    hugepages,
+                    cli.frames,
+                    needs_multi_buffer(cli.mtu),
+                );
                 ready.wait();
                 let mut end = opened?;
                 let mut rtts = Vec::with_capacity(count);

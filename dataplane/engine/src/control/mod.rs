@@ -123,6 +123,12 @@ pub type Resolver = Arc<dyn Fn(Gid) -> Result<Option<[u8; 6]>, String> + Send + 
 pub trait Host {
     /// The port as it is now.
     fn port(&mut self) -> PortView;
+    /// From now on the port's active MTU is at most `most`: the largest path MTU the
+    /// daemon's AF_XDP sockets carry. A host whose port view has a fixed active MTU ignores
+    /// it.
+    fn limit_path_mtu(&mut self, most: IbMtu) {
+        let _ = most;
+    }
     /// The next-hop MAC address for a destination GID as known now, without waiting; the
     /// port's own MAC for a GID of this host (loopback). [`Neighbour::Pending`] when the
     /// kernel was asked to find it out.

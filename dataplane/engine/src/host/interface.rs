@@ -73,7 +73,8 @@ impl Interface {
 ///
 /// The headers counted are IPv6's when the interface has an IPv6 GID (so that the MTU holds
 /// for every GID of the port), IPv4's otherwise; on a 1500-byte link both give 1024. `cap`
-/// is what the daemon can carry: 2048 with 2 KiB AF_XDP frames and no multi-buffer.
+/// is what the daemon's AF_XDP sockets carry: 2048 in one 4 KiB frame, 4096 with
+/// multi-buffer ([`crate::daemon::path_mtu_within`]).
 pub fn path_mtu(interface: &Interface, cap: IbMtu) -> Result<IbMtu, HostError> {
     let version = if interface
         .gid_table()

@@ -418,6 +418,9 @@ impl Poller {
             ("full_ring_scans", intake.full_ring_scans),
             ("xsk_rx_fill_ring_empty", port.rx.fill_ring_empty),
             ("xsk_tx_kicks", port.tx.kicks),
+            ("xsk_rx_multi_buffer_packets", port.rx.multi_buffer_packets),
+            ("xsk_rx_oversized_drops", port.rx.oversized),
+            ("xsk_tx_multi_buffer_packets", port.tx.multi_buffer_packets),
             ("xsk_rx_dropped", kernel.rx_dropped),
             ("xsk_rx_ring_full", kernel.rx_ring_full),
             (

@@ -22,6 +22,13 @@
 //! when the TX ring needs it (in copy mode the kernel sends at most 32 frames per kick), a
 //! `poll` when the fill ring needs it, and `poll(2)` when a poller goes to sleep.
 //!
+//! Multi-buffer ([`PortConfig::multi_buffer`], for links whose frames do not fit one UMEM
+//! frame): the socket is bound with `XDP_USE_SG` and a packet spans up to
+//! [`MAX_PARTS`](crate::umem::MAX_PARTS) frames. On receive the parts are put together
+//! ([`RxBatch`] lends whole packets only); on transmit each frame is a pair of neighbouring
+//! UMEM frames written as one buffer, and a packet longer than one frame goes on the TX ring
+//! as two descriptors, the first marked `XDP_PKT_CONTD` (see [`Transmitter`]).
+//!
 //! Receive and transmit frames are separate pools: `rx_frames` live between the fill ring,
 //! the RX ring and a [`RxBatch`]; `tx_frames` between the free list, the TX ring and the
 //! completion ring. Neither can starve the other.
@@ -55,6 +62,9 @@ pub const RX_BATCH: usize = 64;
 pub const TX_BATCH: usize = 64;
 /// Completion ring entries reaped per ring access.
 const COMPLETION_BATCH: usize = 256;
+/// The descriptor option that says more parts of the packet follow (`XDP_PKT_CONTD`,
+/// include/uapi/linux/if_xdp.h).
+pub(crate) const XDP_PKT_CONTD: u32 = 1;
 
 /// Whether to ask for zero-copy.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -103,11 +113,16 @@ pub struct PortConfig {
     pub zero_copy: ZeroCopy,
     /// Hugepages for the UMEM.
     pub hugepages: HugepagePolicy,
+    /// AF_XDP multi-buffer (`XDP_USE_SG`): packets up to
+    /// [`MULTI_BUFFER_CAPACITY`](crate::umem::MULTI_BUFFER_CAPACITY) bytes (a 4096-byte path
+    /// MTU) instead of [`FRAME_CAPACITY`](crate::umem::FRAME_CAPACITY); transmit frames take
+    /// twice the UMEM.
+    pub multi_buffer: bool,
 }
 
 impl PortConfig {
     /// A port on `interface` queue `queue` with 2048 receive and 2048 transmit frames (16 MiB
-    /// of UMEM), zero-copy and hugepages where available.
+    /// of UMEM), zero-copy and hugepages where available, no multi-buffer.
     pub fn new(interface: &str, queue: u32) -> PortConfig {
         PortConfig {
             interface: interface.to_owned(),
@@ -116,6 +131,7 @@ impl PortConfig {
             tx_frames: 2048,
             zero_copy: ZeroCopy::Auto,
             hugepages: HugepagePolicy::Auto,
+            multi_buffer: false,
         }
     }
 }
@@ -159,6 +175,19 @@ pub struct PortInfo {
     pub rx_frames: u32,
     /// Transmit frames.
     pub tx_frames: u32,
+    /// Whether packets may span several frames (`XDP_USE_SG`).
+    pub multi_buffer: bool,
+}
+
+impl PortInfo {
+    /// The longest packet the port receives or sends (Ethernet header onwards).
+    pub fn max_packet(&self) -> usize {
+        if self.multi_buffer {
+            crate::umem::MULTI_BUFFER_CAPACITY
+        } else {
+            crate::umem::FRAME_CAPACITY
+        }
+    }
 }
 
 /// Receive-side counters.
@@ -178,12 +207,17 @@ pub struct RxCounters {
     /// Times received frames could not go back to the fill ring at once and waited for the
     /// next poll (not expected: the fill ring has two slots per receive frame).
     pub fill_deferred: u64,
+    /// Packets put together from several frames (multi-buffer).
+    pub multi_buffer_packets: u64,
+    /// Packets longer than the port takes
+    /// ([`MULTI_BUFFER_CAPACITY`](crate::umem::MULTI_BUFFER_CAPACITY)): dropped.
+    pub oversized: u64,
 }
 
 /// Transmit-side counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TxCounters {
-    /// Frames put on the TX ring.
+    /// Frames (descriptors) put on the TX ring.
     pub frames: u64,
     /// Their bytes.
     pub bytes: u64,
@@ -197,6 +231,8 @@ pub struct TxCounters {
     pub kick_errors: u64,
     /// Frames submitted with a length of 0 or beyond the frame: not sent.
     pub bad_length: u64,
+    /// Packets sent in two frames (multi-buffer).
+    pub multi_buffer_packets: u64,
 }
 
 /// Both sides' counters.
@@ -260,6 +296,7 @@ impl Port {
             rx_frames: config.rx_frames,
             tx_frames: config.tx_frames,
             hugepages: config.hugepages,
+            multi_buffer: config.multi_buffer,
         };
         let socket_error = |reason: String| PortError::Socket {
             interface: config.interface.clone(),
@@ -309,6 +346,9 @@ impl Port {
             batch: vec![FrameDesc::default(); RX_BATCH].into_boxed_slice(),
             fill_size: config.rx_frames * RING_SLACK,
             deferred: Vec::with_capacity(rx_frames),
+            assembly: config
+                .multi_buffer
+                .then(|| Box::new(receive::Assembly::new())),
             counters: RxCounters::default(),
         };
         // Safety: the descriptors are the receive frames of this UMEM, owned by nobody else
@@ -319,14 +359,18 @@ impl Port {
                 "priming the fill ring took {primed} of {rx_frames} frames"
             )));
         }
+        let parts = umem_config.tx_parts() as usize;
         let tx = Transmitter {
             ring: tx_queue,
             completion,
             umem: umem.inner.clone(),
-            free: tx_descs.to_vec(),
-            staged: Vec::with_capacity(TX_BATCH),
+            // With multi-buffer, a transmit frame is a pair of neighbouring UMEM frames,
+            // known by its first.
+            free: tx_descs.iter().step_by(parts).copied().collect(),
+            staged: Vec::with_capacity(TX_BATCH * parts),
             completed: vec![FrameDesc::default(); COMPLETION_BATCH].into_boxed_slice(),
             in_flight: 0,
+            pairs: (parts > 1).then(|| transmit::Pairs::new(tx_descs, rx_frames)),
             counters: TxCounters::default(),
         };
         let info = PortInfo {
@@ -336,11 +380,22 @@ impl Port {
             backing: umem.backing.clone(),
             rx_frames: config.rx_frames,
             tx_frames: config.tx_frames,
+            multi_buffer: config.multi_buffer,
         };
         info!(
             "xsk: {} queue {}: AF_XDP socket in {bind_mode} mode, UMEM on {}, {} rx + {} tx \
-             frames",
-            info.interface, info.queue, info.backing, info.rx_frames, info.tx_frames
+             frames, packets up to {} bytes{}",
+            info.interface,
+            info.queue,
+            info.backing,
+            info.rx_frames,
+            info.tx_frames,
+            info.max_packet(),
+            if info.multi_buffer {
+                " (multi-buffer)"
+            } else {
+                ""
+            }
         );
         Ok(Port {
             rx,
@@ -431,13 +486,21 @@ fn bind(
 ) -> Result<Queues, String> {
     let size = |n: u32| QueueSize::new(n).map_err(|e| e.to_string());
     let mut bind_flags = BindFlags::XDP_USE_NEED_WAKEUP;
+    if config.multi_buffer {
+        bind_flags |= BindFlags::XDP_USE_SG;
+    }
+    let tx_chunks = if config.multi_buffer {
+        config.tx_frames * crate::umem::MAX_PARTS as u32
+    } else {
+        config.tx_frames
+    };
     bind_flags |= match mode {
         BindMode::ZeroCopy => BindFlags::XDP_ZEROCOPY,
         BindMode::Copy => BindFlags::XDP_COPY,
     };
     let socket_config = SocketConfig::builder()
         .rx_queue_size(size(config.rx_frames)?)
-        .tx_queue_size(size(config.tx_frames * RING_SLACK)?)
+        .tx_queue_size(size(tx_chunks * RING_SLACK)?)
         // xroce attaches its own XDP program and XSKMAP: libxdp must not load its default.
         .libxdp_flags(LibxdpFlags::XSK_LIBXDP_FLAGS_INHIBIT_PROG_LOAD)
         .bind_flags(bind_flags)

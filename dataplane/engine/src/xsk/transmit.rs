@@ -1,12 +1,21 @@
 //! The transmit side of a port: free frames lent out as `&mut [u8]`, staged, put on the
 //! TX ring in batches, and taken back from the completion ring once sent.
+//!
+//! With multi-buffer on, a transmit frame is a pair of neighbouring UMEM frames, lent as one
+//! buffer of [`MULTI_BUFFER_CAPACITY`] bytes that runs from the first frame's packet area into
+//! the second frame. A packet that fits the first frame goes as one descriptor; a longer one
+//! as two: the first frame whole, marked `XDP_PKT_CONTD`, then the rest, moved past the
+//! second frame's headroom (a few hundred bytes for a 4096-byte payload). A pair goes back
+//! to the free list once every descriptor it was sent in came off the completion ring (in
+//! copy mode they make one skb and complete together; a zero-copy driver may complete them
+//! in two steps).
 
 use std::fmt;
 
 use xsk_rs::{CompQueue, FrameDesc, TxQueue};
 
-use super::{TX_BATCH, TxCounters};
-use crate::umem::FRAME_CAPACITY;
+use super::{TX_BATCH, TxCounters, XDP_PKT_CONTD};
+use crate::umem::{FRAME_CAPACITY, FRAME_SIZE, MULTI_BUFFER_CAPACITY, XDP_HEADROOM};
 
 /// The transmit side of a [`Port`]: the TX ring, the completion ring and the free frames.
 pub struct Transmitter {
@@ -19,9 +28,64 @@ pub struct Transmitter {
     pub(super) staged: Vec<FrameDesc>,
     /// Scratch for reaping the completion ring.
     pub(super) completed: Box<[FrameDesc]>,
-    /// Frames on the TX ring or in the kernel, not yet completed.
+    /// Frames (descriptors) on the TX ring or in the kernel, not yet completed.
     pub(super) in_flight: usize,
+    /// With multi-buffer on: the second frame of each pair.
+    pub(super) pairs: Option<Pairs>,
     pub(super) counters: TxCounters,
+}
+
+/// The transmit frames of a multi-buffer port, in UMEM order: pair `k` is frames `2k` (the
+/// one on the free list) and `2k + 1`.
+#[derive(Debug)]
+pub(super) struct Pairs {
+    frames: Box<[FrameDesc]>,
+    /// The UMEM frame index of the first transmit frame.
+    first: usize,
+    /// Per pair: its descriptors sent and not completed yet.
+    outstanding: Box<[u8]>,
+}
+
+impl Pairs {
+    /// `frames`: the transmit frames, in UMEM order, starting at UMEM frame `first` (even).
+    pub(super) fn new(frames: &[FrameDesc], first: usize) -> Pairs {
+        debug_assert!(first.is_multiple_of(2) && frames.len().is_multiple_of(2));
+        Pairs {
+            frames: frames.into(),
+            first,
+            outstanding: vec![0; frames.len() / 2].into_boxed_slice(),
+        }
+    }
+
+    /// The position among the transmit frames of the frame at `addr`.
+    fn position(&self, addr: usize) -> usize {
+        (addr / FRAME_SIZE as usize).wrapping_sub(self.first)
+    }
+
+    /// The second frame of the pair whose first frame is at `addr`.
+    fn second(&self, addr: usize) -> Option<FrameDesc> {
+        self.frames.get(self.position(addr) + 1).copied()
+    }
+
+    /// The pair whose first frame is at `addr` goes out in `parts` descriptors.
+    fn on_sent(&mut self, addr: usize, parts: u8) {
+        if let Some(n) = self.outstanding.get_mut(self.position(addr) / 2) {
+            *n = parts;
+        }
+    }
+
+    /// The frame at `addr` completed: the pair's first frame when that was the pair's last
+    /// descriptor in flight.
+    fn on_completed(&mut self, addr: usize) -> Option<FrameDesc> {
+        let pair = self.position(addr) / 2;
+        let n = self.outstanding.get_mut(pair)?;
+        *n = n.saturating_sub(1);
+        if *n == 0 {
+            self.frames.get(2 * pair).copied()
+        } else {
+            None
+        }
+    }
 }
 
 impl fmt::Debug for Transmitter {
@@ -64,6 +128,12 @@ impl Transmitter {
             capacity
         };
         debug_assert_eq!(capacity, FRAME_CAPACITY);
+        // A pair's buffer runs on into its second frame, the next in the mapping.
+        let capacity = if self.pairs.is_some() {
+            MULTI_BUFFER_CAPACITY
+        } else {
+            capacity
+        };
         let buf = data.contents_mut().as_mut_ptr();
         Some(TxFrame {
             transmitter: self,
@@ -123,7 +193,15 @@ impl Transmitter {
         loop {
             // Safety: the completion ring of this UMEM only returns its own transmit frames.
             let n = unsafe { self.completion.consume(&mut self.completed) };
-            self.free.extend_from_slice(&self.completed[..n]);
+            match &mut self.pairs {
+                None => self.free.extend_from_slice(&self.completed[..n]),
+                // A pair is free again when all its descriptors completed.
+                Some(pairs) => self.free.extend(
+                    self.completed[..n]
+                        .iter()
+                        .filter_map(|d| pairs.on_completed(d.addr())),
+                ),
+            }
             total += n;
             if n < self.completed.len() {
                 break;
@@ -168,11 +246,53 @@ impl Transmitter {
         }
     }
 
-    fn stage(&mut self, mut desc: FrameDesc, len: usize) -> bool {
-        // Safety: `desc` is the frame the finished TxFrame held; nothing else refers to it.
-        let mut data = unsafe { self.umem.data_mut(&mut desc) };
-        data.cursor().set_pos(len);
-        self.staged.push(desc);
+    fn stage(&mut self, mut desc: FrameDesc, buf: *mut u8, len: usize) -> bool {
+        if len > FRAME_CAPACITY {
+            let Some(pairs) = self.pairs.as_mut() else {
+                self.counters.bad_length += 1;
+                self.free.push(desc);
+                return false;
+            };
+            let Some(mut second) = pairs.second(desc.addr()) else {
+                self.counters.bad_length += 1;
+                self.free.push(desc);
+                return false;
+            };
+            let rest = len - FRAME_CAPACITY;
+            let second_frame = buf.wrapping_add(FRAME_CAPACITY);
+            let second_packet = second_frame.wrapping_add(XDP_HEADROOM as usize);
+            // Safety: `buf` is the pair's buffer, MULTI_BUFFER_CAPACITY bytes from the first
+            // frame's packet area into the second frame, lent to the TxFrame that is being
+            // submitted; `rest + XDP_HEADROOM <= FRAME_SIZE` (len <= MULTI_BUFFER_CAPACITY),
+            // so source and destination stay in the second frame (`copy` allows overlap).
+            unsafe { std::ptr::copy(second_frame, second_packet, rest) };
+            // Safety: both are the frames of the pair the finished TxFrame held; nothing
+            // else refers to them.
+            unsafe { self.umem.data_mut(&mut desc) }
+                .cursor()
+                .set_pos(FRAME_CAPACITY);
+            desc.set_options(XDP_PKT_CONTD);
+            // Safety: as above.
+            unsafe { self.umem.data_mut(&mut second) }
+                .cursor()
+                .set_pos(rest);
+            second.set_options(0);
+            pairs.on_sent(desc.addr(), 2);
+            self.staged.push(desc);
+            self.staged.push(second);
+            self.counters.multi_buffer_packets += 1;
+        } else {
+            // Safety: `desc` is the frame the finished TxFrame held; nothing else refers to
+            // it.
+            unsafe { self.umem.data_mut(&mut desc) }
+                .cursor()
+                .set_pos(len);
+            desc.set_options(0);
+            if let Some(pairs) = self.pairs.as_mut() {
+                pairs.on_sent(desc.addr(), 1);
+            }
+            self.staged.push(desc);
+        }
         if self.staged.len() >= TX_BATCH {
             self.flush();
         }
@@ -203,13 +323,15 @@ impl TxFrame<'_> {
     /// The frame's bytes: write the packet (Ethernet header first) at the start.
     #[inline]
     pub fn buf(&mut self) -> &mut [u8] {
-        // Safety: `buf..buf+capacity` is this frame's packet area inside the UMEM mapping,
+        // Safety: `buf..buf+capacity` is this frame's packet area inside the UMEM mapping (with
+        // multi-buffer, running on into the pair's second frame, the next in the mapping),
         // which the transmitter's UMEM handle keeps alive; the frame is on no ring and lent
         // only to this TxFrame, and `&mut self` keeps the slice unique.
         unsafe { std::slice::from_raw_parts_mut(self.buf, self.capacity) }
     }
 
-    /// Bytes the frame holds: [`FRAME_CAPACITY`].
+    /// Bytes the frame holds: [`FRAME_CAPACITY`], or [`MULTI_BUFFER_CAPACITY`] with
+    /// multi-buffer on.
     #[inline]
     pub fn capacity(&self) -> usize {
         self.capacity
@@ -226,7 +348,7 @@ impl TxFrame<'_> {
             self.transmitter.free.push(self.desc);
             return false;
         }
-        self.transmitter.stage(self.desc, len)
+        self.transmitter.stage(self.desc, self.buf, len)
     }
 }
 
