@@ -10,13 +10,18 @@
 //! defaults it does not: alpha forgets each CNP before the next arrives).
 //!
 //! With ECN marks and DCQCN the senders share the port fairly, keep it mostly busy and
-//! lose almost nothing once the onset's burst is over (under `Auto`, which slows nothing
-//! before a first CNP or loss, less fairly: the onset's losses cost one sender timeouts); without ECN the delay controller
-//! loses a fiftieth of what no control loses, less fairly and with a less busy port, and
-//! `Auto`, on losses alone, a fifth or less; without congestion control the
-//! queue overflows, frames are lost and go-back-N wastes the port. These are properties of
-//! the algorithms on this simulated network (deterministic, seeded), not measurements of a
-//! machine; the bounds asserted are below the targets a bench run aims at.
+//! lose nothing once the onset's burst is over (`Auto` ends up under DCQCN at its first
+//! CNP). Without ECN the delay controller loses nothing after the onset either and shares
+//! the port more fairly than no control, with a less busy port. Without congestion control
+//! the onset fills the queue and loses frames, and from then on the transport's own loss
+//! recovery (a window of about twice the measured bandwidth-delay product once the path
+//! lost packets) keeps the queue from overflowing again: the port stays busy, but each
+//! sender's share is what it measured at the onset, less fair than with DCQCN; `Auto`
+//! without ECN reacts to losses only, so after the onset it is the same. Shares are taken
+//! over 50 ms, about fifty round trips, so that a handful of 64 KiB messages does not
+//! decide them. These are properties of the algorithms on this simulated network
+//! (deterministic, seeded), not measurements of a machine; the bounds asserted are below
+//! the targets a bench run aims at.
 
 use core::time::Duration;
 use std::cmp::Reverse;
@@ -384,7 +389,7 @@ fn dcqcn_with_ecn_marks_shares_the_port_fairly_keeps_it_busy_and_loses_nothing()
         &config,
         RED,
         Duration::from_millis(10),
-        Duration::from_millis(20),
+        Duration::from_millis(60),
     );
     eprintln!("dcqcn 4->1: {o:?}");
     assert!(o.drops < 50, "{o:?}");
@@ -404,19 +409,19 @@ fn auto_with_ecn_marks_ends_up_under_dcqcn() {
         &config,
         RED,
         Duration::from_millis(10),
-        Duration::from_millis(20),
+        Duration::from_millis(60),
     );
     eprintln!("auto 4->1 with ECN: {o:?}");
     assert!(o.cnps > 0, "{o:?}");
     assert!(o.drops < 10, "{o:?}");
     assert!(o.utilisation > 0.8, "{o:?}");
-    // Nothing slows a flow before its first CNP or loss: the onset's losses leave one
-    // sender waiting out retransmission timeouts for part of the window.
-    assert!(o.jain > 0.7, "{o:?}");
+    // Nothing slows a flow before its first CNP or loss, but once each has one, DCQCN
+    // shares the port.
+    assert!(o.jain > 0.95, "{o:?}");
 }
 
 #[test]
-fn without_ecn_the_delay_controller_loses_little_and_keeps_the_port_busy() {
+fn without_ecn_the_delay_controller_loses_nothing_after_the_onset_and_shares_fairly() {
     let config = CongestionConfig {
         algorithm: Algorithm::Delay,
         ..CongestionConfig::new(LINE)
@@ -426,7 +431,7 @@ fn without_ecn_the_delay_controller_loses_little_and_keeps_the_port_busy() {
         &config,
         None,
         Duration::from_millis(10),
-        Duration::from_millis(20),
+        Duration::from_millis(60),
     );
     eprintln!("delay 4->1 without ECN: {o:?}");
     assert_eq!(o.marks, 0);
@@ -435,30 +440,34 @@ fn without_ecn_the_delay_controller_loses_little_and_keeps_the_port_busy() {
         &CongestionConfig::off(LINE),
         None,
         Duration::from_millis(10),
-        Duration::from_millis(20),
+        Duration::from_millis(60),
     );
-    assert!(o.drops * 50 < off.drops, "{o:?} off {off:?}");
-    assert!(o.utilisation > 0.75, "{o:?}");
-    assert!(o.jain > 0.7, "{o:?}");
+    assert!(o.drops < 50, "{o:?}");
+    assert!(o.utilisation > 0.7, "{o:?}");
+    assert!(o.jain > 0.95, "{o:?}");
+    assert!(o.jain > off.jain, "{o:?} off {off:?}");
 }
 
 #[test]
-fn without_congestion_control_the_queue_overflows_and_the_port_is_wasted() {
+fn without_congestion_control_the_onset_overflows_and_loss_recovery_alone_shares_unfairly() {
     let off = incast(
         4,
         &CongestionConfig::off(LINE),
         RED,
         Duration::from_millis(10),
-        Duration::from_millis(20),
+        Duration::from_millis(60),
     );
     eprintln!("off 4->1: {off:?}");
-    assert!(off.drops > 100, "{off:?}");
     assert!(
-        off.onset_drops > 0 && off.max_queue > 100 << 10,
+        off.onset_drops > 100 && off.max_queue > 100 << 10,
         "the queue filled: {off:?}"
     );
     assert_eq!(off.marks, 0, "nothing is ECN-capable");
     assert_eq!(off.cnps, 0);
+    // The transport's window after the onset's losses keeps the queue from overflowing
+    // again, and the port busy.
+    assert!(off.drops < 50, "{off:?}");
+    assert!(off.utilisation > 0.9, "{off:?}");
     let config = CongestionConfig {
         dcqcn: DcqcnParams::paper_timers(),
         ..CongestionConfig::new(LINE)
@@ -468,11 +477,18 @@ fn without_congestion_control_the_queue_overflows_and_the_port_is_wasted() {
         &config,
         RED,
         Duration::from_millis(10),
-        Duration::from_millis(20),
+        Duration::from_millis(60),
     );
+    // What congestion control buys on top: fair shares.
+    assert!(off.jain < 0.95, "{off:?}");
+    assert!(on.jain > 0.98, "on {on:?} off {off:?}");
+    assert!(on.drops <= off.drops, "on {on:?} off {off:?}");
+    // At little cost in goodput.
     let goodput = |o: &Outcome| o.per_sender.iter().sum::<u64>();
-    assert!(goodput(&on) > goodput(&off), "on {on:?} off {off:?}");
-    assert!(on.drops * 10 < off.drops, "on {on:?} off {off:?}");
+    assert!(
+        goodput(&on) * 10 > goodput(&off) * 9,
+        "on {on:?} off {off:?}"
+    );
 }
 
 #[test]
@@ -496,7 +512,7 @@ fn a_lone_sender_keeps_the_port_busy_and_loses_little() {
 
 #[test]
 fn under_auto_without_ecn_losses_alone_slow_the_senders() {
-    let window = (Duration::from_millis(10), Duration::from_millis(20));
+    let window = (Duration::from_millis(10), Duration::from_millis(60));
     let auto = incast(4, &CongestionConfig::new(LINE), None, window.0, window.1);
     let off = incast(4, &CongestionConfig::off(LINE), None, window.0, window.1);
     let lone = incast(1, &CongestionConfig::new(LINE), None, window.0, window.1);
@@ -504,18 +520,17 @@ fn under_auto_without_ecn_losses_alone_slow_the_senders() {
     eprintln!("auto 4->1 without ECN: {auto:?}\noff: {off:?}");
     eprintln!("auto 1->1 without ECN: {lone:?}\noff: {lone_off:?}");
     assert_eq!(auto.marks + lone.marks, 0);
-    // Each loss halves a sender's rate (from what the path delivered it): the queue still
-    // fills before each loss, but far less often than without control.
-    assert!(auto.drops * 5 < off.drops, "auto {auto:?} off {off:?}");
+    // The onset loses frames with or without control (nothing slows a flow before its
+    // first loss); after it, neither loses more: the transport's window holds.
     assert!(
-        lone.drops * 5 < lone_off.drops,
+        auto.onset_drops > 0 && lone.onset_drops > 0,
+        "{auto:?} {lone:?}"
+    );
+    assert!(auto.drops <= off.drops + 10, "auto {auto:?} off {off:?}");
+    assert!(
+        lone.drops <= lone_off.drops + 10,
         "auto {lone:?} off {lone_off:?}"
     );
     assert!(auto.utilisation > 0.75, "{auto:?}");
-    // A lone sender's go-back-N wastes less of the port than without control.
-    let goodput = |o: &Outcome| o.per_sender.iter().sum::<u64>();
-    assert!(
-        goodput(&lone) > goodput(&lone_off),
-        "auto {lone:?} off {lone_off:?}"
-    );
+    assert!(lone.utilisation > 0.9, "{lone:?}");
 }

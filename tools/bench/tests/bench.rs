@@ -385,5 +385,10 @@ fn bench_loss_test_writes_its_points() {
         }
     }
     assert_eq!(points[0]["ratio"].as_f64(), Some(1.0), "{}", points[0]);
-    assert_eq!(points[0]["frames_dropped"].as_u64(), Some(0), "{}", points[0]);
+    assert_eq!(
+        points[0]["frames_dropped"].as_u64(),
+        Some(0),
+        "{}",
+        points[0]
+    );
 }
