@@ -32,7 +32,10 @@
 //!   acknowledgements clock it. Until the path lost a packet (outside a probe) the window
 //!   is the device's: without loss a wide window costs nothing, and a window from round
 //!   trips measured on a busy host idles the path whenever a poller answers late;
-//! - the **retransmission timeout**: the smoothed round trip plus four variations, at least
+//! - the **retransmission timeout**, once the path lost a packet (until then the QP's own,
+//!   as the window is the device's: a measured timer that expires while a busy peer's
+//!   answers are late resends the device's window for nothing): the smoothed round trip
+//!   plus four variations, at least
 //!   one and a half times the largest of the last 32 round trips and, for a second, of the
 //!   time an answer took that came after a needless expiry (an answer sooner after the
 //!   first expiry since the last progress than half the smallest round trip answers
@@ -558,6 +561,13 @@ impl Recovery {
         let Some(rto) = self.rto else {
             return qp_timeout;
         };
+        if self.loss_interval.is_none() {
+            // Until the path lost a packet the timer is the QP's, as the window is the
+            // device's: a measured timer can expire while a busy peer's answers are late,
+            // and that expiry would resend the device's window and narrow it, which a
+            // path that loses nothing never needs.
+            return qp_timeout;
+        }
         let drain = self
             .drain
             .saturating_mul(1_000_000_000)
@@ -716,6 +726,23 @@ mod tests {
         r.loss_interval = Some(u64::MAX / 8);
         round_trip(r, 100, 97, 0, 101, 100);
         assert!(!r.probing);
+    }
+
+    #[test]
+    fn until_the_path_lost_a_packet_the_timer_is_the_qps() {
+        // Measured (srtt 100 µs), but nothing lost yet: the QP's timeout, as the window
+        // is the device's.
+        let mut r = Recovery::default();
+        round_trip(&mut r, 10, 0, 0, 11, 100);
+        let qp = Duration::from_millis(67);
+        assert_eq!(r.retransmit_after(qp, Duration::from_micros(10)), qp);
+        // The first loss (here, the QP's own timeout) hands it to the measured timer.
+        r.on_armed(at(0), qp);
+        assert!(
+            r.on_expiry(at(67_100), qp),
+            "the QP's own timeout spends a retry"
+        );
+        assert!(r.retransmit_after(qp, Duration::from_micros(10)) < qp);
     }
 
     #[test]
@@ -896,7 +923,10 @@ mod tests {
 
     #[test]
     fn the_timeout_follows_the_round_trip_between_its_floor_and_the_qps() {
-        let mut r = Recovery::default();
+        let mut r = Recovery {
+            loss_interval: Some(u64::MAX / 8),
+            ..Recovery::default()
+        };
         round_trip(&mut r, 10, 0, 0, 11, 100);
         // RFC 6298: srtt 100 µs, rttvar 50 µs: 300 µs.
         let qp = Duration::from_millis(67);
@@ -1019,7 +1049,10 @@ mod tests {
     #[test]
     fn a_resend_waits_for_what_was_in_flight_to_drain() {
         // 11 packets delivered in 100 µs: 110 000 a second; the timeout 300 µs.
-        let mut r = Recovery::default();
+        let mut r = Recovery {
+            loss_interval: Some(u64::MAX / 8),
+            ..Recovery::default()
+        };
         round_trip(&mut r, 10, 0, 0, 11, 100);
         let qp = Duration::from_millis(67);
         // Going back with 110 packets in flight (from 11 up to 121): they take 1 ms to
