@@ -1412,7 +1412,7 @@ fn compare(report: &mut Report, plan: &Plan) {
                 "bytes/s",
                 format!("raw AF_XDP flood, {} B frames", x.frame_bytes),
                 x.bytes_per_sec,
-                Some((">=", 0.85)),
+                Some((">=", 0.9)),
             ));
         }
         if let Some(u) = flood_at(&b.udp_flood, p.frame_bytes) {
@@ -1478,7 +1478,7 @@ fn compare(report: &mut Report, plan: &Plan) {
                 "msgs/s",
                 format!("raw AF_XDP flood, {} B frames", x.frame_bytes),
                 x.pps,
-                Some((">=", 0.7)),
+                Some((">=", 0.8)),
             ));
         }
         if let Some(u) = flood_at(&b.udp_flood, p.frame_bytes) {
