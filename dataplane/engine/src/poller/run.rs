@@ -3,7 +3,7 @@
 //! A poller that spins keeps a core from the applications that share it, and one that
 //! sleeps too soon makes every round trip pay a wake-up: after work, an idle poller spins
 //! only as long as told (`--spin-us`, none by default), then yields its core until 1 ms has
-//! passed without work, then sleeps in `poll(2)` on its socket, its doorbell and its next
+//! passed without work, then sleeps in `ppoll(2)` on its socket, its doorbell and its next
 //! timer. Before sleeping it says so in its word of the wake page, so that applications
 //! ring its doorbell, and takes a last look at every ring: a post that raced with the word
 //! is seen then, and nothing posted waits for a doorbell that never comes.
@@ -20,7 +20,7 @@ use super::Poller;
 use crate::bells::FULL_SCAN_EVERY;
 use crate::xsk::RX_BATCH;
 
-/// How an idle poller waits for work: spin, then yield the core, then sleep in `poll(2)`.
+/// How an idle poller waits for work: spin, then yield the core, then sleep in `ppoll(2)`.
 /// On a machine with few cores shared with the applications, spinning steals the core the
 /// application needs; on a dedicated core it buys the lowest latency.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -135,12 +135,14 @@ impl Poller {
                 Some(t) => (t.saturating_duration_since(self.now())).min(MAX_SLEEP),
                 None => MAX_SLEEP,
             };
-            let millis = timeout.as_millis().clamp(1, MAX_SLEEP.as_millis()) as u16;
+            // To the microsecond: a retransmission timer or a pacing deadline a fraction of a
+            // millisecond away is kept, not rounded up to `poll(2)`'s millisecond.
+            let timeout = nix::sys::time::TimeSpec::from_duration(timeout);
             let mut fds = [
                 nix::poll::PollFd::new(self.port.as_fd(), nix::poll::PollFlags::POLLIN),
                 nix::poll::PollFd::new(self.cfg.doorbell.as_fd(), nix::poll::PollFlags::POLLIN),
             ];
-            let _ = nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(millis));
+            let _ = nix::poll::ppoll(&mut fds, Some(timeout), None);
             self.counters.idle_sleeps += 1;
         }
         self.sleeping_word().store(0, Ordering::SeqCst);
