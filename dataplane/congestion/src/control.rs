@@ -10,12 +10,11 @@
 //!   take part ([`EcnMode::Auto`], the default): once a packet from the peer came
 //!   ECN-capable (an xroce endpoint that knows this one, an RDMA NIC with ECN on, an
 //!   endpoint with [`EcnMode::On`]) or carried xroce's hello. The hello is a computed UDP
-//!   checksum on the first [`HELLO_PACKETS`] packets a queue pair sends while its peer is
-//!   not known: RoCEv2 senders (Linux rxe, RDMA NICs) send 0 there and RoCEv2 receivers
+//!   checksum on the first [`HELLO_PACKETS`] packets a queue pair sends to its peer
+//!   (requests or answers): RoCEv2 senders (Linux rxe, RDMA NICs) send 0 there and RoCEv2 receivers
 //!   ignore it (the ICRC masks it), while any UDP receiver that checks it, Linux's under
 //!   rxe included, finds it right. So two xroce endpoints find each other within a round
-//!   trip (the responder from the hello, the requester from the responder's ECN-capable
-//!   answers), and toward Linux rxe no ECN bit is ever set and no CNP is ever sent (CE
+//!   trip (each from the other's hello: [`Congestion::poll_xroce_peer`]), and toward Linux rxe no ECN bit is ever set and no CNP is ever sent (CE
 //!   marks come only on ECN-capable packets): what differs from its own packets is the
 //!   checksum of a connection's first packets. A traffic class that asks for ECN bits
 //!   itself keeps them.
@@ -139,6 +138,10 @@ pub struct CongestionConfig {
     pub dscps: DscpSet,
     /// The token bucket of each queue pair, in bytes.
     pub burst: u64,
+    /// Send xroce's hello and watch for the peer's even when neither ECN nor a rate
+    /// controller asks for it: what else the endpoint agrees with an xroce peer (selective
+    /// repeat) needs to know who its peer is. [`Congestion::poll_xroce_peer`] tells.
+    pub announce: bool,
 }
 
 impl CongestionConfig {
@@ -158,14 +161,16 @@ impl CongestionConfig {
             cnp_dscp: DEFAULT_CNP_DSCP,
             dscps: DscpSet::ALL,
             burst: DEFAULT_BURST,
+            announce: true,
         }
     }
 
-    /// Nothing at all: no pacing, no marks, no CNPs.
+    /// Nothing at all: no pacing, no marks, no CNPs, no hello.
     pub fn off(line_rate: Rate) -> CongestionConfig {
         CongestionConfig {
             algorithm: Algorithm::Off,
             ecn: EcnMode::Off,
+            announce: false,
             ..CongestionConfig::new(line_rate)
         }
     }
@@ -207,9 +212,11 @@ counters!(CongestionCounters {
     np_cnp_no_path,
     /// Packets sent ECN-capable (ECT(0) set here).
     cc_ect_packets,
-    /// Packets sent with xroce's hello (a computed UDP checksum) to a peer not yet known
-    /// to take part in ECN.
+    /// Packets sent with xroce's hello (a computed UDP checksum): the first a queue pair
+    /// sends to its peer.
     cc_hello_packets,
+    /// Queue pairs whose peer showed xroce's hello.
+    cc_xroce_peers,
     /// Losses taken as congestion (the requester going back to a PSN sent before).
     cc_loss_events,
     /// Rate cuts of the delay controller.
@@ -256,6 +263,8 @@ pub struct QpCongestion {
     pub base_rtt: Option<Duration>,
     /// Whether its packets go out ECN-capable.
     pub ecn_capable: bool,
+    /// Whether its peer showed xroce's hello.
+    pub peer_xroce: bool,
     /// Its counters.
     pub counters: CongestionCounters,
 }
@@ -267,7 +276,10 @@ struct QpControl {
     enabled: bool,
     /// The peer is known to take part in ECN.
     peer_ecn: bool,
-    /// Hello packets still to send while the peer is not known.
+    /// The peer showed xroce's hello.
+    peer_xroce: bool,
+    /// Hello packets still to send (the first a queue pair sends to its peer say who it is,
+    /// whether or not it knows the peer).
     hellos: u8,
     np: NotificationPoint,
     rp: Option<ReactionPoint>,
@@ -294,6 +306,7 @@ impl QpControl {
             dest_qp: None,
             enabled: config.algorithm != Algorithm::Off,
             peer_ecn: false,
+            peer_xroce: false,
             hellos: HELLO_PACKETS,
             np: NotificationPoint::default(),
             rp: None,
@@ -331,8 +344,8 @@ impl QpControl {
     }
 }
 
-/// Packets of a queue pair that carry xroce's hello (a computed UDP checksum) while its
-/// peer is not known to take part in ECN.
+/// Packets of a queue pair that carry xroce's hello (a computed UDP checksum): the first
+/// it sends to its peer.
 pub const HELLO_PACKETS: u8 = 8;
 
 /// Whether a packet from the wire shows that its sender takes part in ECN: it is
@@ -350,6 +363,8 @@ pub struct Congestion {
     qps: NumberMap<QpControl>,
     /// QPs owed a CNP, in order.
     cnps: VecDeque<u32>,
+    /// QPs whose peer just showed xroce's hello, in order.
+    xroce_peers: VecDeque<u32>,
     counters: CongestionCounters,
 }
 
@@ -360,6 +375,7 @@ impl Congestion {
             config,
             qps: NumberMap::default(),
             cnps: VecDeque::new(),
+            xroce_peers: VecDeque::new(),
             counters: CongestionCounters::default(),
         }
     }
@@ -375,7 +391,15 @@ impl Congestion {
     }
 
     fn idle(&self) -> bool {
-        self.config.algorithm == Algorithm::Off && self.config.ecn == EcnMode::Off
+        self.config.algorithm == Algorithm::Off
+            && self.config.ecn == EcnMode::Off
+            && !self.config.announce
+    }
+
+    /// A queue pair whose peer has just shown xroce's hello (each once, until the queue pair
+    /// is reset and connected again).
+    pub fn poll_xroce_peer(&mut self) -> Option<Qpn> {
+        self.xroce_peers.pop_front().map(Qpn::new)
     }
 
     /// A frame arrived, before the transport sees it. `exists` says whether the endpoint
@@ -437,7 +461,19 @@ impl Congestion {
             }
             Entry::Vacant(_) => return Arrival::Transport,
         };
-        if !qc.peer_ecn && shows_ecn(frame, &p) {
+        if !qc.peer_xroce {
+            // The checksum is computed only while the peer is not known to be xroce, and
+            // only when the packet has one (RoCEv2 senders send 0).
+            if peek::has_udp_checksum(frame, &p) {
+                qc.peer_xroce = true;
+                qc.peer_ecn = true;
+                self.counters.cc_xroce_peers += 1;
+                qc.counters.cc_xroce_peers += 1;
+                self.xroce_peers.push_back(qpn);
+            } else if !qc.peer_ecn && p.ecn != 0 {
+                qc.peer_ecn = true;
+            }
+        } else if !qc.peer_ecn && p.ecn != 0 {
             qc.peer_ecn = true;
         }
         if p.ecn == ECN_CE && self.config.ecn != EcnMode::Off && Frame::parse(frame).is_ok() {
@@ -525,7 +561,8 @@ impl Congestion {
                 EcnMode::Off => false,
                 EcnMode::Auto => qc.peer_ecn,
             };
-        if qc.enabled && config.ecn == EcnMode::Auto && !qc.peer_ecn && qc.hellos > 0 {
+        let hello = (qc.enabled && config.ecn == EcnMode::Auto) || config.announce;
+        if hello && qc.hellos > 0 {
             qc.hellos -= 1;
             peek::fill_udp_checksum(frame, &p);
             self.counters.cc_hello_packets += 1;
@@ -642,6 +679,7 @@ impl Congestion {
     pub fn remove_qp(&mut self, qpn: Qpn) {
         self.qps.remove(&qpn.value());
         self.cnps.retain(|&q| q != qpn.value());
+        self.xroce_peers.retain(|&q| q != qpn.value());
     }
 
     /// A queue pair's congestion state at `now`, if it has any.
@@ -670,6 +708,7 @@ impl Congestion {
             alpha,
             base_rtt: qc.delay.base_rtt(),
             ecn_capable,
+            peer_xroce: qc.peer_xroce,
             counters: qc.counters,
         })
     }

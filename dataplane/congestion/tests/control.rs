@@ -99,23 +99,55 @@ fn two_xroce_ends_find_each_other_and_mark_everything_after_one_round_trip() {
     assert_eq!(first.len(), 4);
     // Nothing is ECN-capable before the peer is known; the hello says who a is.
     assert!(first.iter().all(|f| ecn(f) == ECN_NOT_ECT && hello(f)));
+    assert_eq!(cb.poll_xroce_peer(), None);
     receive(&mut b, Some(&mut cb), &first, at(1));
+    assert_eq!(
+        cb.poll_xroce_peer(),
+        Some(QB),
+        "b knows a from its first packet"
+    );
+    assert_eq!(cb.poll_xroce_peer(), None, "once");
     let acks = send(&mut b, Some(&mut cb), at(1));
     assert!(!acks.is_empty());
     assert!(
         acks.iter().all(|f| ecn(f) == ECN_ECT0),
         "b saw an ECN-capable packet from a: its answers are ECN-capable"
     );
+    assert!(
+        acks.iter().all(|f| hello(f)),
+        "b's first answers say who b is"
+    );
+    assert_eq!(ca.poll_xroce_peer(), None);
     receive(&mut a, Some(&mut ca), &acks, at(2));
+    assert_eq!(
+        ca.poll_xroce_peer(),
+        Some(QA),
+        "a knows b from its first answer"
+    );
     write(&mut a, QA, 4096, at(3));
     let second = send(&mut a, Some(&mut ca), at(3));
-    assert!(second.iter().all(|f| ecn(f) == ECN_ECT0 && !hello(f)));
-    assert!(
-        acks.iter().all(|f| !hello(f)),
-        "b knew a from its first packet"
-    );
-    assert_eq!(ca.counters().cc_hello_packets, 4);
-    assert_eq!(cb.counters().cc_hello_packets, 0);
+    assert!(second.iter().all(|f| ecn(f) == ECN_ECT0));
+    // The hello is on a queue pair's first HELLO_PACKETS packets, known peer or not.
+    for (i, f) in first.iter().chain(&second).enumerate() {
+        assert_eq!(hello(f), i < usize::from(HELLO_PACKETS), "packet {i}");
+    }
+    assert_eq!(ca.counters().cc_hello_packets, u64::from(HELLO_PACKETS));
+    assert_eq!(cb.counters().cc_hello_packets, acks.len() as u64);
+    // Past its first packets no queue pair says hello again.
+    for round in 0..4 {
+        let t = 10 + round * 3;
+        write(&mut a, QA, 4096, at(t));
+        let frames = send(&mut a, Some(&mut ca), at(t));
+        receive(&mut b, Some(&mut cb), &frames, at(t + 1));
+        let answers = send(&mut b, Some(&mut cb), at(t + 1));
+        receive(&mut a, Some(&mut ca), &answers, at(t + 2));
+    }
+    assert_eq!(ca.counters().cc_hello_packets, u64::from(HELLO_PACKETS));
+    assert!(cb.counters().cc_hello_packets <= u64::from(HELLO_PACKETS));
+    assert_eq!((ca.poll_xroce_peer(), cb.poll_xroce_peer()), (None, None));
+    assert_eq!(ca.counters().cc_xroce_peers, 1);
+    assert_eq!(cb.counters().cc_xroce_peers, 1);
+    assert!(ca.qp(QA, at(30)).unwrap().peer_xroce);
     // Frames stay valid: the ICRC does not cover the ECN bits.
     for f in first.iter().chain(&second).chain(&acks) {
         assert!(Frame::parse(f).is_ok());
@@ -447,4 +479,40 @@ fn under_auto_nothing_limits_a_qp_until_it_loses_a_packet() {
     let st = ca.qp(QA, timeout).unwrap();
     assert_eq!(st.controller, Controller::Loss);
     assert_eq!(st.rate, Some(Rate::from_mbit(500)));
+}
+
+#[test]
+fn with_rate_and_ecn_off_the_hello_still_says_who_each_end_is_when_announced() {
+    let (mut a, mut b) = hosts();
+    let announced = CongestionConfig {
+        announce: true,
+        ..CongestionConfig::off(GBIT)
+    };
+    let mut ca = Congestion::new(announced.clone());
+    let mut cb = Congestion::new(announced);
+    write(&mut a, QA, 4096, at(0));
+    let first = send(&mut a, Some(&mut ca), at(0));
+    assert!(first.iter().all(|f| ecn(f) == ECN_NOT_ECT && hello(f)));
+    receive(&mut b, Some(&mut cb), &first, at(1));
+    assert_eq!(cb.poll_xroce_peer(), Some(QB));
+    let acks = send(&mut b, Some(&mut cb), at(1));
+    assert!(
+        acks.iter().all(|f| ecn(f) == ECN_NOT_ECT && hello(f)),
+        "no ECN bit, ever"
+    );
+    receive(&mut a, Some(&mut ca), &acks, at(2));
+    assert_eq!(ca.poll_xroce_peer(), Some(QA));
+    assert_eq!(
+        ca.counters().cc_ect_packets + cb.counters().cc_ect_packets,
+        0
+    );
+    // Off means off: nothing is sent with a checksum, nothing learned.
+    let (mut a, mut b) = hosts();
+    let mut ca = Congestion::new(CongestionConfig::off(GBIT));
+    let mut cb = Congestion::new(CongestionConfig::off(GBIT));
+    write(&mut a, QA, 4096, at(0));
+    let first = send(&mut a, Some(&mut ca), at(0));
+    assert!(first.iter().all(|f| !hello(f)));
+    receive(&mut b, Some(&mut cb), &first, at(1));
+    assert_eq!(cb.poll_xroce_peer(), None);
 }

@@ -335,6 +335,7 @@ fn congestion_config(args: &Args, file: &FileConfig) -> Result<CongestionConfig>
     config.dcqcn = dcqcn;
     config.dscps = dscps;
     config.cnp_dscp = cnp_dscp;
+    config.announce = false;
     if let Some(us) = args.cnp_interval_us.or(file.cnp_interval_us) {
         config.cnp_interval = Duration::from_micros(us);
     }
