@@ -13,7 +13,7 @@
 //! the oldest unacknowledged PSN, runs the retransmit timer and asks for rewinds through the
 //! methods of the [`send_queue`](crate::send_queue), which the requester sends from.
 
-use xroce_wire::{NakCode, Syndrome};
+use xroce_wire::{NakCode, SackRepr, Syndrome};
 
 use crate::attributes::{QpAttr, QpState, QpType};
 use crate::completion::{Completion, CompletionQueue, WcFlags, WcStatus};
@@ -61,6 +61,10 @@ impl QueuePair {
         pkt: &Packet<'_>,
         cx: &mut Cx<'_, M>,
     ) {
+        if pkt.has_trailer() && !self.check_sack(pkt) {
+            cx.count(Counter::sr_sack_malformed);
+            return;
+        }
         if self.sq.stalled() {
             // The peer answers: the QP sends again (and is taken for stalled again if the
             // answers stop).
@@ -265,6 +269,9 @@ impl QueuePair {
                 }
                 self.sq.wait_rnr(cx.now + timer.duration());
             }
+            Syndrome::Nak(NakCode::PsnSequenceError) if pkt.has_trailer() => {
+                self.on_selective_nak(pkt, cx);
+            }
             Syndrome::Nak(NakCode::PsnSequenceError) => {
                 cx.count(Counter::rcvd_seq_err);
                 if psn.distance(self.sq.unacked_psn()) > 0 {
@@ -290,6 +297,42 @@ impl QueuePair {
                 self.fail_send(status, cx);
             }
         }
+    }
+
+    /// Whether the bytes after an acknowledgement's AETH are a selective acknowledgement
+    /// this QP takes: it is in selective repeat, the acknowledgement is a PSN sequence error
+    /// NAK and the bytes parse.
+    fn check_sack(&self, pkt: &Packet<'_>) -> bool {
+        self.selective
+            && pkt
+                .h
+                .aeth
+                .is_some_and(|a| a.syndrome == Syndrome::Nak(NakCode::PsnSequenceError))
+            && SackRepr::parse(pkt.payload).is_ok()
+    }
+
+    /// Selective repeat: a PSN sequence error NAK that says what the responder holds
+    /// beyond the gap. It acknowledges every PSN before its own, as any such NAK; then the
+    /// holes between the oldest unacknowledged PSN and the highest held one are queued for
+    /// a resend (see [`crate::selective`]). It spends no retry: the peer answers. While
+    /// the requester goes back N it changes nothing.
+    fn on_selective_nak<M: MemoryTable + ?Sized>(&mut self, pkt: &Packet<'_>, cx: &mut Cx<'_, M>) {
+        cx.count(Counter::sr_naks_received);
+        let psn = pkt.h.psn;
+        if psn.distance(self.sq.unacked_psn()) > 0 {
+            self.sq.acknowledge(psn);
+            self.on_progress(cx);
+        }
+        let Ok(sack) = SackRepr::parse(pkt.payload) else {
+            return;
+        };
+        if self.sq.going_back() {
+            return;
+        }
+        self.sq.recovery.on_selective_gap();
+        let floor = self.config.limits.min_retransmit_timeout;
+        let (reorder, interval) = self.sq.recovery.selective_times(floor);
+        self.sq.on_sack(&sack, cx.now, reorder, interval);
     }
 
     /// The oldest unacknowledged PSN advanced: the retry counts start over, the path may
@@ -347,15 +390,23 @@ impl QueuePair {
     /// Starts a go-back-N retransmission, or fails the oldest work request when the retry
     /// budget is spent.
     pub(crate) fn start_retry<M: MemoryTable + ?Sized>(&mut self, cx: &mut Cx<'_, M>) {
+        if self.spend_retry(cx) {
+            self.sq.request_rewind();
+        }
+    }
+
+    /// Spends one transport retry and stops the retransmit timer (the resend arms it), or
+    /// fails the oldest work request when none is left. Returns whether a resend follows.
+    fn spend_retry<M: MemoryTable + ?Sized>(&mut self, cx: &mut Cx<'_, M>) -> bool {
         if self.comp.retry_cnt == 0 {
             cx.count(Counter::retry_exceeded_err);
             self.fail_send(WcStatus::RetryExcErr, cx);
-            return;
+            return false;
         }
         self.comp.retry_cnt -= 1;
         cx.count(Counter::completer_retry_err);
-        self.sq.request_rewind();
         self.sq.set_retransmit(None);
+        true
     }
 
     /// The retransmit timer fired. An expiry the QP's own timeout after the last progress
@@ -379,7 +430,9 @@ impl QueuePair {
         let gap = std::mem::take(&mut self.comp.retry_started);
         if self.sq.recovery.on_expiry(cx.now, qp_timeout) {
             cx.count(Counter::retransmit_timeouts);
-            self.start_retry(cx);
+            if self.spend_retry(cx) {
+                self.resend_after_expiry(cx);
+            }
             return;
         }
         cx.count(Counter::adaptive_timeouts);
@@ -387,7 +440,17 @@ impl QueuePair {
             cx.count(Counter::gap_retries);
         }
         cx.count(Counter::completer_retry_err);
-        self.sq.request_rewind();
+        self.resend_after_expiry(cx);
+    }
+
+    /// What the retransmission timer resends: in selective repeat, with the scoreboard
+    /// holding something, only the oldest unacknowledged packet; otherwise (or when that
+    /// packet cannot be resent alone) go-back-N.
+    fn resend_after_expiry<M: MemoryTable + ?Sized>(&mut self, cx: &mut Cx<'_, M>) {
+        let mtu = self.mtu();
+        if !(self.selective && self.sq.resend_oldest(cx.now, mtu)) {
+            self.sq.request_rewind();
+        }
     }
 
     /// Completes the oldest send work request with `status`.

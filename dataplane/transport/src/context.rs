@@ -46,6 +46,20 @@ pub trait Emit {
     /// returns the slice the payload must be written to. `None` when the buffer is too small.
     fn begin(&mut self, headers: &Headers, path: &Path, payload_len: usize) -> Option<&mut [u8]>;
 
+    /// Starts an acknowledgement with these headers to `path` followed by `trailer_len`
+    /// bytes after its AETH (xroce's selective acknowledgement, a multiple of 4 bytes), and
+    /// returns the slice the trailer must be written to. `None` when the buffer is too
+    /// small or the emitter cannot carry one.
+    fn begin_with_trailer(
+        &mut self,
+        headers: &Headers,
+        path: &Path,
+        trailer_len: usize,
+    ) -> Option<&mut [u8]> {
+        let _ = (headers, path, trailer_len);
+        None
+    }
+
     /// Finishes the packet begun last.
     fn commit(&mut self);
 

@@ -195,6 +195,24 @@ counter_set! {
     /// sooner after the expiry than the path carries a resend and its answer (a peer
     /// answering late). The measured timer's floor rises to the time that answer took.
     spurious_timeouts,
+    /// Selective repeat: request packets ahead of the expected PSN kept until the gap
+    /// before them is filled.
+    sr_packets_held,
+    /// Selective repeat: request packets ahead of the expected PSN dropped because the
+    /// store of held packets was full (they are resent as gaps).
+    sr_held_dropped_full,
+    /// Selective repeat: request packets dropped because a copy of them was held already.
+    sr_duplicates_dropped,
+    /// Selective repeat: PSN sequence error NAKs sent with a selective acknowledgement.
+    sr_naks_sent,
+    /// Selective repeat: PSN sequence error NAKs received with a selective acknowledgement.
+    sr_naks_received,
+    /// Selective repeat: request packets resent because the responder did not hold them
+    /// (holes only; going back N counts in `retransmitted_pkts` alone).
+    sr_packets_resent,
+    /// Selective repeat: acknowledgements dropped because the bytes after their AETH were
+    /// no selective acknowledgement, or came with anything but a PSN sequence error NAK.
+    sr_sack_malformed,
 }
 
 impl Counter {
@@ -226,6 +244,8 @@ impl Counter {
                 | Counter::adaptive_timeouts
                 | Counter::gap_retries
                 | Counter::spurious_timeouts
+                | Counter::sr_packets_held
+                | Counter::sr_packets_resent
         )
     }
 }

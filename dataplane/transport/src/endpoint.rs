@@ -290,6 +290,19 @@ impl Endpoint {
         Ok(())
     }
 
+    /// Turns selective repeat on or off for queue pair `qpn` (RC only; see
+    /// [`crate::selective`] and [`QueuePair::set_selective_repeat`]). The engine calls it
+    /// with `true` on both ends of a connection once each knows that the peer QP is served
+    /// by an xroce daemon that advertised selective repeat, never for a standard peer.
+    pub fn set_selective_repeat(&mut self, qpn: Qpn, on: bool) -> Result<(), EndpointError> {
+        let slot = self
+            .qps
+            .get_mut(&qpn.value())
+            .ok_or(EndpointError::NoSuchQp(qpn))?;
+        slot.qp.set_selective_repeat(on);
+        Ok(())
+    }
+
     /// One queue pair's counters.
     pub fn qp_counters(&self, qpn: Qpn) -> Option<&Counters> {
         self.qps.get(&qpn.value()).map(|slot| &slot.counters)
@@ -412,8 +425,18 @@ impl Endpoint {
         };
         let qpn = received.dest_qpn.value();
         let Some(slot) = self.qps.get_mut(&qpn) else {
+            if received.packet.has_trailer() {
+                // Counted as before selective repeat existed.
+                return self.counters.inc(Counter::rcvd_malformed);
+            }
             return self.counters.inc(Counter::rcvd_unknown_qpn);
         };
+        if received.packet.has_trailer() && !slot.qp.selective_repeat() {
+            // An acknowledgement with bytes after its AETH: a selective acknowledgement,
+            // which only a QP in selective repeat takes. For any other it is malformed,
+            // as it always was.
+            return self.counters.inc(Counter::rcvd_malformed);
+        }
         self.counters.inc(Counter::rcvd_pkts);
         slot.counters.inc(Counter::rcvd_pkts);
         let srq = slot.qp.config().srq.and_then(|id| self.srqs.get_mut(&id.0));

@@ -30,10 +30,20 @@ pub(crate) struct Received<'a> {
 /// of `gids`. The error is the counter the drop lands in.
 #[inline]
 pub(crate) fn parse<'a>(bytes: &'a [u8], gids: &[Gid]) -> Result<Received<'a>, Counter> {
-    let frame = Frame::parse(bytes).map_err(|e| match e {
-        ParseError::IcrcMismatch { .. } => Counter::rcvd_icrc_err,
-        _ => Counter::rcvd_malformed,
-    })?;
+    let frame = match Frame::parse(bytes) {
+        Ok(frame) => frame,
+        Err(ParseError::IcrcMismatch { .. }) => return Err(Counter::rcvd_icrc_err),
+        // An ACKNOWLEDGE with bytes after its AETH: xroce's selective acknowledgement,
+        // which only a queue pair in selective repeat takes (the endpoint drops it as
+        // malformed for any other, as every such frame was before). Any error is
+        // `rcvd_malformed`, as it was.
+        Err(ParseError::UnexpectedPayload { opcode, .. })
+            if opcode == xroce_wire::Opcode::RC_ACKNOWLEDGE =>
+        {
+            Frame::parse_acknowledge_with_trailer(bytes).map_err(|_| Counter::rcvd_malformed)?
+        }
+        Err(_) => return Err(Counter::rcvd_malformed),
+    };
     let ip_start = frame.headers.ethernet.header_len();
     let ipv6 = matches!(frame.headers.ip, IpRepr::Ipv6(_));
     let ip_header = &bytes[ip_start..ip_start + frame.headers.ip.header_len()];
@@ -267,6 +277,28 @@ impl Emit for FrameWriter<'_> {
         };
         self.pending = Some((header_len + payload_len, id));
         self.buf.get_mut(payload..payload + payload_len)
+    }
+
+    fn begin_with_trailer(
+        &mut self,
+        headers: &Headers,
+        path: &Path,
+        trailer_len: usize,
+    ) -> Option<&mut [u8]> {
+        // The headers as an ACKNOWLEDGE without payload (the pad stays 0: the trailer is
+        // a multiple of 4 bytes), the trailer right behind them, inside the ICRC.
+        if headers.kind != crate::packet::Kind::Ack || !trailer_len.is_multiple_of(4) {
+            return None;
+        }
+        self.begin(headers, path, 0)?;
+        let (ib_len, id) = self.pending.take()?;
+        let repr = self.cache.as_ref()?.template.repr();
+        let start = repr.header_len() + ib_len;
+        if repr.frame_len(ib_len + trailer_len) > self.buf.len() {
+            return None;
+        }
+        self.pending = Some((ib_len + trailer_len, id));
+        self.buf.get_mut(start..start + trailer_len)
     }
 
     fn reaches(&self, path: &Path) -> bool {

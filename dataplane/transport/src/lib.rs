@@ -33,6 +33,8 @@
 //! - [`recovery`]: what a requester measures of its path (round trips, delivery rate) and
 //!   the loss recovery it derives: the window of packets in flight, the retransmission
 //!   timeout, the pacing of a resend.
+//! - [`selective`]: selective repeat between two xroce endpoints: the responder's store
+//!   of packets held ahead of a gap and the requester's scoreboard of what it holds.
 //! - [`memory`]: the memory table, the one key check, scatter and gather.
 //!   [`send_queue`]: the send queue and the packets in flight, which the requester and
 //!   the completer share through its methods.
@@ -65,6 +67,7 @@ pub mod receive;
 pub mod recovery;
 pub mod requester;
 pub mod responder;
+pub mod selective;
 pub mod send_queue;
 pub mod srq;
 pub mod testing;

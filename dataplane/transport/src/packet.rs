@@ -156,6 +156,13 @@ pub struct Packet<'a> {
 }
 
 impl Packet<'_> {
+    /// Whether it is an acknowledgement with bytes after its AETH (xroce's selective
+    /// acknowledgement, or garbage): ACKNOWLEDGE carries no payload otherwise.
+    #[inline]
+    pub fn has_trailer(&self) -> bool {
+        !self.payload.is_empty() && self.h.kind == Kind::Ack
+    }
+
     /// The 40 bytes a UD receive places in front of the payload, as rxe and RDMA NICs do:
     /// the IPv6 header, or 20 zero bytes followed by the IPv4 header.
     pub fn grh(&self) -> [u8; 40] {

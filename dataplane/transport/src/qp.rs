@@ -62,6 +62,9 @@ pub struct QueuePair {
     pub(crate) completions: VecDeque<Completion>,
     /// The QP has something to transmit and sits on the endpoint's active list.
     pub(crate) scheduled: bool,
+    /// Selective repeat with an xroce peer ([`crate::selective`]); off until the engine
+    /// turns it on, and off again after RESET.
+    pub(crate) selective: bool,
 }
 
 impl QueuePair {
@@ -77,7 +80,28 @@ impl QueuePair {
             resp: ResponderState::default(),
             completions: VecDeque::new(),
             scheduled: false,
+            selective: false,
         }
+    }
+
+    /// Turns selective repeat ([`crate::selective`]) on or off. Only for an RC QP whose
+    /// peer QP is served by an xroce daemon that turned it on too; a standard peer must
+    /// never see it on (see the module for what happens when only one end has it). It
+    /// may change at any time: turned off, the packets held are dropped and the scoreboard
+    /// forgotten (the requester's timer resends what is missing). RESET turns it off.
+    pub fn set_selective_repeat(&mut self, on: bool) {
+        let on = on && self.config.qp_type == QpType::Rc;
+        if !on {
+            self.resp.held.clear();
+            self.sq.scoreboard.clear();
+        }
+        self.selective = on;
+        self.sq.recovery.set_selective(on);
+    }
+
+    /// Whether selective repeat is on.
+    pub fn selective_repeat(&self) -> bool {
+        self.selective
     }
 
     /// The QP number.
@@ -371,6 +395,7 @@ impl QueuePair {
             responses: self.resp.responses.len(),
             response_capacity: self.resp.response_capacity(),
             resources: self.resp.resources.len(),
+            held: self.resp.held.len(),
             completions: self.completions.len(),
             expected_psn: self.resp.psn,
             next_psn: self.sq.next_psn(),
@@ -394,6 +419,8 @@ pub struct QpDiagnostics {
     pub response_capacity: usize,
     /// READ and atomic responder resources kept for duplicates.
     pub resources: usize,
+    /// Request packets held ahead of a gap (selective repeat).
+    pub held: usize,
     /// Completions not yet collected by the endpoint.
     pub completions: usize,
     /// The PSN the responder expects next.

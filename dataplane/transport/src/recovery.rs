@@ -213,6 +213,9 @@ pub(crate) struct Recovery {
     since_loss: u64,
     /// The mean number of packets acknowledged between two losses (`None`: no loss yet).
     loss_interval: Option<u64>,
+    /// The QP is in selective repeat ([`crate::selective`]): a loss costs only the lost
+    /// packets, so the window keeps its whole allowance for late answers under loss.
+    selective: bool,
 }
 
 impl Default for Recovery {
@@ -248,6 +251,7 @@ impl Default for Recovery {
             acked: None,
             since_loss: 0,
             loss_interval: None,
+            selective: false,
         }
     }
 }
@@ -272,7 +276,49 @@ impl Recovery {
     /// Forgets everything (the QP was reset or its send queue flushed: the next messages may
     /// go elsewhere).
     pub(crate) fn reset(&mut self) {
-        *self = Recovery::default();
+        *self = Recovery {
+            selective: self.selective,
+            ..Recovery::default()
+        };
+    }
+
+    /// Selective repeat on or off: with it on, losses no longer narrow the window.
+    pub(crate) fn set_selective(&mut self, on: bool) {
+        self.selective = on;
+        self.update_window();
+    }
+
+    /// The responder showed a gap and, in selective repeat, what it holds beyond it: a
+    /// loss (one episode until progress). The packet being timed is answered only once the
+    /// gap is filled, so its round trip would be the recovery's: it is not timed. Resends
+    /// are never timed (nothing is going back).
+    pub(crate) fn on_selective_gap(&mut self) {
+        self.timed = None;
+        self.time_resends = false;
+        self.on_loss();
+    }
+
+    /// Selective repeat: how long a hole must have been known before it is taken for lost
+    /// (a quarter of the smoothed round trip: packets overtaken on the path fill theirs
+    /// sooner), and how long after a resend a hole is resent again (the smoothed round
+    /// trip and its variation; `floor` before the path is measured).
+    pub(crate) fn selective_times(&self, floor: Duration) -> (Duration, Duration) {
+        match self.srtt {
+            Some(srtt) => (
+                Duration::from_nanos(srtt / 4),
+                Duration::from_nanos(srtt.saturating_add(self.rttvar)),
+            ),
+            None => (Duration::ZERO, floor),
+        }
+    }
+
+    /// Selective repeat resends holes below `sent_high` (exclusive): paced as a resend
+    /// after going back is, until new packets follow.
+    pub(crate) fn on_selective_resend(&mut self, sent_high: Psn) {
+        if self.resend_until.is_none() {
+            self.resend_until = Some(sent_high);
+            self.burst = 0;
+        }
     }
 
     /// Packets in flight allowed, with `max` the device's limit.
@@ -526,7 +572,13 @@ impl Recovery {
         };
         // The packets delivered since the last loss count once they are more.
         let interval = interval.max(self.since_loss);
-        let window = product.saturating_add(allowance.min(u128::from(interval / ALLOWANCE_SHARE)));
+        // In selective repeat a loss costs the lost packets, not the window: no cap.
+        let allowance = if self.selective {
+            allowance
+        } else {
+            allowance.min(u128::from(interval / ALLOWANCE_SHARE))
+        };
+        let window = product.saturating_add(allowance);
         self.window = u32::try_from(window).unwrap_or(u32::MAX).max(MIN_WINDOW);
     }
 

@@ -24,7 +24,7 @@ use crate::packet::{Headers, Kind};
 use crate::qp::QueuePair;
 use crate::send_queue::EntryState;
 use crate::time::ack_timeout;
-use crate::wqe::{MAX_MESSAGE, SendFlags, SendOp};
+use crate::wqe::{MAX_MESSAGE, SendFlags, SendOp, UdDest};
 
 /// The position of the packet carrying bytes `[offset, offset + n)` of a message of
 /// `total` bytes.
@@ -50,6 +50,11 @@ impl QueuePair {
         {
             return false;
         }
+        if self.sq.scoreboard.has_resend()
+            && let Some(sent) = self.poll_resend(cx, out)
+        {
+            return sent;
+        }
         // Work requests are a few hundred bytes (inline data, scatter/gather list): this
         // path reads the fields it needs and never copies one.
         let Some(state) = self.sq.current().map(|e| e.state) else {
@@ -71,10 +76,6 @@ impl QueuePair {
         if qp_type == QpType::Rc && self.sq.noack_pkts() == 0 && !self.admit_chunk(last_psn, cx) {
             return false;
         }
-        let remote_qpn = match ud {
-            Some(ud) => xroce_wire::Qpn::new(ud.remote_qpn),
-            None => self.attr.dest_qpn,
-        };
         let path = match ud {
             Some(ud) => ud.path,
             None => self.attr.path,
@@ -85,6 +86,138 @@ impl QueuePair {
         }
         let psn = self.sq.next_psn();
         let offset = self.sq.offset();
+        let (mut h, kind, payload_len, pos) =
+            self.request_headers(op, flags, ud, entry_len, psn, offset, mtu);
+        // Fits: payload_len <= mtu <= 4096. (The pad follows from it when the frame is
+        // written.)
+        let n = payload_len as usize;
+        if qp_type == QpType::Rc {
+            let every = self.ack_req_every();
+            // A measured window below the device's is clocked by acknowledgements: the
+            // packet that fills it asks for one. The device's window is not (a requester
+            // that keeps it full would have every packet acknowledged).
+            let limit = self.window_limit();
+            let measured = limit < self.config.limits.max_unacked_psns as i32;
+            h.ack_req = pos.ends_message()
+                || self.sq.noack_pkts() + 1 >= every
+                || (measured && self.sq.window() + 1 >= limit);
+        }
+
+        let pd = self.config.pd;
+        let Some(dst) = out.begin(&h, &path, n) else {
+            return false;
+        };
+        let Some(entry) = self.sq.current() else {
+            return false;
+        };
+        let data = GatherFrom::Local(&entry.wqe.data);
+        if n > 0 && gather(&*cx.mem, pd, data, offset, dst).is_err() {
+            // IBTA 10.7.3.1: a bad lkey completes the work request in error.
+            self.fail_send(WcStatus::LocProtErr, cx);
+            return false;
+        }
+        out.commit();
+
+        if qp_type == QpType::Rc {
+            let floor = self.config.limits.min_retransmit_timeout;
+            self.sq
+                .arm_retransmit(cx.now, ack_timeout(self.attr.timeout), floor);
+            let fresh = psn.distance(self.sq.sent_high()) >= 0;
+            if !fresh {
+                cx.count(Counter::retransmitted_pkts);
+            }
+            let (acked, sent_high) = (self.sq.unacked_psn(), self.sq.sent_high());
+            let recovery = &mut self.sq.recovery;
+            recovery.on_sent(psn, h.ack_req, fresh, cx.now, acked, sent_high);
+            recovery.pace(psn, cx.now, self.config.limits.max_unacked_psns);
+        }
+        let read_or_atomic = matches!(kind, Kind::ReadRequest | Kind::CompareSwap | Kind::FetchAdd);
+        let all_sent = self
+            .sq
+            .on_sent(h.ack_req, payload_len, read_or_atomic, pos.ends_message());
+        if all_sent && qp_type != QpType::Rc {
+            // UC and UD complete when the last packet leaves; everything before has
+            // completed already, so this entry is at the front.
+            self.complete_front(WcStatus::Success, cx);
+        }
+        true
+    }
+
+    /// Selective repeat: resends the next hole the responder does not hold, asking for an
+    /// acknowledgement, paced as a resend after going back is; the window does not hold it
+    /// back (it is in flight already). `None` when no queued hole can be resent any more
+    /// (acknowledged meanwhile): new packets may go. `Some(false)` when pacing or the frame
+    /// buffer holds it back.
+    fn poll_resend<M: MemoryTable + ?Sized, E: Emit>(
+        &mut self,
+        cx: &mut Cx<'_, M>,
+        out: &mut E,
+    ) -> Option<bool> {
+        let mtu = self.mtu();
+        let (psn, index, offset) = loop {
+            let psn = self.sq.scoreboard.next_resend()?;
+            if let Some((index, offset)) = self.sq.locate(psn, mtu) {
+                break (psn, index, offset);
+            }
+        };
+        if !self.sq.recovery.may_send(cx.now) {
+            self.sq.scoreboard.put_back(psn);
+            cx.count(Counter::req_held_by_pacing);
+            return Some(false);
+        }
+        let entry = self.sq.entry(index)?;
+        let (op, flags, ud, len) = (entry.wqe.op, entry.wqe.flags, entry.wqe.ud, entry.len);
+        let path = self.attr.path;
+        let (mut h, _, payload_len, _) = self.request_headers(op, flags, ud, len, psn, offset, mtu);
+        h.ack_req = true;
+        let n = payload_len as usize;
+        let Some(dst) = out.begin(&h, &path, n) else {
+            self.sq.scoreboard.put_back(psn);
+            return Some(false);
+        };
+        let entry = self.sq.entry(index)?;
+        let data = GatherFrom::Local(&entry.wqe.data);
+        if n > 0 && gather(&*cx.mem, self.config.pd, data, offset, dst).is_err() {
+            // The region went away since the first send: the work request fails.
+            self.fail_send(WcStatus::LocProtErr, cx);
+            return Some(false);
+        }
+        out.commit();
+        cx.count(Counter::retransmitted_pkts);
+        cx.count(Counter::sr_packets_resent);
+        self.sq.scoreboard.on_resent(psn, cx.now);
+        let floor = self.config.limits.min_retransmit_timeout;
+        self.sq
+            .arm_retransmit(cx.now, ack_timeout(self.attr.timeout), floor);
+        let sent_high = self.sq.sent_high();
+        let recovery = &mut self.sq.recovery;
+        recovery.on_selective_resend(sent_high);
+        recovery.pace(psn, cx.now, self.config.limits.max_unacked_psns);
+        Some(true)
+    }
+
+    /// The headers of the request packet at `psn` carrying bytes from `offset` of a work
+    /// request (`op`, `flags`, `ud`, `len` bytes), AckReq left clear: with the packet's
+    /// kind, payload length and position. The requester's one place that builds them, for
+    /// new packets and resent holes alike.
+    // Forced inline: on the path of every request packet.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn request_headers(
+        &self,
+        op: SendOp,
+        flags: SendFlags,
+        ud: Option<UdDest>,
+        entry_len: u64,
+        psn: Psn,
+        offset: u64,
+        mtu: u32,
+    ) -> (Headers, Kind, u64, Position) {
+        let qp_type = self.config.qp_type;
+        let remote_qpn = match ud {
+            Some(ud) => xroce_wire::Qpn::new(ud.remote_qpn),
+            None => self.attr.dest_qpn,
+        };
         let (kind, payload_len, pos) = match op {
             SendOp::Read { .. } => (Kind::ReadRequest, 0u64, Position::Only),
             SendOp::CompareSwap { .. } => (Kind::CompareSwap, 0, Position::Only),
@@ -100,9 +233,6 @@ impl QueuePair {
             }
         };
         let mut h = Headers::new(qp_type, kind, pos, remote_qpn, psn);
-        // Fits: payload_len <= mtu <= 4096. (The pad follows from it when the frame is
-        // written.)
-        let n = payload_len as usize;
         match op {
             SendOp::Write { remote_addr, rkey }
             | SendOp::WriteWithImm {
@@ -178,56 +308,7 @@ impl QueuePair {
                 src_qp: self.config.qpn,
             });
         }
-        if qp_type == QpType::Rc {
-            let every = self.ack_req_every();
-            // A measured window below the device's is clocked by acknowledgements: the
-            // packet that fills it asks for one. The device's window is not (a requester
-            // that keeps it full would have every packet acknowledged).
-            let limit = self.window_limit();
-            let measured = limit < self.config.limits.max_unacked_psns as i32;
-            h.ack_req = pos.ends_message()
-                || self.sq.noack_pkts() + 1 >= every
-                || (measured && self.sq.window() + 1 >= limit);
-        }
-
-        let pd = self.config.pd;
-        let Some(dst) = out.begin(&h, &path, n) else {
-            return false;
-        };
-        let Some(entry) = self.sq.current() else {
-            return false;
-        };
-        let data = GatherFrom::Local(&entry.wqe.data);
-        if n > 0 && gather(&*cx.mem, pd, data, offset, dst).is_err() {
-            // IBTA 10.7.3.1: a bad lkey completes the work request in error.
-            self.fail_send(WcStatus::LocProtErr, cx);
-            return false;
-        }
-        out.commit();
-
-        if qp_type == QpType::Rc {
-            let floor = self.config.limits.min_retransmit_timeout;
-            self.sq
-                .arm_retransmit(cx.now, ack_timeout(self.attr.timeout), floor);
-            let fresh = psn.distance(self.sq.sent_high()) >= 0;
-            if !fresh {
-                cx.count(Counter::retransmitted_pkts);
-            }
-            let (acked, sent_high) = (self.sq.unacked_psn(), self.sq.sent_high());
-            let recovery = &mut self.sq.recovery;
-            recovery.on_sent(psn, h.ack_req, fresh, cx.now, acked, sent_high);
-            recovery.pace(psn, cx.now, self.config.limits.max_unacked_psns);
-        }
-        let read_or_atomic = matches!(kind, Kind::ReadRequest | Kind::CompareSwap | Kind::FetchAdd);
-        let all_sent = self
-            .sq
-            .on_sent(h.ack_req, payload_len, read_or_atomic, pos.ends_message());
-        if all_sent && qp_type != QpType::Rc {
-            // UC and UD complete when the last packet leaves; everything before has
-            // completed already, so this entry is at the front.
-            self.complete_front(WcStatus::Success, cx);
-        }
-        true
+        (h, kind, payload_len, pos)
     }
 
     /// Starts the current work request: checks it may start now, assigns its PSNs.

@@ -27,6 +27,7 @@ use crate::counters::Counter;
 use crate::memory::{AtomicOp, KeyKind, KeyRef, MemoryError, MemoryTable, ScatterInto, scatter};
 use crate::packet::{Kind, Packet};
 use crate::qp::QueuePair;
+use crate::selective::{Hold, ReorderStore};
 use crate::wqe::{MAX_MESSAGE, RecvWqe};
 
 pub(crate) use refusal::Refusal;
@@ -85,6 +86,8 @@ pub(crate) struct ResponderState {
     pub(crate) responses: std::collections::VecDeque<Response>,
     /// The first packet on this QP was seen (COMM_EST raised).
     pub(crate) established: bool,
+    /// Selective repeat: request packets held ahead of the expected PSN.
+    pub(crate) held: ReorderStore,
 }
 
 impl ResponderState {
@@ -107,6 +110,7 @@ impl ResponderState {
         self.in_message = InMessage::None;
         self.write = None;
         self.resources.clear();
+        self.held.clear();
         // NAKs already queued still go out (the peer must learn why); the rest is dropped.
         self.responses.retain(|r| {
             matches!(
@@ -160,6 +164,68 @@ impl QueuePair {
         if let Err(refusal) = answered {
             self.refuse(pkt, refusal, cx);
         }
+        if !self.resp.held.is_empty() {
+            self.drain_held(cx);
+        }
+    }
+
+    /// Selective repeat: keeps a request packet ahead of the expected PSN (a PSN sequence
+    /// error) until the gap before it is filled, and answers with a NAK that says what is
+    /// held. Each packet lands in one counter: held, a duplicate of one held, or dropped
+    /// for want of room (the requester resends it as a gap).
+    pub(crate) fn hold_request<M: MemoryTable + ?Sized>(
+        &mut self,
+        pkt: &Packet<'_>,
+        cx: &mut Cx<'_, M>,
+    ) {
+        let limits = self.config.limits;
+        let mtu = self.mtu();
+        match self.resp.held.hold(
+            pkt,
+            self.resp.psn,
+            mtu,
+            limits.max_held_packets,
+            limits.max_held_bytes,
+        ) {
+            Hold::Held => {
+                cx.count(Counter::sr_packets_held);
+                self.queue_response(Response::Sack, cx);
+            }
+            Hold::Duplicate => cx.count(Counter::sr_duplicates_dropped),
+            Hold::Full => cx.count(Counter::sr_held_dropped_full),
+        }
+    }
+
+    /// Selective repeat: the held packets whose turn has come go through the chain in PSN
+    /// order, exactly as if they had arrived in order. If the expected PSN moved, the
+    /// requester learns it at once: a NAK with what is still held, or an acknowledgement
+    /// of everything (a resent gap need not ask for one). A refusal (an RNR NAK, an error)
+    /// ends the drain with its own answer.
+    fn drain_held<M: MemoryTable + ?Sized>(&mut self, cx: &mut Cx<'_, M>) {
+        let before = self.resp.psn;
+        while self.state != QpState::Err {
+            let Some(held) = self.resp.held.take_due(self.resp.psn) else {
+                break;
+            };
+            let pkt = held.packet();
+            if let Err(refusal) = self.respond(&pkt, cx) {
+                self.refuse(&pkt, refusal, cx);
+                return;
+            }
+        }
+        if self.resp.psn == before || self.state == QpState::Err {
+            return;
+        }
+        let answer = if self.resp.held.is_empty() {
+            Response::Ack {
+                psn: self.resp.psn.wrapping_sub(1),
+                syndrome: Syndrome::ACK_UNLIMITED,
+                msn: self.resp.msn,
+            }
+        } else {
+            Response::Sack
+        };
+        self.queue_response(answer, cx);
     }
 
     /// The chain every RC and UC request goes through (rxe's `rxe_responder`).

@@ -20,6 +20,7 @@ use std::time::Duration;
 use xroce_wire::Psn;
 
 use crate::recovery::Recovery;
+use crate::selective::Scoreboard;
 use crate::time::{Instant, STALL_AFTER};
 use crate::wqe::{SendFlags, SendOp, SendWqe};
 
@@ -126,6 +127,8 @@ pub(crate) struct SendQueue {
     stalled: bool,
     /// What the requester measures of its path and how it recovers from loss.
     pub(crate) recovery: Recovery,
+    /// Selective repeat: what the responder holds, and the holes to resend.
+    pub(crate) scoreboard: Scoreboard,
 }
 
 impl SendQueue {
@@ -146,6 +149,7 @@ impl SendQueue {
             retransmit: None,
             stalled: false,
             recovery: Recovery::default(),
+            scoreboard: Scoreboard::default(),
         }
     }
 
@@ -177,6 +181,7 @@ impl SendQueue {
         self.retransmit = None;
         self.stalled = false;
         self.recovery.reset();
+        self.scoreboard.clear();
     }
 
     /// The first PSN to send (`sq_psn`): nothing before it is in flight.
@@ -268,7 +273,9 @@ impl SendQueue {
 
     /// Whether the requester would send now if asked (timers aside).
     pub(crate) fn has_work(&self) -> bool {
-        (self.rewind || self.next < self.entries.len()) && self.rnr_until.is_none() && !self.stalled
+        (self.rewind || self.next < self.entries.len() || self.scoreboard.has_resend())
+            && self.rnr_until.is_none()
+            && !self.stalled
     }
 
     /// The entry the requester sends from.
@@ -368,6 +375,8 @@ impl SendQueue {
     /// 9.7.5.2.2 for sequence errors).
     fn rewind(&mut self, mtu: u32) {
         self.rewind = false;
+        // Everything is resent: what the responder holds is a duplicate to it.
+        self.scoreboard.clear();
         self.noack_pkts = 0;
         self.recovery.on_rewind(self.unacked_psn, self.sent_high);
         // The resent packets are admitted again, chunk by chunk.
@@ -410,6 +419,111 @@ impl SendQueue {
         }
     }
 
+    // Selective repeat.
+
+    /// Whether the requester is going back N (a rewind asked for or an RNR wait): a
+    /// selective acknowledgement then changes nothing.
+    pub(crate) fn going_back(&self) -> bool {
+        self.rewind || self.rnr_until.is_some()
+    }
+
+    /// The entry that sent the request packet `psn` and the offset of that packet's bytes
+    /// in its message; `None` if no packet of an entry sent so far starts at `psn` (a PSN
+    /// inside a READ's responses, or one already acknowledged).
+    pub(crate) fn locate(&self, psn: Psn, mtu: u32) -> Option<(usize, u64)> {
+        if psn.distance(self.unacked_psn) < 0 || psn.distance(self.next_psn) >= 0 {
+            return None;
+        }
+        for (i, e) in self.entries.iter().enumerate() {
+            if e.state == EntryState::Posted || e.first_psn.distance(psn) > 0 {
+                return None;
+            }
+            if e.last_psn.distance(psn) < 0 {
+                continue;
+            }
+            if e.wqe.op.is_read_or_atomic() {
+                return (psn == e.first_psn && e.resp_bytes == 0).then_some((i, 0));
+            }
+            let k = u64::from(psn.distance(e.first_psn) as u32);
+            return Some((i, k * u64::from(mtu)));
+        }
+        None
+    }
+
+    /// An entry by its index.
+    pub(crate) fn entry(&self, index: usize) -> Option<&SendEntry> {
+        self.entries.get(index)
+    }
+
+    /// A selective acknowledgement arrived at `now`: its ranges join the scoreboard, and
+    /// each request packet sent between the oldest unacknowledged PSN and the highest held
+    /// one that is not held is a hole, queued for a resend by the scoreboard's rules
+    /// (`reorder`, `interval`). Returns how many were queued.
+    pub(crate) fn on_sack(
+        &mut self,
+        sack: &xroce_wire::SackRepr,
+        now: Instant,
+        reorder: Duration,
+        interval: Duration,
+    ) -> u32 {
+        let unacked = self.unacked_psn;
+        self.scoreboard.prune(unacked);
+        self.scoreboard.merge(sack, unacked);
+        let Some(highest) = self.scoreboard.highest() else {
+            return 0;
+        };
+        let mut queued = 0;
+        for e in &self.entries {
+            if e.state == EntryState::Posted || e.first_psn.distance(highest) > 0 {
+                break;
+            }
+            if e.last_psn.distance(unacked) < 0 {
+                continue;
+            }
+            // One request packet per PSN, or one for the whole READ or atomic.
+            let whole = e.wqe.op.is_read_or_atomic();
+            let mut psn = if whole || e.first_psn.distance(unacked) >= 0 {
+                e.first_psn
+            } else {
+                unacked
+            };
+            loop {
+                if psn.distance(highest) > 0 || psn.distance(self.next_psn) >= 0 {
+                    break;
+                }
+                let last = if whole { e.last_psn } else { psn };
+                let sent = psn.distance(unacked) >= 0 && !(whole && e.resp_bytes > 0);
+                if sent
+                    && !self.scoreboard.holds(psn, last)
+                    && self.scoreboard.on_hole(psn, now, reorder, interval)
+                {
+                    queued += 1;
+                }
+                if whole || psn == e.last_psn {
+                    break;
+                }
+                psn = psn.next();
+            }
+        }
+        queued
+    }
+
+    /// The retransmission timer expired with the scoreboard holding something: the
+    /// oldest unacknowledged packet is queued for a resend. Returns false (nothing queued)
+    /// when the scoreboard is empty or that packet cannot be resent alone: the requester
+    /// then goes back N.
+    pub(crate) fn resend_oldest(&mut self, now: Instant, mtu: u32) -> bool {
+        let psn = self.unacked_psn;
+        if self.scoreboard.is_empty()
+            || self.scoreboard.holds(psn, psn)
+            || self.locate(psn, mtu).is_none()
+        {
+            return false;
+        }
+        self.scoreboard.force(psn, now);
+        true
+    }
+
     // The completer.
 
     /// The oldest work request.
@@ -429,6 +543,9 @@ impl SendQueue {
     #[inline]
     pub(crate) fn acknowledge(&mut self, psn: Psn) {
         self.unacked_psn = psn;
+        if !self.scoreboard.is_empty() {
+            self.scoreboard.prune(psn);
+        }
     }
 
     /// Every PSN sent is acknowledged and no rewind is pending: the retransmit timer has

@@ -184,6 +184,11 @@ pub enum ParseError {
     /// The IP CM header's IP version nibble is neither 4 nor 6.
     #[error("IP CM header IP version is {0}; only 4 and 6 are defined")]
     IpCmIpVersion(u8),
+    /// xroce's selective acknowledgement after a NAK's AETH is not one this crate emits
+    /// (the text names the field: its length, version, range count, a reserved byte or
+    /// the order of its ranges).
+    #[error("selective acknowledgement malformed: {0}")]
+    Sack(&'static str),
 }
 
 /// Why an emit could not write what was asked.

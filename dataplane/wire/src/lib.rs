@@ -25,6 +25,8 @@
 //! the rest of the code (here and in the transport) asks it instead of matching on opcodes.
 //! [`peek`] reads the handful of fields congestion control needs on every packet without
 //! taking the frame apart, and sets the ECN bits.
+//! [`sack`] is xroce's own selective acknowledgement, carried after a NAK's AETH between
+//! two xroce endpoints that agreed to selective repeat (never to a standard peer).
 //!
 //! Connection management travels inside that envelope as the payload of UD SENDs to QP1:
 //! [`mad`] is the 256-byte management datagram and its header, [`cm`] the communication
@@ -172,6 +174,7 @@ pub mod peek;
 pub mod psn;
 pub mod rdeth;
 pub mod reth;
+pub mod sack;
 pub mod source_port;
 pub mod udp;
 
@@ -201,6 +204,7 @@ pub use opcode::{ExtHeader, Opcode, OpcodeFlags, OpcodeInfo, Operation, Position
 pub use psn::Psn;
 pub use rdeth::{RdethPacket, RdethRepr};
 pub use reth::{Reth, RethRepr};
+pub use sack::{MAX_SACK_RANGES, SackRepr};
 pub use udp::{ROCE_V2_UDP_PORT, UdpChecksum, UdpPacket, UdpRepr};
 
 /// Length of the invariant CRC that ends every RoCEv2 packet (IBTA 7.8).

@@ -173,6 +173,9 @@ impl QueuePair {
         let msn = self.resp.msn;
         match refusal.answer(self.config.qp_type) {
             Answer::SequenceNak => {
+                if self.selective {
+                    return self.hold_request(pkt, cx);
+                }
                 if self.resp.sent_psn_nak {
                     return cx.count(Counter::out_of_seq_dropped);
                 }

@@ -36,6 +36,10 @@ pub(crate) enum Response {
     },
     /// An atomic acknowledgement.
     AtomicAck { psn: Psn, orig: u64, msn: u32 },
+    /// Selective repeat: a PSN sequence error NAK with a selective acknowledgement of what
+    /// is held, both as they are when it is sent (a newer one replaces one still waiting
+    /// at the tail).
+    Sack,
 }
 
 /// What a READ or atomic request left behind, to answer its duplicates (IBTA 9.7.5.1.4).
@@ -172,6 +176,9 @@ impl QueuePair {
             *back = r;
             return true;
         }
+        if r == Response::Sack && q.back() == Some(&Response::Sack) {
+            return true;
+        }
         if !self.resp.has_room() {
             cx.count(Counter::response_queue_full);
             return false;
@@ -200,6 +207,30 @@ impl QueuePair {
                 }
                 out.commit();
                 self.resp.responses.pop_front();
+            }
+            Response::Sack => {
+                self.resp.responses.pop_front();
+                if self.resp.held.is_empty() {
+                    // Everything held went through since: the acknowledgement that
+                    // followed says so.
+                    return self.poll_response(cx, out);
+                }
+                let psn = self.resp.psn;
+                let mut h = Headers::new(QpType::Rc, Kind::Ack, Position::Only, dest, psn);
+                h.aeth = Some(AethRepr {
+                    syndrome: Syndrome::Nak(NakCode::PsnSequenceError),
+                    msn: self.resp.msn,
+                });
+                let sack = self.resp.held.sack();
+                let Some(dst) = out.begin_with_trailer(&h, &path, sack.buffer_len()) else {
+                    self.resp.responses.push_front(Response::Sack);
+                    return false;
+                };
+                if sack.emit(dst).is_err() {
+                    return false;
+                }
+                out.commit();
+                cx.count(Counter::sr_naks_sent);
             }
             Response::AtomicAck { psn, orig, msn } => {
                 let mut h = Headers::new(QpType::Rc, Kind::AtomicAck, Position::Only, dest, psn);

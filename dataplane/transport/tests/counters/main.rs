@@ -8,13 +8,15 @@
 //!
 //! One module per place a packet can be dropped or NAKed: [`frames`] (the frame layer),
 //! [`addresses`] (the connection's addresses and the keys), [`state`] (the QP's state and
-//! type), [`responder`], [`completer`], [`uc`], [`ud`]; [`helpers`] holds what they share.
+//! type), [`responder`], [`completer`], [`selective`] (selective repeat), [`uc`], [`ud`];
+//! [`helpers`] holds what they share.
 
 mod addresses;
 mod completer;
 mod frames;
 mod helpers;
 mod responder;
+mod selective;
 mod state;
 mod uc;
 mod ud;
@@ -61,6 +63,11 @@ fn every_drop_or_nak_counter_is_exercised_here() {
         "rcvd_rkey_violation",
         "response_queue_full",
         "rcvd_qp_error",
+        "sr_held_dropped_full",
+        "sr_duplicates_dropped",
+        "sr_naks_sent",
+        "sr_naks_received",
+        "sr_sack_malformed",
     ];
     let all: Vec<&str> = Counter::ALL
         .iter()

@@ -7,6 +7,7 @@
 //! out: each such failure is accepted only when the network log shows that every one of the
 //! last eight attempts lost its request or its answer.
 
+mod selective;
 mod simulation;
 
 use std::time::Duration;

@@ -486,6 +486,53 @@ impl<'a> Frame<'a> {
         })
     }
 
+    /// Parses a whole Ethernet frame that is an RC ACKNOWLEDGE with bytes between its AETH
+    /// and its ICRC, and verifies its ICRC: the NAK that carries xroce's selective
+    /// acknowledgement ([`crate::sack`]). Those bytes are the frame's `payload`, for
+    /// [`crate::SackRepr::parse`]. [`Frame::parse`] refuses such a frame
+    /// ([`ParseError::UnexpectedPayload`]), as a standard ACKNOWLEDGE carries no payload;
+    /// only a receiver that agreed to selective acknowledgements asks this.
+    pub fn parse_acknowledge_with_trailer(bytes: &'a [u8]) -> Result<Frame<'a>, ParseError> {
+        const HEADERS: usize = bth::HEADER_LEN + crate::aeth::HEADER_LEN;
+        let (headers, layout) = parse_envelope(bytes)?;
+        let ib_part = layout.ib_part(bytes);
+        if ib_part.len() < HEADERS + ICRC_LEN {
+            return Err(ParseError::Truncated {
+                layer: Layer::ExtHeaders,
+                needed: HEADERS + ICRC_LEN,
+                available: ib_part.len(),
+            });
+        }
+        // The headers alone, as an ACKNOWLEDGE without trailer (the ICRC is checked below,
+        // over the whole packet).
+        let mut alone = [0u8; HEADERS + ICRC_LEN];
+        alone[..HEADERS].copy_from_slice(&ib_part[..HEADERS]);
+        let (ib, _) = IbRepr::parse(&alone)?;
+        if ib.bth.opcode != crate::Opcode::RC_ACKNOWLEDGE {
+            return Err(ParseError::UnexpectedPayload {
+                opcode: ib.bth.opcode,
+                len: ib_part.len() - HEADERS - ICRC_LEN,
+            });
+        }
+        let frame = Frame {
+            headers,
+            ib,
+            payload: &ib_part[HEADERS..ib_part.len() - ICRC_LEN],
+            icrc: layout.icrc(bytes),
+            ip_packet: layout.ip_packet_without_icrc(bytes),
+            ip_header_len: layout.ip_header_len(),
+            len: layout.end,
+        };
+        let computed = frame.computed_icrc();
+        if computed != frame.icrc {
+            return Err(ParseError::IcrcMismatch {
+                found: frame.icrc,
+                computed,
+            });
+        }
+        Ok(frame)
+    }
+
     /// The ICRC computed over the frame.
     pub fn computed_icrc(&self) -> u32 {
         icrc::compute_packet(self.ip_packet, self.ip_header_len)

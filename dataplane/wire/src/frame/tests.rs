@@ -398,3 +398,45 @@ fn emit_errors() {
         Err(EmitError::TooLong(_))
     ));
 }
+
+/// An ACKNOWLEDGE with bytes after its AETH: refused by `Frame::parse`, taken apart by
+/// `Frame::parse_acknowledge_with_trailer` with its ICRC verified over the whole packet.
+#[test]
+fn acknowledge_with_trailer() {
+    let mut ib = ack_ib();
+    ib.aeth = Some(AethRepr {
+        syndrome: Syndrome::Nak(crate::aeth::NakCode::PsnSequenceError),
+        msn: 1,
+    });
+    let mut sack = crate::SackRepr::new();
+    assert!(sack.push(Psn::new(9), Psn::new(12)));
+    let repr = ack_headers();
+    let mut frame = vec![0xa5u8; 256];
+    let start = repr.header_len();
+    let header_len = ib.emit(&mut frame[start..], 0).unwrap();
+    let n = sack.emit(&mut frame[start + header_len..]).unwrap();
+    let len = repr.emit(&mut frame, header_len + n).unwrap();
+    let frame = &frame[..len];
+    assert!(matches!(
+        Frame::parse(frame),
+        Err(ParseError::UnexpectedPayload { len: 12, .. })
+    ));
+    let f = Frame::parse_acknowledge_with_trailer(frame).unwrap();
+    assert_eq!(f.ib, ib);
+    assert_eq!(crate::SackRepr::parse(f.payload), Ok(sack));
+    // A bit flipped in the trailer: the ICRC covers it.
+    let mut bad = frame.to_vec();
+    bad[start + header_len + 5] ^= 1;
+    assert!(matches!(
+        Frame::parse_acknowledge_with_trailer(&bad),
+        Err(ParseError::IcrcMismatch { .. })
+    ));
+    // Another opcode with bytes after its headers is no acknowledgement.
+    let mut other = frame.to_vec();
+    other[start] = Opcode::RC_SEND_ONLY.0;
+    assert!(Frame::parse_acknowledge_with_trailer(&other).is_err());
+    // Truncated anywhere: an error, never a panic.
+    for n in 0..len {
+        assert!(Frame::parse_acknowledge_with_trailer(&frame[..n]).is_err());
+    }
+}

@@ -54,7 +54,10 @@ pub(super) struct Network {
 impl Network {
     pub(super) fn send(&mut self, now: Instant, to: Side, frame: &[u8]) {
         self.report.frames += 1;
-        let mut entry = xroce_wire::Frame::parse(frame).ok().map(|f| {
+        // A NAK with a selective acknowledgement needs the parse that accepts one.
+        let parsed = xroce_wire::Frame::parse(frame)
+            .or_else(|_| xroce_wire::Frame::parse_acknowledge_with_trailer(frame));
+        let mut entry = parsed.ok().map(|f| {
             let positive = f.ib.aeth.is_none_or(|a| a.syndrome.is_ack());
             let response = f.ib.info().is_response();
             let psn = f.ib.bth.psn;

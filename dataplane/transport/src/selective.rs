@@ -1,0 +1,633 @@
+//! Selective repeat between two xroce endpoints: the responder keeps request packets that
+//! arrive ahead of a gap instead of discarding them, and tells the requester which it
+//! holds; the requester resends only the packets the responder does not hold.
+//!
+//! Go-back-N, the standard's recovery, resends everything sent after a lost packet: what
+//! one loss costs is the window. [`recovery`](crate::recovery) keeps that window close to
+//! what the path needs, which is all a standard peer allows. Between two xroce endpoints a
+//! loss can cost only the lost packets.
+//!
+//! **The wire.** A responder in selective repeat answers a request packet ahead of the PSN
+//! it expects with a PSN sequence error NAK exactly as the standard has it (the expected PSN
+//! in the BTH, the NAK code in the AETH), followed by xroce's selective acknowledgement
+//! ([`xroce_wire::sack`]): up to eight PSN ranges it holds beyond the gap, in PSN order
+//! (4 + 8 × ranges bytes, so no pad). A held READ request covers the PSNs of all its
+//! responses. The NAK is sent for every packet held (coalesced while one waits to be
+//! sent), and again after a resend filled a gap and others remain; a resend that leaves
+//! nothing held is acknowledged at once.
+//!
+//! **How the two ends agree.** Selective repeat is a per-QP switch, off by default
+//! ([`Endpoint::set_selective_repeat`](crate::Endpoint::set_selective_repeat)). The engine
+//! turns it on, on both ends of a connection, once it knows the peer QP is served by an
+//! xroce daemon that advertised it; a standard peer (rxe, an RDMA NIC) never has it on,
+//! so it never receives a selective acknowledgement and never sees anything but standard
+//! RC traffic. With the switch off nothing changes: an ACKNOWLEDGE that carries bytes
+//! after its AETH is dropped as malformed (`rcvd_malformed`), as before. If only one end
+//! has it on, the connection stays correct, only slower: a requester in go-back-N facing a
+//! responder in selective repeat drops its NAKs as malformed and recovers on its
+//! retransmission timer, and what it resends is either a gap the responder fills or a
+//! duplicate (of a packet already executed, answered as the standard says, or of one held,
+//! dropped); a requester in selective repeat facing a standard responder never receives a
+//! selective acknowledgement and goes back N as the standard does.
+//!
+//! **The responder** ([`ReorderStore`]) copies a packet ahead of the expected PSN into a
+//! store bounded in packets and bytes ([`Limits::max_held_packets`],
+//! [`Limits::max_held_bytes`]): one that does not fit is dropped
+//! (`sr_held_dropped_full`) and is resent as a gap, as go-back-N would; a second copy of a
+//! held packet is dropped (`sr_duplicates_dropped`). When the packet at the expected PSN
+//! has been executed, the held packets that follow it go through the responder's chain in
+//! PSN order, exactly as if they had arrived in order: every check, the placement, the
+//! READ, atomic and duplicate semantics, MSN and acknowledgements are those of an
+//! in-order packet. Nothing held is placed into memory before its turn. The store is
+//! emptied when the QP is reset, enters the error state or is destroyed, and when the
+//! switch is turned off.
+//!
+//! **The requester** ([`Scoreboard`]) merges the ranges of each selective acknowledgement
+//! into a scoreboard and resends the packets between the oldest unacknowledged PSN and the
+//! highest held one that the responder does not hold: a hole at most once per round trip
+//! (the smoothed round trip and its variation, or the device's retransmission floor before
+//! one was measured), only once three packets beyond it are held and it has been a hole
+//! for a quarter of a round trip (packets overtaken on the path are not resent), paced as
+//! every resend. On the retransmission timer it resends only the oldest hole when the
+//! scoreboard holds anything; with an empty scoreboard (a lost tail: nothing is known to be
+//! held) it goes back N. A standard NAK, a response showing a READ's or atomic's answer
+//! lost, and an RNR NAK go back N as before. Completions follow the cumulative
+//! acknowledgement, so they stay in posting order; with the switch on, the window of
+//! packets in flight is not narrowed for loss ([`recovery`](crate::recovery): a loss costs
+//! only the lost packets).
+//!
+//! **What it does not do.** READ responses are not repeated selectively: a lost READ
+//! response makes the requester ask again from the missing one, as the standard does.
+//! UC and UD are untouched. The store is per QP; the endpoint does not bound the sum over
+//! its QPs. A selective acknowledgement that fails to parse is dropped
+//! (`sr_sack_malformed`); its frame must still carry a good ICRC (a bad one is counted in
+//! `rcvd_malformed`, as every acknowledgement with bytes after its AETH was before).
+//!
+//! [`Limits::max_held_packets`]: crate::Limits::max_held_packets
+//! [`Limits::max_held_bytes`]: crate::Limits::max_held_bytes
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use xroce_wire::{Gid, Psn, SackRepr};
+
+use crate::packet::{Headers, Kind, Net, Packet};
+use crate::time::Instant;
+
+/// A request packet held by the responder until the gap before it is filled: its headers
+/// and a copy of its IP header and payload.
+#[derive(Clone, Debug)]
+pub(crate) struct Held {
+    /// The PSN of the packet.
+    psn: Psn,
+    /// The last PSN it stands for (a READ request: its last response's).
+    last: Psn,
+    h: Headers,
+    /// The IP header, then the payload.
+    bytes: Vec<u8>,
+    ip_len: usize,
+    sgid: Gid,
+    dgid: Gid,
+    ipv6: bool,
+}
+
+impl Held {
+    /// The packet as it arrived.
+    pub(crate) fn packet(&self) -> Packet<'_> {
+        Packet {
+            h: self.h,
+            payload: &self.bytes[self.ip_len..],
+            net: Net {
+                ip_header: &self.bytes[..self.ip_len],
+                sgid: self.sgid,
+                dgid: self.dgid,
+                ipv6: self.ipv6,
+            },
+        }
+    }
+}
+
+/// What [`ReorderStore::hold`] did with a packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Hold {
+    /// Kept until its turn.
+    Held,
+    /// A copy of it is held already: dropped.
+    Duplicate,
+    /// The store is full: dropped (the requester resends it as a gap).
+    Full,
+}
+
+/// The responder's store of request packets that arrived ahead of the expected PSN, in
+/// PSN order, bounded in packets and bytes.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ReorderStore {
+    held: VecDeque<Held>,
+    bytes: usize,
+}
+
+impl ReorderStore {
+    /// Whether nothing is held.
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.held.is_empty()
+    }
+
+    /// Packets held.
+    pub(crate) fn len(&self) -> usize {
+        self.held.len()
+    }
+
+    /// Drops everything held.
+    pub(crate) fn clear(&mut self) {
+        self.held.clear();
+        self.bytes = 0;
+    }
+
+    /// Keeps `pkt`, which is ahead of `expected`, unless a copy is held or it does not fit
+    /// in `max_packets` and `max_bytes` (its payload counts). `mtu` gives the PSNs a READ
+    /// request stands for.
+    pub(crate) fn hold(
+        &mut self,
+        pkt: &Packet<'_>,
+        expected: Psn,
+        mtu: u32,
+        max_packets: u32,
+        max_bytes: u32,
+    ) -> Hold {
+        let psn = pkt.h.psn;
+        let ahead = psn.distance(expected);
+        // From the back: packets mostly arrive in order behind the gap.
+        let mut at = self.held.len();
+        while at > 0 {
+            let d = self.held[at - 1].psn.distance(expected);
+            if d == ahead {
+                return Hold::Duplicate;
+            }
+            if d < ahead {
+                break;
+            }
+            at -= 1;
+        }
+        let len = pkt.payload.len();
+        if self.held.len() >= max_packets as usize
+            || self.bytes.saturating_add(len) > max_bytes as usize
+        {
+            return Hold::Full;
+        }
+        let last = match (pkt.h.kind, pkt.h.reth) {
+            (Kind::ReadRequest, Some(reth)) => {
+                let npkts = u64::from(reth.dma_len).div_ceil(u64::from(mtu)).max(1);
+                // At most 2^31 / 256 response packets: fits in u32.
+                psn.wrapping_add(npkts as u32 - 1)
+            }
+            _ => psn,
+        };
+        let ip = pkt.net.ip_header;
+        let mut bytes = Vec::with_capacity(ip.len() + len);
+        bytes.extend_from_slice(ip);
+        bytes.extend_from_slice(pkt.payload);
+        self.held.insert(
+            at,
+            Held {
+                psn,
+                last,
+                h: pkt.h,
+                bytes,
+                ip_len: ip.len(),
+                sgid: pkt.net.sgid,
+                dgid: pkt.net.dgid,
+                ipv6: pkt.net.ipv6,
+            },
+        );
+        self.bytes += len;
+        Hold::Held
+    }
+
+    /// The first held packet if its turn has come (its PSN is `expected` or behind it).
+    pub(crate) fn take_due(&mut self, expected: Psn) -> Option<Held> {
+        if self.held.front()?.psn.distance(expected) > 0 {
+            return None;
+        }
+        let held = self.held.pop_front()?;
+        self.bytes -= held.bytes.len() - held.ip_len;
+        Some(held)
+    }
+
+    /// The selective acknowledgement of what is held: its first ranges of consecutive
+    /// PSNs.
+    pub(crate) fn sack(&self) -> SackRepr {
+        let mut sack = SackRepr::new();
+        let mut run: Option<(Psn, Psn)> = None;
+        for h in &self.held {
+            run = match run {
+                Some((first, last)) if h.psn == last.next() => Some((first, h.last)),
+                Some((first, last)) => {
+                    if !sack.push(first, last) {
+                        return sack;
+                    }
+                    Some((h.psn, h.last))
+                }
+                None => Some((h.psn, h.last)),
+            };
+        }
+        if let Some((first, last)) = run {
+            sack.push(first, last);
+        }
+        sack
+    }
+}
+
+/// How many packets beyond a hole must be held before it is taken for lost (fewer may be
+/// packets overtaken on the path).
+pub(crate) const HOLE_THRESHOLD: u32 = 3;
+
+/// A hole the requester knows of.
+#[derive(Clone, Copy, Debug)]
+struct Hole {
+    psn: Psn,
+    /// When a selective acknowledgement first showed it.
+    seen: Instant,
+    /// When it was last resent.
+    resent: Option<Instant>,
+    /// It waits in the resend queue.
+    queued: bool,
+}
+
+/// The requester's view of what the responder holds, and the holes to resend.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Scoreboard {
+    /// PSN ranges held, inclusive, in PSN order, merged.
+    held: Vec<(Psn, Psn)>,
+    /// The holes below the highest held PSN, in PSN order.
+    holes: Vec<Hole>,
+    /// Holes to resend, oldest first.
+    queue: VecDeque<Psn>,
+}
+
+/// The most ranges the scoreboard keeps (beyond them, what the responder holds is resent
+/// if it is a hole, which costs a duplicate, never correctness).
+const MAX_RANGES: usize = 64;
+
+impl Scoreboard {
+    /// Whether nothing is known to be held.
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.held.is_empty()
+    }
+
+    /// Whether holes wait to be resent.
+    #[inline]
+    pub(crate) fn has_resend(&self) -> bool {
+        !self.queue.is_empty()
+    }
+
+    /// Forgets everything (going back N, or the switch turned off).
+    pub(crate) fn clear(&mut self) {
+        self.held.clear();
+        self.holes.clear();
+        self.queue.clear();
+    }
+
+    /// Forgets what lies before `unacked` (acknowledged).
+    pub(crate) fn prune(&mut self, unacked: Psn) {
+        self.held.retain(|&(_, last)| last.distance(unacked) >= 0);
+        if let Some((first, _)) = self.held.first_mut()
+            && first.distance(unacked) < 0
+        {
+            *first = unacked;
+        }
+        self.holes.retain(|h| h.psn.distance(unacked) >= 0);
+        self.queue.retain(|&p| p.distance(unacked) >= 0);
+    }
+
+    /// Merges the ranges of a selective acknowledgement, those before `unacked` dropped.
+    pub(crate) fn merge(&mut self, sack: &SackRepr, unacked: Psn) {
+        for &(first, last) in sack.ranges() {
+            if last.distance(unacked) < 0 {
+                continue;
+            }
+            let first = if first.distance(unacked) < 0 {
+                unacked
+            } else {
+                first
+            };
+            self.insert(first, last);
+        }
+        while self.held.len() > MAX_RANGES {
+            self.held.pop();
+        }
+        let held = &self.held;
+        self.holes
+            .retain(|h| !held.iter().any(|&(f, l)| within(h.psn, f, l)));
+        self.queue
+            .retain(|&p| !held.iter().any(|&(f, l)| within(p, f, l)));
+    }
+
+    fn insert(&mut self, first: Psn, last: Psn) {
+        // Ranges overlapping or touching the new one are absorbed into it.
+        let (mut first, mut last) = (first, last);
+        let mut at = self.held.len();
+        let mut i = 0;
+        while i < self.held.len() {
+            let (f, l) = self.held[i];
+            if l.next().distance(first) < 0 {
+                i += 1;
+                continue;
+            }
+            if last.next().distance(f) < 0 {
+                at = at.min(i);
+                break;
+            }
+            if f.distance(first) < 0 {
+                first = f;
+            }
+            if l.distance(last) > 0 {
+                last = l;
+            }
+            self.held.remove(i);
+            at = i;
+        }
+        let at = at.min(self.held.len());
+        self.held.insert(at, (first, last));
+    }
+
+    /// The highest PSN known to be held.
+    pub(crate) fn highest(&self) -> Option<Psn> {
+        self.held.last().map(|&(_, last)| last)
+    }
+
+    /// Whether every PSN of `first..=last` is held.
+    pub(crate) fn holds(&self, first: Psn, last: Psn) -> bool {
+        self.held
+            .iter()
+            .any(|&(f, l)| first.distance(f) >= 0 && last.distance(l) <= 0)
+    }
+
+    /// Packets held beyond `psn`.
+    fn held_beyond(&self, psn: Psn) -> u32 {
+        self.held
+            .iter()
+            .filter(|&&(_, l)| l.distance(psn) > 0)
+            .map(|&(f, l)| {
+                let from = if f.distance(psn) > 0 { f } else { psn.next() };
+                l.distance(from) as u32 + 1
+            })
+            .sum()
+    }
+
+    /// The request packet at `psn` is not held: a hole. Queued for a resend at `now` if
+    /// [`HOLE_THRESHOLD`] packets beyond it are held, it has been a hole for `reorder` and
+    /// was not resent within `interval`. Returns whether it was queued.
+    pub(crate) fn on_hole(
+        &mut self,
+        psn: Psn,
+        now: Instant,
+        reorder: Duration,
+        interval: Duration,
+    ) -> bool {
+        let beyond = self.held_beyond(psn);
+        let at = self
+            .holes
+            .iter()
+            .position(|h| h.psn.distance(psn) >= 0)
+            .unwrap_or(self.holes.len());
+        if self.holes.get(at).is_none_or(|h| h.psn != psn) {
+            self.holes.insert(
+                at,
+                Hole {
+                    psn,
+                    seen: now,
+                    resent: None,
+                    queued: false,
+                },
+            );
+        }
+        let hole = &mut self.holes[at];
+        let due = !hole.queued
+            && beyond >= HOLE_THRESHOLD
+            && now.saturating_duration_since(hole.seen) >= reorder
+            && hole
+                .resent
+                .is_none_or(|t| now.saturating_duration_since(t) >= interval);
+        if due {
+            hole.queued = true;
+            let q = self
+                .queue
+                .iter()
+                .position(|p| p.distance(psn) > 0)
+                .unwrap_or(self.queue.len());
+            self.queue.insert(q, psn);
+        }
+        due
+    }
+
+    /// Queues the oldest hole, `psn`, for a resend now, whatever the rules (the
+    /// retransmission timer expired).
+    pub(crate) fn force(&mut self, psn: Psn, now: Instant) {
+        if let Some(h) = self.holes.iter_mut().find(|h| h.psn == psn) {
+            if h.queued {
+                return;
+            }
+            h.queued = true;
+        } else {
+            self.holes.insert(
+                0,
+                Hole {
+                    psn,
+                    seen: now,
+                    resent: None,
+                    queued: true,
+                },
+            );
+        }
+        self.queue.push_front(psn);
+    }
+
+    /// The next hole to resend.
+    pub(crate) fn next_resend(&mut self) -> Option<Psn> {
+        self.queue.pop_front()
+    }
+
+    /// The hole `psn` taken by [`Scoreboard::next_resend`] could not be sent now: it goes
+    /// first again.
+    pub(crate) fn put_back(&mut self, psn: Psn) {
+        self.queue.push_front(psn);
+    }
+
+    /// The hole `psn` was resent at `now`.
+    pub(crate) fn on_resent(&mut self, psn: Psn, now: Instant) {
+        if let Some(h) = self.holes.iter_mut().find(|h| h.psn == psn) {
+            h.resent = Some(now);
+            h.queued = false;
+        }
+    }
+}
+
+/// Whether `psn` lies in `first..=last`.
+fn within(psn: Psn, first: Psn, last: Psn) -> bool {
+    psn.distance(first) >= 0 && psn.distance(last) <= 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::attributes::QpType;
+    use xroce_wire::{Position, Qpn};
+
+    fn at(micros: u64) -> Instant {
+        Instant::from_nanos(micros * 1000)
+    }
+
+    fn packet(psn: u32, payload: &[u8]) -> (Headers, Vec<u8>) {
+        let h = Headers::new(
+            QpType::Rc,
+            Kind::Send,
+            Position::Only,
+            Qpn::new(1),
+            Psn::new(psn),
+        );
+        (h, payload.to_vec())
+    }
+
+    fn hold(store: &mut ReorderStore, psn: u32, expected: u32, max: u32) -> Hold {
+        let (h, payload) = packet(psn, &[psn as u8; 8]);
+        let ip = [0x45u8; 20];
+        let pkt = Packet {
+            h,
+            payload: &payload,
+            net: Net {
+                ip_header: &ip,
+                sgid: Gid::default(),
+                dgid: Gid::default(),
+                ipv6: false,
+            },
+        };
+        store.hold(&pkt, Psn::new(expected), 1024, max, 1 << 20)
+    }
+
+    #[test]
+    fn the_store_keeps_packets_in_psn_order_and_gives_them_back_in_turn() {
+        let mut s = ReorderStore::default();
+        for psn in [13, 11, 12, 16, 15] {
+            assert_eq!(hold(&mut s, psn, 10, 8), Hold::Held);
+        }
+        assert_eq!(hold(&mut s, 12, 10, 8), Hold::Duplicate);
+        assert_eq!(
+            s.sack().ranges(),
+            &[(Psn::new(11), Psn::new(13)), (Psn::new(15), Psn::new(16))]
+        );
+        assert!(s.take_due(Psn::new(10)).is_none());
+        let first = s.take_due(Psn::new(11)).unwrap();
+        assert_eq!(first.packet().h.psn, Psn::new(11));
+        assert_eq!(first.packet().payload, &[11; 8]);
+        assert_eq!(first.packet().net.ip_header, &[0x45; 20]);
+        assert_eq!(s.len(), 4);
+        // Bounded in packets: the fifth of five does not fit.
+        let mut small = ReorderStore::default();
+        for psn in 1..5 {
+            assert_eq!(hold(&mut small, psn, 0, 4), Hold::Held);
+        }
+        assert_eq!(hold(&mut small, 7, 0, 4), Hold::Full);
+        small.clear();
+        assert!(small.is_empty());
+        assert_eq!(small.bytes, 0);
+    }
+
+    #[test]
+    fn the_store_wraps_and_is_bounded_in_bytes() {
+        let mut s = ReorderStore::default();
+        let (h, payload) = packet(0xff_ffff, &[1; 600]);
+        let ip = [0u8; 20];
+        let pkt = |h, payload| Packet {
+            h,
+            payload,
+            net: Net {
+                ip_header: &ip,
+                sgid: Gid::default(),
+                dgid: Gid::default(),
+                ipv6: false,
+            },
+        };
+        assert_eq!(
+            s.hold(&pkt(h, &payload), Psn::new(0xff_fffd), 1024, 8, 1000),
+            Hold::Held
+        );
+        let (h2, _) = packet(1, &[]);
+        assert_eq!(
+            s.hold(&pkt(h2, &payload), Psn::new(0xff_fffd), 1024, 8, 1000),
+            Hold::Full
+        );
+        assert_eq!(
+            s.hold(
+                &pkt(h2, &payload[..400]),
+                Psn::new(0xff_fffd),
+                1024,
+                8,
+                1000
+            ),
+            Hold::Held
+        );
+        assert_eq!(
+            s.sack().ranges(),
+            &[
+                (Psn::new(0xff_ffff), Psn::new(0xff_ffff)),
+                (Psn::new(1), Psn::new(1))
+            ]
+        );
+    }
+
+    #[test]
+    fn the_scoreboard_merges_ranges_and_queues_holes_once_per_round_trip() {
+        let mut b = Scoreboard::default();
+        let mut sack = SackRepr::new();
+        assert!(sack.push(Psn::new(12), Psn::new(14)));
+        assert!(sack.push(Psn::new(16), Psn::new(20)));
+        b.merge(&sack, Psn::new(10));
+        let mut more = SackRepr::new();
+        assert!(more.push(Psn::new(15), Psn::new(15)));
+        b.merge(&more, Psn::new(10));
+        assert_eq!(b.held, vec![(Psn::new(12), Psn::new(20))]);
+        assert!(b.holds(Psn::new(13), Psn::new(20)));
+        assert!(!b.holds(Psn::new(11), Psn::new(12)));
+        assert_eq!(b.highest(), Some(Psn::new(20)));
+        let rtt = Duration::from_micros(100);
+        let reorder = Duration::from_micros(25);
+        // Seen now: not yet a loss (it may have been overtaken).
+        assert!(!b.on_hole(Psn::new(10), at(0), reorder, rtt));
+        assert!(b.on_hole(Psn::new(10), at(30), reorder, rtt));
+        assert!(!b.on_hole(Psn::new(10), at(31), reorder, rtt), "queued");
+        assert!(
+            !b.on_hole(Psn::new(11), at(31), reorder, rtt),
+            "seen only now"
+        );
+        assert_eq!(b.next_resend(), Some(Psn::new(10)));
+        b.on_resent(Psn::new(10), at(40));
+        assert!(
+            !b.on_hole(Psn::new(10), at(100), reorder, rtt),
+            "within a round trip"
+        );
+        assert!(b.on_hole(Psn::new(10), at(140), reorder, rtt));
+        // Acknowledged up to 13: what lies before is forgotten.
+        b.prune(Psn::new(13));
+        assert_eq!(b.held, vec![(Psn::new(13), Psn::new(20))]);
+        assert!(!b.has_resend());
+        b.force(Psn::new(13), at(200));
+        assert_eq!(b.next_resend(), Some(Psn::new(13)));
+        b.clear();
+        assert!(b.is_empty());
+    }
+
+    #[test]
+    fn a_hole_needs_packets_held_beyond_it() {
+        let mut b = Scoreboard::default();
+        let mut sack = SackRepr::new();
+        assert!(sack.push(Psn::new(11), Psn::new(12)));
+        b.merge(&sack, Psn::new(10));
+        assert!(!b.on_hole(Psn::new(10), at(100), Duration::ZERO, Duration::ZERO));
+        let mut more = SackRepr::new();
+        assert!(more.push(Psn::new(13), Psn::new(13)));
+        b.merge(&more, Psn::new(10));
+        assert!(b.on_hole(Psn::new(10), at(100), Duration::ZERO, Duration::ZERO));
+    }
+}
