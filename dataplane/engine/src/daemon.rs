@@ -63,6 +63,10 @@ pub struct DaemonConfig {
     /// Congestion control for every queue pair. A line rate of zero: the interface's
     /// speed ([`link_speed`]).
     pub congestion: xroce_congestion::CongestionConfig,
+    /// Selective repeat with peers that are xroce daemons (known by their hello, which
+    /// this sends even with ECN and the rate off); go-back-N, the standard's, with every
+    /// other peer and when off.
+    pub selective_repeat: bool,
     /// Who may open the device.
     pub access: AccessPolicy,
     /// The user to run as after setup (`None`: the one it was started as).
@@ -209,14 +213,16 @@ pub fn run(cfg: DaemonConfig, mut host: Box<dyn Host>) -> Result<()> {
         bell: Arc::new(sys::eventfd()?),
     };
     let mut congestion = cfg.congestion.clone();
+    congestion.announce = cfg.selective_repeat;
     if congestion.line_rate == xroce_congestion::Rate::ZERO {
         congestion.line_rate = link_speed(&cfg.interface);
     }
     info!(
-        "congestion control: {:?}, ECN {:?}, line rate {} Mbit/s",
+        "congestion control: {:?}, ECN {:?}, line rate {} Mbit/s; selective repeat with xroce peers: {}",
         congestion.algorithm,
         congestion.ecn,
-        congestion.line_rate.mbit()
+        congestion.line_rate.mbit(),
+        if cfg.selective_repeat { "on" } else { "off" }
     );
     // Every AF_XDP socket, while the daemon may still open them. A link whose frames do
     // not fit one UMEM frame gets multi-buffer sockets (a 4096-byte path MTU), or, where the
@@ -302,6 +308,7 @@ pub fn run(cfg: DaemonConfig, mut host: Box<dyn Host>) -> Result<()> {
             handoff,
             gsi: gsi.clone(),
             congestion: congestion.clone(),
+            selective_repeat: cfg.selective_repeat,
         };
         let endpoint_cfg = EndpointConfig {
             mac: port.mac,

@@ -129,10 +129,15 @@ fn two_daemons_send_ecn_capable_packets_both_ways_and_count_them() {
 #[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]
 fn toward_a_peer_that_sends_nothing_ecn_capable_no_packet_is() {
     require_root();
-    // b sends no ECN-capable packet, as Linux rxe does not.
+    // b sends no ECN-capable packet and no hello, as Linux rxe does not.
     let bin = xroced().expect("xroced");
-    let hosts = TwoHosts::start_sides(&bin, &LabConfig::default(), &[], &["--ecn", "off"])
-        .expect("lab with two daemons");
+    let hosts = TwoHosts::start_sides(
+        &bin,
+        &LabConfig::default(),
+        &[],
+        &["--ecn", "off", "--selective-repeat", "off"],
+    )
+    .expect("lab with two daemons");
     let (ca, cb) = (hosts.open(Side::A).unwrap(), hosts.open(Side::B).unwrap());
     let _connected = write_a_mebibyte(&hosts, &ca, &cb);
     let (sa, sb) = (stats(&ca), stats(&cb));
@@ -143,6 +148,12 @@ fn toward_a_peer_that_sends_nothing_ecn_capable_no_packet_is() {
         "the hello, on a connection's first 8 packets only: {sa:?}"
     );
     assert_eq!(counter(&sb, "cc_ect_packets"), 0, "{sb:?}");
+    assert_eq!(counter(&sb, "cc_hello_packets"), 0, "{sb:?}");
+    assert_eq!(
+        counter(&sa, "cc_xroce_peers"),
+        0,
+        "a never took b for xroce: {sa:?}"
+    );
     assert!(counter(&sa, "sent_pkts") > 1000, "{sa:?}");
 }
 
@@ -150,22 +161,33 @@ fn toward_a_peer_that_sends_nothing_ecn_capable_no_packet_is() {
 #[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]
 fn with_congestion_control_off_nothing_is_ecn_capable_or_paced() {
     require_root();
-    let hosts =
-        TwoHosts::start(&LabConfig::default(), &["--cc", "off"]).expect("lab with two daemons");
-    let (ca, cb) = (hosts.open(Side::A).unwrap(), hosts.open(Side::B).unwrap());
-    let _connected = write_a_mebibyte(&hosts, &ca, &cb);
-    let (sa, sb) = (stats(&ca), stats(&cb));
-    for name in [
-        "cc_ect_packets",
-        "cc_hello_packets",
-        "cc_paced",
-        "cc_rtt_samples",
-    ] {
-        assert_eq!(
-            counter(&sa, name) + counter(&sb, name),
-            0,
-            "{name}: {sa:?} {sb:?}"
-        );
+    // With selective repeat on (the default) the hello still says who each end is; with it
+    // off too, nothing at all differs from the transport's own packets.
+    for selective_repeat in ["on", "off"] {
+        let hosts = TwoHosts::start(
+            &LabConfig::default(),
+            &["--cc", "off", "--selective-repeat", selective_repeat],
+        )
+        .expect("lab with two daemons");
+        let (ca, cb) = (hosts.open(Side::A).unwrap(), hosts.open(Side::B).unwrap());
+        let connected = write_a_mebibyte(&hosts, &ca, &cb);
+        let (sa, sb) = (stats(&ca), stats(&cb));
+        for name in ["cc_ect_packets", "cc_paced", "cc_rtt_samples"] {
+            assert_eq!(
+                counter(&sa, name) + counter(&sb, name),
+                0,
+                "{name}: {sa:?} {sb:?}"
+            );
+        }
+        let hellos = counter(&sa, "cc_hello_packets") + counter(&sb, "cc_hello_packets");
+        let peers = counter(&sa, "cc_xroce_peers") + counter(&sb, "cc_xroce_peers");
+        if selective_repeat == "on" {
+            assert!((2..=16).contains(&hellos), "{sa:?} {sb:?}");
+            assert_eq!(peers, 2, "{sa:?} {sb:?}");
+        } else {
+            assert_eq!((hellos, peers), (0, 0), "{sa:?} {sb:?}");
+        }
+        assert!(counter(&sa, "sent_pkts") > 1000, "{sa:?}");
+        drop(connected);
     }
-    assert!(counter(&sa, "sent_pkts") > 1000, "{sa:?}");
 }

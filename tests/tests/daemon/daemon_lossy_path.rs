@@ -77,13 +77,37 @@ fn a_gibibyte_of_mixed_rc_traffic_crosses_a_lossy_path_intact() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1024);
+    cross(total_mib, true);
+}
+
+/// The same with go-back-N, the standard's recovery (what Linux rxe and RDMA NICs get), on
+/// a smaller volume.
+#[test]
+#[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]
+fn mixed_rc_traffic_crosses_a_lossy_path_intact_with_go_back_n() {
+    require_root();
+    let total_mib: usize = std::env::var("XROCE_LOSSY_MIB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(256);
+    cross(total_mib, false);
+}
+
+/// Moves `total_mib` MiB of mixed RC traffic across the lossy path, with selective repeat
+/// between the daemons or not, and checks every byte and the counters.
+fn cross(total_mib: usize, selective_repeat: bool) {
     let rounds = (total_mib << 20).div_ceil(3 * ROUND);
     let config = LabConfig {
         router: true,
         ..LabConfig::default()
     };
     let bin = xroced_release().expect("release build of xroced");
-    let hosts = TwoHosts::start_with(&bin, &config, &[]).expect("lab with a router and daemons");
+    let args: &[&str] = if selective_repeat {
+        &[]
+    } else {
+        &["--selective-repeat", "off"]
+    };
+    let hosts = TwoHosts::start_with(&bin, &config, args).expect("lab with a router and daemons");
     let impairment = Impairment {
         loss: 0.01,
         duplicate: 0.005,
@@ -242,6 +266,16 @@ fn a_gibibyte_of_mixed_rc_traffic_crosses_a_lossy_path_intact() {
             "rcvd_seq_err",
             "response_out_of_seq",
             "rcvd_icrc_err",
+            "prompt_retries",
+            "adaptive_timeouts",
+            "cc_xroce_peers",
+            "sr_packets_held",
+            "sr_held_dropped_full",
+            "sr_duplicates_dropped",
+            "sr_naks_sent",
+            "sr_naks_received",
+            "sr_packets_resent",
+            "sr_sack_malformed",
         ];
         let line: Vec<String> = names
             .iter()
@@ -260,6 +294,23 @@ fn a_gibibyte_of_mixed_rc_traffic_crosses_a_lossy_path_intact() {
     );
     assert_eq!(
         counter(&stats, "rcvd_icrc_err") + counter(&peer, "rcvd_icrc_err"),
+        0
+    );
+    if selective_repeat {
+        // The two daemons found each other and repeated selectively: b held packets that
+        // came after a gap, said so, and a resent holes.
+        assert_eq!(counter(&stats, "cc_xroce_peers"), 1, "{stats:?}");
+        assert!(counter(&peer, "sr_packets_held") > 0, "{peer:?}");
+        assert!(counter(&stats, "sr_naks_received") > 0, "{stats:?}");
+        assert!(counter(&stats, "sr_packets_resent") > 0, "{stats:?}");
+    } else {
+        // Standard NAKs only.
+        assert_eq!(counter(&peer, "sr_packets_held"), 0, "{peer:?}");
+        assert_eq!(counter(&stats, "sr_naks_received"), 0, "{stats:?}");
+        assert!(counter(&stats, "rcvd_seq_err") > 0, "{stats:?}");
+    }
+    assert_eq!(
+        counter(&stats, "sr_sack_malformed") + counter(&peer, "sr_sack_malformed"),
         0
     );
     assert!(moved >= total_mib << 20);

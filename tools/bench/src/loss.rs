@@ -11,10 +11,14 @@
 //! host a sent again (what it sent less what the messages needed), the retransmission
 //! timeouts and NAKs it met, and the median and 99th percentile of a message's completion
 //! time. A point whose QP ends in error (its retry budget spent) says so and the run goes
-//! on with the next on a new QP.
+//! on with the next on a new QP. A last point reorders frames without losing any
+//! (`--loss-reorder` percent of the frames overtaken by the next three): what is resent
+//! there is resent for nothing.
 //!
-//! Recovery is go-back-N, the standard's (the mode column); the figures of another mode
-//! will sit beside it in the same table.
+//! Every point runs once per recovery mode (`--loss-modes`, the mode column), each mode
+//! with daemons of its own: `go-back-N`, the standard's (`xroced --selective-repeat off`),
+//! and `selective repeat` between the two xroce daemons (the default). Each mode's ratio is
+//! to its own loss-free point.
 
 use std::time::Duration;
 
@@ -39,7 +43,10 @@ pub(crate) struct LossPoint {
     pub(crate) loss_percent: f64,
     /// Mean length of a run of lost frames (1: independent losses).
     pub(crate) loss_burst: f64,
-    /// Loss recovery: `go-back-N`.
+    /// Percent of frames reordered (overtaken by the next three).
+    #[serde(default)]
+    pub(crate) reorder_percent: f64,
+    /// Loss recovery: `go-back-N` or `selective repeat`.
     pub(crate) mode: String,
     pub(crate) size: usize,
     pub(crate) depth: usize,
@@ -52,6 +59,9 @@ pub(crate) struct LossPoint {
     pub(crate) ratio: f64,
     /// Frames the router dropped, both directions.
     pub(crate) frames_dropped: u64,
+    /// Request packets host a sent.
+    #[serde(default)]
+    pub(crate) sent_packets: u64,
     /// Request packets host a sent beyond what its messages needed.
     pub(crate) retransmitted_packets: u64,
     /// The same in payload bytes (full-MTU packets).
@@ -90,15 +100,74 @@ pub(crate) struct Recovery {
     pub(crate) held_by_window: u64,
     /// Times pacing held a resent packet back.
     pub(crate) held_by_pacing: u64,
+    /// Selective repeat: NAKs with what the responder held, received.
+    #[serde(default)]
+    pub(crate) sr_naks_received: u64,
+    /// Selective repeat: packets resent because they were missing (holes only).
+    #[serde(default)]
+    pub(crate) sr_packets_resent: u64,
+    /// Selective repeat, host b: packets held ahead of a gap.
+    #[serde(default)]
+    pub(crate) sr_packets_held: u64,
+    /// Selective repeat, host b: packets that found its store full.
+    #[serde(default)]
+    pub(crate) sr_held_dropped_full: u64,
 }
+
+/// A loss recovery mode the loss test measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Mode {
+    /// The standard's: the daemons run `--selective-repeat off`.
+    #[value(name = "go-back-n")]
+    GoBackN,
+    /// Between two xroce daemons (their default).
+    #[value(name = "selective-repeat")]
+    SelectiveRepeat,
+}
+
+impl Mode {
+    /// Its name in the table and the JSON.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Mode::GoBackN => "go-back-N",
+            Mode::SelectiveRepeat => "selective repeat",
+        }
+    }
+
+    /// What the daemons are told.
+    pub(crate) fn daemon_args(self) -> [&'static str; 2] {
+        match self {
+            Mode::GoBackN => ["--selective-repeat", "off"],
+            Mode::SelectiveRepeat => ["--selective-repeat", "on"],
+        }
+    }
+}
+
+/// One point of the plan.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Point {
+    /// Percent of frames lost.
+    pub(crate) loss: f64,
+    /// Mean length of a run of lost frames.
+    pub(crate) burst: f64,
+    /// Percent of frames reordered.
+    pub(crate) reorder: f64,
+}
+
+/// How many frames overtake a reordered one.
+const REORDER_GAP: u32 = 3;
 
 /// What the loss test runs.
 #[derive(Clone, Debug)]
 pub(crate) struct LossPlan {
+    /// The recovery mode of this run's daemons.
+    pub(crate) mode: Mode,
     /// Loss rates, in percent, each at independent losses.
     pub(crate) rates: Vec<f64>,
     /// The mean burst length of the bursty point (none: no bursty point).
     pub(crate) burst: Option<f64>,
+    /// Percent of frames reordered at the reordering point (none: no such point).
+    pub(crate) reorder: Option<f64>,
     pub(crate) depth: usize,
     pub(crate) timing: Timing,
     pub(crate) seed: u64,
@@ -107,12 +176,20 @@ pub(crate) struct LossPlan {
 }
 
 impl LossPlan {
-    /// The points, in order: (loss percent, burst length).
-    pub(crate) fn points(&self) -> Vec<(f64, f64)> {
-        let mut v: Vec<(f64, f64)> = self.rates.iter().map(|&r| (r, 1.0)).collect();
+    /// The points, in order: the loss rates, the bursty point, the reordering point.
+    pub(crate) fn points(&self) -> Vec<Point> {
+        let point = |loss, burst, reorder| Point {
+            loss,
+            burst,
+            reorder,
+        };
+        let mut v: Vec<Point> = self.rates.iter().map(|&r| point(r, 1.0, 0.0)).collect();
         if let Some(b) = self.burst {
             let rate = self.rates.iter().copied().find(|&r| r > 0.0).unwrap_or(1.0);
-            v.push((rate, b));
+            v.push(point(rate, b, 0.0));
+        }
+        if let Some(r) = self.reorder {
+            v.push(point(0.0, 1.0, r));
         }
         v
     }
@@ -148,22 +225,33 @@ pub(crate) fn run(
     let mut points: Vec<LossPoint> = Vec::new();
     let mut pairs = x.pairs(1, plan.depth, 1)?;
     let mut loss_free = None;
-    for (loss_percent, loss_burst) in plan.points() {
-        let what = if loss_burst > 1.0 {
-            format!("loss {loss_percent} % in bursts of {loss_burst}")
+    let mode = plan.mode.label();
+    for Point {
+        loss: loss_percent,
+        burst: loss_burst,
+        reorder: reorder_percent,
+    } in plan.points()
+    {
+        let what = if reorder_percent > 0.0 {
+            format!("{mode}, {reorder_percent} % reordered, none lost")
+        } else if loss_burst > 1.0 {
+            format!("{mode}, loss {loss_percent} % in bursts of {loss_burst}")
         } else {
-            format!("loss {loss_percent} %")
+            format!("{mode}, loss {loss_percent} %")
         };
         progress.step(what.clone(), Expect::Secs(plan.timing.expected_secs()));
         let impairment = Impairment {
             loss: loss_percent / 100.0,
             loss_burst,
+            reorder: reorder_percent / 100.0,
+            reorder_gap: REORDER_GAP,
             seed: plan.seed,
             ..Impairment::default()
         };
         let impair = ImpairProcess::start(&hosts.lab, &impairment)
             .with_context(|| format!("starting the impairment router ({what})"))?;
         let before = x.a.ctx.stats()?;
+        let b_before = x.b.ctx.stats()?;
         let spec = BwSpec {
             test: "loss",
             op: Op::Write,
@@ -178,11 +266,14 @@ pub(crate) fn run(
         let measured = x.bandwidth_measured(&pairs, &spec, &plan.timing, progress);
         let counters = impair.stop().context("stopping the impairment router")?;
         let after = x.a.ctx.stats()?;
+        let b_after = x.b.ctx.stats()?;
         let delta = |name: &str| counter(&after, name).saturating_sub(counter(&before, name));
+        let b_delta = |name: &str| counter(&b_after, name).saturating_sub(counter(&b_before, name));
         let mut p = LossPoint {
             loss_percent,
             loss_burst,
-            mode: "go-back-N".into(),
+            reorder_percent,
+            mode: mode.into(),
             size: SIZE,
             depth: plan.depth,
             frames_dropped: counters.a_to_b.dropped + counters.b_to_a.dropped,
@@ -196,13 +287,18 @@ pub(crate) fn run(
                 rtt_samples: delta("rtt_samples"),
                 held_by_window: delta("req_held_by_window"),
                 held_by_pacing: delta("req_held_by_pacing"),
+                sr_naks_received: delta("sr_naks_received"),
+                sr_packets_resent: delta("sr_packets_resent"),
+                sr_packets_held: b_delta("sr_packets_held"),
+                sr_held_dropped_full: b_delta("sr_held_dropped_full"),
             },
             ..LossPoint::default()
         };
         match measured {
             Ok(m) => {
                 let needed = m.posted * packets(SIZE, x.path_mtu);
-                p.retransmitted_packets = delta("sent_pkts").saturating_sub(needed);
+                p.sent_packets = delta("sent_pkts");
+                p.retransmitted_packets = p.sent_packets.saturating_sub(needed);
                 p.retransmitted_bytes = p.retransmitted_packets * x.path_mtu as u64;
                 p.messages = m.point.messages;
                 p.secs = m.point.secs;
@@ -211,7 +307,7 @@ pub(crate) fn run(
                 c.sort_by(f64::total_cmp);
                 p.completion_p50_us = percentile(&c, 0.5);
                 p.completion_p99_us = percentile(&c, 0.99);
-                if loss_percent == 0.0 && loss_free.is_none() {
+                if loss_percent == 0.0 && reorder_percent == 0.0 && loss_free.is_none() {
                     loss_free = Some(p.gbit_per_sec);
                 }
                 p.ratio = loss_free.map_or(0.0, |f| if f > 0.0 { p.gbit_per_sec / f } else { 0.0 });
@@ -229,6 +325,151 @@ pub(crate) fn run(
     Ok(points)
 }
 
+/// The targets for the loss test, judged on `points` (reported, never asserted):
+/// `(mode, what, the figure, met)`.
+pub(crate) fn targets(points: &[LossPoint]) -> Vec<(String, String, f64, bool)> {
+    let mut out = Vec::new();
+    let at = |mode: &str, loss: f64| {
+        points.iter().find(|p| {
+            p.mode == mode
+                && p.loss_percent == loss
+                && p.loss_burst <= 1.0
+                && p.reorder_percent == 0.0
+        })
+    };
+    let mut ratio = |mode: Mode, loss: f64, least: f64| {
+        if let Some(p) = at(mode.label(), loss) {
+            let r = if p.error.is_some() { 0.0 } else { p.ratio };
+            out.push((
+                mode.label().to_string(),
+                format!("goodput at {loss} % loss >= {least} of loss-free"),
+                r,
+                r >= least,
+            ));
+        }
+    };
+    ratio(Mode::GoBackN, 0.1, 0.95);
+    ratio(Mode::GoBackN, 1.0, 0.6);
+    ratio(Mode::SelectiveRepeat, 1.0, 0.9);
+    ratio(Mode::SelectiveRepeat, 5.0, 0.75);
+    for mode in [Mode::GoBackN, Mode::SelectiveRepeat] {
+        let mine: Vec<&LossPoint> = points.iter().filter(|p| p.mode == mode.label()).collect();
+        let within: Vec<&&LossPoint> = mine.iter().filter(|p| p.loss_percent <= 5.0).collect();
+        if !within.is_empty() {
+            let failed = within.iter().filter(|p| p.error.is_some()).count();
+            out.push((
+                mode.label().to_string(),
+                "QPs in retry exceeded at <= 5 % loss: none".into(),
+                failed as f64,
+                failed == 0,
+            ));
+        }
+    }
+    if let Some(p) = points.iter().find(|p| {
+        p.mode == Mode::SelectiveRepeat.label() && p.reorder_percent > 0.0 && p.loss_percent == 0.0
+    }) && p.error.is_none()
+        && p.sent_packets > 0
+    {
+        let share = p.retransmitted_packets as f64 / p.sent_packets as f64;
+        out.push((
+            Mode::SelectiveRepeat.label().to_string(),
+            format!(
+                "resent under reordering alone ({} %) < 0.01 of sent",
+                p.reorder_percent
+            ),
+            share,
+            share < 0.01,
+        ));
+    }
+    out
+}
+
+/// Draws the loss test into an SVG file at `path`: each mode's goodput as a fraction of its
+/// loss-free point against the random loss rate (the bursty and reordering points are in
+/// the table). Returns `false` (and draws nothing) when there is nothing to plot.
+pub(crate) fn draw(points: &[LossPoint], path: &std::path::Path) -> Result<bool> {
+    use plotters::prelude::*;
+    let err = |e: &dyn std::fmt::Display| anyhow::anyhow!("drawing the loss plot: {e}");
+    let random: Vec<&LossPoint> = points
+        .iter()
+        .filter(|p| p.loss_burst <= 1.0 && p.reorder_percent == 0.0)
+        .collect();
+    let mut rates: Vec<f64> = random.iter().map(|p| p.loss_percent).collect();
+    rates.sort_by(f64::total_cmp);
+    rates.dedup();
+    if rates.len() < 2 {
+        return Ok(false);
+    }
+    // The rates are evenly spaced on the axis, whatever their values (0, 0.1, 1, 2, 5).
+    let x = |rate: f64| rates.iter().position(|&r| r == rate).unwrap_or(0) as f64;
+    let root = SVGBackend::new(path, (700, 420)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let labels = rates.clone();
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            "Goodput under random loss, WRITE 64 KiB on 1 QP (fraction of loss-free)",
+            ("sans-serif", 16),
+        )
+        .margin(15)
+        .x_label_area_size(40)
+        .y_label_area_size(50)
+        .build_cartesian_2d(-0.3..(rates.len() as f64 - 0.7), 0.0..1.1)
+        .map_err(|e| err(&e))?;
+    chart
+        .configure_mesh()
+        .x_desc("frames lost, %")
+        .y_desc("goodput / loss-free")
+        .x_labels(rates.len())
+        .x_label_formatter(&|v: &f64| {
+            let i = v.round();
+            if (v - i).abs() < 1e-6 && i >= 0.0 {
+                labels
+                    .get(i as usize)
+                    .map_or(String::new(), |r| format!("{r}"))
+            } else {
+                String::new()
+            }
+        })
+        .draw()
+        .map_err(|e| err(&e))?;
+    for (k, mode) in [Mode::GoBackN, Mode::SelectiveRepeat]
+        .into_iter()
+        .enumerate()
+    {
+        let line: Vec<(f64, f64)> = random
+            .iter()
+            .filter(|p| p.mode == mode.label())
+            .map(|p| {
+                (
+                    x(p.loss_percent),
+                    if p.error.is_some() { 0.0 } else { p.ratio },
+                )
+            })
+            .collect();
+        if line.is_empty() {
+            continue;
+        }
+        let colour = Palette99::pick(k).to_rgba();
+        chart
+            .draw_series(LineSeries::new(line.clone(), colour.stroke_width(2)))
+            .map_err(|e| err(&e))?
+            .label(mode.label())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour));
+        chart
+            .draw_series(line.into_iter().map(|p| Circle::new(p, 3, colour.filled())))
+            .map_err(|e| err(&e))?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| err(&e))?;
+    root.present().map_err(|e| err(&e))?;
+    Ok(true)
+}
+
 /// The lab of the loss test: two hosts behind a router.
 pub(crate) fn lab_config(mtu: u32) -> LabConfig {
     LabConfig {
@@ -243,10 +484,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn points_put_the_bursty_one_last_at_the_first_lossy_rate() {
+    fn points_put_the_bursty_one_at_the_first_lossy_rate_then_the_reordering_one() {
         let plan = LossPlan {
+            mode: Mode::SelectiveRepeat,
             rates: vec![0.0, 0.1, 1.0],
             burst: Some(8.0),
+            reorder: Some(2.0),
             depth: 128,
             timing: Timing {
                 duration: Duration::from_secs(1),
@@ -255,9 +498,78 @@ mod tests {
             seed: 1,
             family: Family::Ipv4,
         };
+        let points: Vec<(f64, f64, f64)> = plan
+            .points()
+            .iter()
+            .map(|p| (p.loss, p.burst, p.reorder))
+            .collect();
         assert_eq!(
-            plan.points(),
-            vec![(0.0, 1.0), (0.1, 1.0), (1.0, 1.0), (0.1, 8.0)]
+            points,
+            vec![
+                (0.0, 1.0, 0.0),
+                (0.1, 1.0, 0.0),
+                (1.0, 1.0, 0.0),
+                (0.1, 8.0, 0.0),
+                (0.0, 1.0, 2.0)
+            ]
+        );
+    }
+
+    #[test]
+    fn targets_are_judged_per_mode() {
+        let point = |mode: Mode, loss: f64, ratio: f64| LossPoint {
+            loss_percent: loss,
+            loss_burst: 1.0,
+            mode: mode.label().into(),
+            ratio,
+            ..LossPoint::default()
+        };
+        let mut points = vec![
+            point(Mode::GoBackN, 0.0, 1.0),
+            point(Mode::GoBackN, 0.1, 0.96),
+            point(Mode::GoBackN, 1.0, 0.5),
+            point(Mode::SelectiveRepeat, 1.0, 0.95),
+            point(Mode::SelectiveRepeat, 5.0, 0.7),
+        ];
+        points[2].error = Some("retry exceeded".into());
+        let mut reordered = point(Mode::SelectiveRepeat, 0.0, 1.0);
+        reordered.reorder_percent = 1.0;
+        reordered.sent_packets = 1000;
+        reordered.retransmitted_packets = 5;
+        points.push(reordered);
+        let t = targets(&points);
+        let met: Vec<bool> = t.iter().map(|x| x.3).collect();
+        // 0.1 % met, 1 % failed (its QP in error: ratio 0), SR 1 % met, SR 5 % not,
+        // go-back-N had a QP in error, SR none, 0.5 % resent under reordering.
+        assert_eq!(met, [true, false, true, false, false, true, true], "{t:?}");
+        assert_eq!(t[1].2, 0.0);
+        assert_eq!(t[6].2, 0.005);
+    }
+
+    #[test]
+    fn the_plot_has_a_line_per_mode_and_nothing_without_two_rates() {
+        let point = |mode: Mode, loss: f64, ratio: f64| LossPoint {
+            loss_percent: loss,
+            loss_burst: 1.0,
+            mode: mode.label().into(),
+            ratio,
+            ..LossPoint::default()
+        };
+        let path = std::env::temp_dir().join(format!("xroce-loss-plot-{}.svg", std::process::id()));
+        let one = [point(Mode::GoBackN, 0.0, 1.0)];
+        assert!(!draw(&one, &path).unwrap());
+        let points = [
+            point(Mode::GoBackN, 0.0, 1.0),
+            point(Mode::GoBackN, 1.0, 0.2),
+            point(Mode::SelectiveRepeat, 0.0, 1.0),
+            point(Mode::SelectiveRepeat, 1.0, 0.9),
+        ];
+        assert!(draw(&points, &path).unwrap());
+        let svg = std::fs::read_to_string(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+        assert!(
+            svg.contains("go-back-N") && svg.contains("selective repeat"),
+            "{svg:.300}"
         );
     }
 

@@ -172,6 +172,18 @@ pub(crate) struct Args {
     /// first non-zero rate); 0: no bursty point.
     #[arg(long, default_value_t = 8.0)]
     loss_burst: f64,
+    /// Percent of frames the loss test's last point reorders (each overtaken by the next
+    /// three) without losing any; 0: no such point.
+    #[arg(long, default_value_t = 1.0)]
+    loss_reorder: f64,
+    /// The loss test's recovery modes, each with daemons of its own.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "go-back-n,selective-repeat"
+    )]
+    loss_modes: Vec<loss::Mode>,
     /// Seed of the loss test's impairment router.
     #[arg(long, default_value_t = 1)]
     loss_seed: u64,
@@ -238,6 +250,8 @@ struct Plan {
     timing: Timing,
     /// Points of the loss test (its lab's start is one more step).
     loss_points: usize,
+    /// The loss test's modes (a lab each).
+    loss_modes: usize,
     /// Steps of the congestion tests.
     congestion_steps: usize,
 }
@@ -481,7 +495,11 @@ fn plan(args: &Args) -> Result<Plan> {
         qps: args.qps.clone(),
         daemon_cores,
         app_cores,
-        loss_points: args.loss_rates.len() + usize::from(args.loss_burst > 1.0),
+        loss_points: args.loss_modes.len()
+            * (args.loss_rates.len()
+                + usize::from(args.loss_burst > 1.0)
+                + usize::from(args.loss_reorder > 0.0)),
+        loss_modes: args.loss_modes.len(),
         congestion_steps,
         timing: Timing {
             duration: Duration::from_secs_f64(args.duration),
@@ -557,7 +575,7 @@ fn steps(plan: &Plan, flood_frames: usize) -> usize {
             "msg_rate" => plan.msg_sizes.len(),
             "qp_scaling" => plan.qps.len() * (1 + plan.scaling_sizes.len()),
             "xsk" | "udp" => flood_frames + 1,
-            "loss" => plan.loss_points + 1,
+            "loss" => plan.loss_points + plan.loss_modes,
             // Counted once for both (see congestion::CongestionPlan::steps).
             "incast" => plan.congestion_steps,
             "all_to_all" if !plan.has("incast") => plan.congestion_steps,
@@ -880,41 +898,50 @@ fn run_loss(
 ) -> Result<()> {
     let pages = 2 * 8 + 2 * (workload::MR_LEN as u64 >> 21) + 16;
     let _hugepages = xroce_lab::hugepages::HugepageReservation::reserve(pages).ok();
-    progress.step(
-        "starting the loss test's lab (a router between the hosts)",
-        Expect::Unknown,
-    );
-    let cores = |side: usize| -> Vec<String> {
-        match plan.daemon_cores[side].first() {
-            Some(c) => vec!["--cores".into(), c.to_string()],
-            None => Vec::new(),
-        }
-    };
-    let (a, b) = (cores(0), cores(1));
-    let a: Vec<&str> = a.iter().map(String::as_str).collect();
-    let b: Vec<&str> = b.iter().map(String::as_str).collect();
-    let hosts = TwoHosts::start_sides(xroced, &loss::lab_config(args.mtu), &a, &b)
-        .context("starting the loss test's lab and daemons")?;
-    let loss_plan = loss::LossPlan {
-        rates: args.loss_rates.clone(),
-        burst: (args.loss_burst > 1.0).then_some(args.loss_burst),
-        depth: args.tx_depth,
-        timing: plan.timing,
-        seed: args.loss_seed,
-        family: family(args),
-    };
     let bw_then = match args.bw_sleep_us {
         0 => poll::Then::Yield,
         us => poll::Then::Sleep(Duration::from_micros(us)),
     };
-    report.loss = loss::run(
-        &hosts,
-        &loss_plan,
-        Duration::from_micros(args.spin_us),
-        bw_then,
-        plan.app_cores,
-        progress,
-    )?;
+    for &mode in &args.loss_modes {
+        progress.step(
+            format!(
+                "starting the loss test's lab (a router between the hosts), {}",
+                mode.label()
+            ),
+            Expect::Unknown,
+        );
+        let side = |side: usize| -> Vec<String> {
+            let mut v: Vec<String> = mode.daemon_args().iter().map(|a| a.to_string()).collect();
+            if let Some(c) = plan.daemon_cores[side].first() {
+                v.extend(["--cores".into(), c.to_string()]);
+            }
+            v
+        };
+        let (a, b) = (side(0), side(1));
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        let b: Vec<&str> = b.iter().map(String::as_str).collect();
+        let hosts = TwoHosts::start_sides(xroced, &loss::lab_config(args.mtu), &a, &b)
+            .context("starting the loss test's lab and daemons")?;
+        let loss_plan = loss::LossPlan {
+            mode,
+            rates: args.loss_rates.clone(),
+            burst: (args.loss_burst > 1.0).then_some(args.loss_burst),
+            reorder: (args.loss_reorder > 0.0).then_some(args.loss_reorder),
+            depth: args.tx_depth,
+            timing: plan.timing,
+            seed: args.loss_seed,
+            family: family(args),
+        };
+        let points = loss::run(
+            &hosts,
+            &loss_plan,
+            Duration::from_micros(args.spin_us),
+            bw_then,
+            plan.app_cores,
+            progress,
+        )?;
+        report.loss.extend(points);
+    }
     Ok(())
 }
 
@@ -996,6 +1023,10 @@ fn finish(report: &Report, args: &Args) -> Result<()> {
         }
         if plot::draw(report, &path)? {
             println!("plot: {}", path.display());
+        }
+        let loss_path = path.with_file_name("loss.svg");
+        if loss::draw(&report.loss, &loss_path)? {
+            println!("loss plot: {}", loss_path.display());
         }
         let congestion_path = path.with_file_name("congestion.svg");
         if congestion::draw(&report.congestion, &congestion_path)? {

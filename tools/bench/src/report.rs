@@ -503,9 +503,10 @@ impl Report {
             );
             let _ = writeln!(
                 o,
-                "{:>7} {:>6} {:>10} | {:>7} {:>6} | {:>8} {:>10} {:>8} {:>6} | {:>9} {:>9}",
+                "{:>7} {:>6} {:>7} {:>16} | {:>7} {:>6} | {:>8} {:>10} {:>8} {:>6} | {:>9} {:>9}",
                 "loss %",
                 "burst",
+                "reord %",
                 "mode",
                 "Gbit/s",
                 "ratio",
@@ -520,16 +521,17 @@ impl Report {
                 if let Some(e) = &p.error {
                     let _ = writeln!(
                         o,
-                        "{:>7} {:>6} {:>10} | failed: {e}",
-                        p.loss_percent, p.loss_burst, p.mode
+                        "{:>7} {:>6} {:>7} {:>16} | failed: {e}",
+                        p.loss_percent, p.loss_burst, p.reorder_percent, p.mode
                     );
                     continue;
                 }
                 let _ = writeln!(
                     o,
-                    "{:>7} {:>6} {:>10} | {:>7.3} {:>6.3} | {:>8} {:>10} {:>8} {:>6} | {:>9.0} {:>9.0}",
+                    "{:>7} {:>6} {:>7} {:>16} | {:>7.3} {:>6.3} | {:>8} {:>10} {:>8} {:>6} | {:>9.0} {:>9.0}",
                     p.loss_percent,
                     p.loss_burst,
+                    p.reorder_percent,
                     p.mode,
                     p.gbit_per_sec,
                     p.ratio,
@@ -543,28 +545,57 @@ impl Report {
             }
             let _ = writeln!(
                 o,
-                "\nLoss recovery at host a (the transport's counters): resends started at once, on the measured timer, of a persisting gap; round trips measured; packets held by the window and by pacing"
+                "\nLoss recovery at host a (the transport's counters): resends started at once, on the measured timer, of a persisting gap; round trips measured; packets held by the window and by pacing; selective repeat: NAKs saying what b held, holes resent, packets b held ahead of a gap, and those that found b's store full"
             );
             let _ = writeln!(
                 o,
-                "{:>7} {:>6} {:>10} | {:>8} {:>8} {:>6} | {:>8} | {:>10} {:>10}",
-                "loss %", "burst", "mode", "prompt", "timer", "gap", "RTTs", "window", "pacing"
+                "{:>7} {:>6} {:>7} {:>16} | {:>8} {:>8} {:>6} | {:>8} | {:>10} {:>10} | {:>8} {:>8} {:>8} {:>6}",
+                "loss %",
+                "burst",
+                "reord %",
+                "mode",
+                "prompt",
+                "timer",
+                "gap",
+                "RTTs",
+                "window",
+                "pacing",
+                "SR NAKs",
+                "holes",
+                "b held",
+                "full"
             );
             for p in self.loss.iter().filter(|p| p.error.is_none()) {
                 let r = &p.recovery;
                 let _ = writeln!(
                     o,
-                    "{:>7} {:>6} {:>10} | {:>8} {:>8} {:>6} | {:>8} | {:>10} {:>10}",
+                    "{:>7} {:>6} {:>7} {:>16} | {:>8} {:>8} {:>6} | {:>8} | {:>10} {:>10} | {:>8} {:>8} {:>8} {:>6}",
                     p.loss_percent,
                     p.loss_burst,
+                    p.reorder_percent,
                     p.mode,
                     r.prompt_retries,
                     r.adaptive_timeouts,
                     r.gap_retries,
                     r.rtt_samples,
                     r.held_by_window,
-                    r.held_by_pacing
+                    r.held_by_pacing,
+                    r.sr_naks_received,
+                    r.sr_packets_resent,
+                    r.sr_packets_held,
+                    r.sr_held_dropped_full
                 );
+            }
+            let targets = crate::loss::targets(&self.loss);
+            if !targets.is_empty() {
+                let _ = writeln!(o, "\nLoss targets (reported, never asserted)");
+                for (mode, what, figure, met) in targets {
+                    let _ = writeln!(
+                        o,
+                        "{mode:>16}  {what:<58} {figure:>8.3}  {}",
+                        if met { "met" } else { "NOT met" }
+                    );
+                }
             }
         }
 

@@ -331,8 +331,9 @@ fn bench_runs_every_test_and_writes_complete_json() {
     );
 }
 
-/// `--tests loss` with two tiny points: the lab with its router, the impairment router and
-/// every field of a loss point. The figures are not judged.
+/// `--tests loss` with two tiny points, a bursty one and a reordering one, in both recovery
+/// modes: the lab with its router, the impairment router, daemons per mode and every field
+/// of a loss point. The figures are not judged.
 #[test]
 #[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]
 fn bench_loss_test_writes_its_points() {
@@ -348,6 +349,8 @@ fn bench_loss_test_writes_its_points() {
             "0,2",
             "--loss-burst",
             "4",
+            "--loss-reorder",
+            "2",
             "--iters",
             "64",
             "--tx-depth",
@@ -357,12 +360,26 @@ fn bench_loss_test_writes_its_points() {
         &svg,
     );
     assert!(stdout.contains("Loss: WRITE 64 KiB"), "{stdout}");
+    assert!(stdout.contains("Loss targets"), "{stdout}");
     let points = report["loss"].as_array().expect("a loss section");
-    assert_eq!(points.len(), 3, "0 %, 2 %, and 2 % in bursts: {points:?}");
-    for (p, (rate, burst)) in points.iter().zip([(0.0, 1.0), (2.0, 1.0), (2.0, 4.0)]) {
+    let want = [
+        (0.0, 1.0, 0.0),
+        (2.0, 1.0, 0.0),
+        (2.0, 4.0, 0.0),
+        (0.0, 1.0, 2.0),
+    ];
+    assert_eq!(
+        points.len(),
+        2 * want.len(),
+        "0 %, 2 %, 2 % in bursts and 2 % reordered, in each mode: {points:?}"
+    );
+    let modes = ["go-back-N", "selective repeat"];
+    for (i, p) in points.iter().enumerate() {
+        let (rate, burst, reorder) = want[i % want.len()];
         assert_eq!(p["loss_percent"].as_f64(), Some(rate), "{p}");
         assert_eq!(p["loss_burst"].as_f64(), Some(burst), "{p}");
-        assert_eq!(p["mode"], "go-back-N", "{p}");
+        assert_eq!(p["reorder_percent"].as_f64(), Some(reorder), "{p}");
+        assert_eq!(p["mode"], modes[i / want.len()], "{p}");
         keys(
             p,
             "loss point",
@@ -370,6 +387,7 @@ fn bench_loss_test_writes_its_points() {
                 "gbit_per_sec",
                 "ratio",
                 "frames_dropped",
+                "sent_packets",
                 "retransmitted_packets",
                 "retransmitted_bytes",
                 "retransmit_timeouts",
@@ -377,6 +395,7 @@ fn bench_loss_test_writes_its_points() {
                 "completion_p50_us",
                 "completion_p99_us",
                 "error",
+                "recovery",
             ],
         );
         if p["error"].is_null() {
@@ -384,11 +403,20 @@ fn bench_loss_test_writes_its_points() {
             positive(p, "loss point", "completion_p99_us");
         }
     }
-    assert_eq!(points[0]["ratio"].as_f64(), Some(1.0), "{}", points[0]);
+    for first in [&points[0], &points[want.len()]] {
+        assert_eq!(first["ratio"].as_f64(), Some(1.0), "{first}");
+        assert_eq!(first["frames_dropped"].as_u64(), Some(0), "{first}");
+    }
+    // Selective repeat ran between the two daemons: at 2 % loss b held packets.
+    let lossy = &points[want.len() + 1]["recovery"];
+    assert!(
+        lossy["sr_packets_held"].as_u64() > Some(0),
+        "selective repeat never held a packet: {lossy}"
+    );
+    let gbn = &points[1]["recovery"];
     assert_eq!(
-        points[0]["frames_dropped"].as_u64(),
+        gbn["sr_packets_held"].as_u64(),
         Some(0),
-        "{}",
-        points[0]
+        "go-back-N held: {gbn}"
     );
 }

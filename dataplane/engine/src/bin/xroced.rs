@@ -122,9 +122,16 @@ struct Args {
     /// ECN-capable packets and CNPs for CE marks: `auto` (toward peers known to take part:
     /// their packets are ECN-capable, as an RDMA NIC's with ECN on, or carry xroce's hello,
     /// a UDP checksum on a connection's first packets; never toward Linux rxe), `on`
-    /// (always) or `off` (not even the hello).
+    /// (always) or `off` (the hello too, unless selective repeat is on).
     #[arg(long, value_enum)]
     ecn: Option<Ecn>,
+    /// Selective repeat with peers that are xroce daemons: the responder keeps packets that
+    /// arrive after a gap and says which, the requester resends only what was lost. `on`
+    /// (the default) or `off` (go-back-N, the standard's, with every peer). Linux rxe and
+    /// RDMA NICs always get go-back-N: a queue pair uses selective repeat only once its
+    /// peer showed xroce's hello.
+    #[arg(long, value_enum)]
+    selective_repeat: Option<OnOff>,
     /// The port's rate in Mbit/s, where every queue pair starts (default: the interface's
     /// speed).
     #[arg(long)]
@@ -224,6 +231,13 @@ enum Ecn {
 
 #[derive(Clone, Copy, Debug, Deserialize, ValueEnum)]
 #[serde(rename_all = "lowercase")]
+enum OnOff {
+    On,
+    Off,
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, ValueEnum)]
+#[serde(rename_all = "lowercase")]
 enum DcqcnTimers {
     Nvidia,
     Paper,
@@ -273,6 +287,7 @@ struct FileConfig {
     device_node: Option<bool>,
     cc: Option<Cc>,
     ecn: Option<Ecn>,
+    selective_repeat: Option<OnOff>,
     line_rate_mbit: Option<u64>,
     cc_dscp: Option<Vec<u8>>,
     cnp_interval_us: Option<u64>,
@@ -335,7 +350,6 @@ fn congestion_config(args: &Args, file: &FileConfig) -> Result<CongestionConfig>
     config.dcqcn = dcqcn;
     config.dscps = dscps;
     config.cnp_dscp = cnp_dscp;
-    config.announce = false;
     if let Some(us) = args.cnp_interval_us.or(file.cnp_interval_us) {
         config.cnp_interval = Duration::from_micros(us);
     }
@@ -437,8 +451,13 @@ fn main_with(args: Args) -> Result<()> {
         }
         None => None,
     };
+    let selective_repeat = !matches!(
+        args.selective_repeat.or(file.selective_repeat),
+        Some(OnOff::Off)
+    );
     let cfg = DaemonConfig {
         congestion,
+        selective_repeat,
         interface: netdev.clone(),
         device: args.name.or(file.name).unwrap_or_else(|| "xroce0".into()),
         queues,

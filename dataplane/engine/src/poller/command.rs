@@ -358,6 +358,10 @@ impl Poller {
             .modify_qp(now, qpn, attr, mask)
             .map_err(|e| e.to_string())?;
         if to_reset {
+            // A reset QP connects anew, perhaps to another peer: its congestion state (and
+            // what it knew of its peer) starts over, as the transport's selective repeat,
+            // which RESET turned off, does.
+            self.cc.remove_qp(qpn);
             // RESET discards every work request: the rings restart empty.
             if let Some(q) = self.rings.qps.get_mut(&qpn.value()) {
                 q.reset_rings();

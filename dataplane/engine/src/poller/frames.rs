@@ -5,8 +5,8 @@
 //! after the transport made it (its ECN bits, its queue pair's rate); its CNPs go out
 //! before the transport's frames.
 
-use xroce_congestion::{Arrival, CnpPath};
-use xroce_transport::Instant;
+use xroce_congestion::{Arrival, CnpPath, Congestion};
+use xroce_transport::{Endpoint, Instant};
 
 use super::Poller;
 use crate::xsk::RX_BATCH;
@@ -50,6 +50,7 @@ impl Poller {
             let owner = handoff.owner(frame);
             if owner == cfg.index {
                 if cc.handle_frame(now, frame, |q| endpoint.qp(q).is_some()) == Arrival::Transport {
+                    agree(cc, endpoint, cfg.selective_repeat);
                     endpoint.handle_frame(now, frame, mem);
                 }
             } else {
@@ -57,8 +58,10 @@ impl Poller {
             }
         }
         drop(batch);
+        let selective_repeat = cfg.selective_repeat;
         let taken = handoff.receive(RX_BATCH, |frame| {
             if cc.handle_frame(now, frame, |q| endpoint.qp(q).is_some()) == Arrival::Transport {
+                agree(cc, endpoint, selective_repeat);
                 endpoint.handle_frame(now, frame, mem);
             }
         });
@@ -157,5 +160,18 @@ impl Poller {
             self.port.tx().flush();
         }
         sent
+    }
+}
+
+/// Turns selective repeat on for each queue pair whose peer has just shown xroce's hello
+/// (when the daemon runs it), before the frame that showed it reaches the transport: both
+/// ends of a connection between xroce daemons learn of the other from its first packets, and
+/// a standard peer (Linux rxe, an RDMA NIC) never shows the hello, so never meets it.
+fn agree(cc: &mut Congestion, endpoint: &mut Endpoint, on: bool) {
+    while let Some(qpn) = cc.poll_xroce_peer() {
+        if on {
+            // A queue pair destroyed meanwhile has nothing to turn on.
+            let _ = endpoint.set_selective_repeat(qpn, true);
+        }
     }
 }

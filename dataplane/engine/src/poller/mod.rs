@@ -111,6 +111,8 @@ pub struct PollerConfig {
     pub gsi: GsiLink,
     /// Congestion control for its queue pairs.
     pub congestion: CongestionConfig,
+    /// Selective repeat with each queue pair whose peer shows xroce's hello.
+    pub selective_repeat: bool,
 }
 
 /// Where a poller sends the frames that arrive for QP1 (the connection manager's MADs):

@@ -26,9 +26,12 @@ pub struct Limits {
     /// and an early expiry resends the whole window.
     pub min_retransmit_timeout: Duration,
     /// Selective repeat: the most request packets a responder holds ahead of a gap (see
-    /// [`crate::selective`]).
+    /// [`crate::selective`]). By default as many as a requester may have unacknowledged
+    /// (`max_unacked_psns`): a peer configured like this endpoint never overflows it, and a
+    /// packet that finds the store full is resent by a requester that has no room to.
     pub max_held_packets: u32,
-    /// Selective repeat: the most payload bytes a responder holds ahead of a gap.
+    /// Selective repeat: the most payload bytes a responder holds ahead of a gap (by
+    /// default `max_held_packets` packets of 4096 bytes).
     pub max_held_bytes: u32,
 }
 
@@ -40,8 +43,8 @@ impl Default for Limits {
             max_unacked_psns: 512,
             ack_req_every: 66,
             min_retransmit_timeout: Duration::from_millis(1),
-            max_held_packets: 256,
-            max_held_bytes: 1 << 20,
+            max_held_packets: 512,
+            max_held_bytes: 512 * 4096,
         }
     }
 }
