@@ -26,7 +26,7 @@ pub struct Limits {
     /// and an early expiry resends the whole window.
     pub min_retransmit_timeout: Duration,
     /// Selective repeat: the most request packets a responder holds ahead of a gap (see
-    /// [`crate::selective`]).
+    /// [`crate::selective`]); the default is the default window, `max_unacked_psns`.
     pub max_held_packets: u32,
     /// Selective repeat: the most payload bytes a responder holds ahead of a gap.
     pub max_held_bytes: u32,
@@ -40,8 +40,8 @@ impl Default for Limits {
             max_unacked_psns: 512,
             ack_req_every: 66,
             min_retransmit_timeout: Duration::from_millis(1),
-            max_held_packets: 256,
-            max_held_bytes: 1 << 20,
+            max_held_packets: 512,
+            max_held_bytes: 2 << 20,
         }
     }
 }
