@@ -14,6 +14,7 @@
 //! run, the packets sent again (and their share of all request packets: under reordering
 //! alone every one is spurious), the holes resent, the timeouts and what the requester
 //! measured. The last line of each mode is reordering alone (`REORDER_ONLY`, default 1 %).
+//! `COUNTERS=1` prints both hosts' counters after each run.
 //!
 //! ```sh
 //! cargo run --release -p xroce-transport --example goodput
