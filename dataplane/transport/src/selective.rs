@@ -30,7 +30,7 @@
 //! dropped); a requester in selective repeat facing a standard responder never receives a
 //! selective acknowledgement and goes back N as the standard does.
 //!
-//! **The responder** ([`ReorderStore`]) copies a packet ahead of the expected PSN into a
+//! **The responder** (`ReorderStore`) copies a packet ahead of the expected PSN into a
 //! store bounded in packets and bytes ([`Limits::max_held_packets`],
 //! [`Limits::max_held_bytes`]): one that does not fit is dropped
 //! (`sr_held_dropped_full`) and is resent as a gap, as go-back-N would; a second copy of a
@@ -42,7 +42,7 @@
 //! emptied when the QP is reset, enters the error state or is destroyed, and when the
 //! switch is turned off.
 //!
-//! **The requester** ([`Scoreboard`]) merges the ranges of each selective acknowledgement
+//! **The requester** (`Scoreboard`) merges the ranges of each selective acknowledgement
 //! into a scoreboard and resends the packets between the oldest unacknowledged PSN and the
 //! highest held one that the responder does not hold (holes), in PSN order, each asking for
 //! an acknowledgement, paced as every resend, the window not holding them back (they are
