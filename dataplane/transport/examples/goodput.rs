@@ -7,15 +7,22 @@
 //! travel back in `DELAY`. Both directions lose frames at random (`LOSS`, a fraction), or
 //! in runs (`BURST` frames on average). A host may stall as a poller sharing its core
 //! with other threads does: every `STALL_EVERY` µs on average (0: never) each host
-//! stops for `STALL` µs, and frames reaching it meanwhile wait. Each line gives the goodput as a fraction of the
-//! loss-free run's, the packets sent again, the timeouts and what the requester measured.
+//! stops for `STALL` µs, and frames reaching it meanwhile wait. A frame may also be held
+//! back (`REORDER`, a fraction) until `GAP` frames behind it have passed the bottleneck, as
+//! the impairment router does. Each run is made in go-back-N and in selective repeat
+//! (`MODES=gbn,sr`); each line gives the goodput as a fraction of the same mode's loss-free
+//! run, the packets sent again (and their share of all request packets: under reordering
+//! alone every one is spurious), the holes resent, the timeouts and what the requester
+//! measured. The last line of each mode is reordering alone (`REORDER_ONLY`, default 1 %).
+//! `COUNTERS=1` prints both hosts' counters after each run.
 //!
 //! ```sh
 //! cargo run --release -p xroce-transport --example goodput
-//! LOSS=0,0.01 RATE=100000 DELAY=20 cargo run --release -p xroce-transport --example goodput
+//! LOSS=0,0.01 RATE=100000 DELAY=20 MODES=sr cargo run --release -p xroce-transport --example goodput
 //! ```
 
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 use std::time::Duration;
 
 use rand::rngs::StdRng;
@@ -52,6 +59,11 @@ struct Model {
     stall_every: Duration,
     /// How long a host stalls.
     stall: Duration,
+    /// Probability that a frame is held back, and for how many frames behind it.
+    reorder: f64,
+    gap: u32,
+    /// Selective repeat on both ends.
+    selective: bool,
 }
 
 /// When a host stalls: exponentially distributed gaps of `every` on average between
@@ -158,6 +170,10 @@ fn run(m: Model) -> Report {
         ..Connection::default()
     };
     connect(&mut a, QA, &mut b, QB, QpType::Rc, &c, Instant::ZERO);
+    // NOTE(unwrap): both QPs were just connected.
+    a.endpoint.set_selective_repeat(QA, m.selective).unwrap();
+    b.endpoint.set_selective_repeat(QB, m.selective).unwrap();
+    let mut reorder = StdRng::seed_from_u64(m.seed ^ 0x5e0);
     let mut loss = Loss {
         rng: StdRng::seed_from_u64(m.seed),
         p: m.loss,
@@ -177,9 +193,10 @@ fn run(m: Model) -> Report {
     let end = Instant::ZERO + Duration::from_secs_f64(m.secs);
     let serialize = Duration::from_secs_f64(1.0 / m.rate);
     let mut now = Instant::ZERO;
-    // Frames on their way, with their arrival time.
-    let mut to_b: VecDeque<(Instant, Vec<u8>)> = VecDeque::new();
-    let mut to_a: VecDeque<(Instant, Vec<u8>)> = VecDeque::new();
+    // Frames on their way, by arrival time (then order sent).
+    let mut to_b: BinaryHeap<Reverse<(Instant, u64, Vec<u8>)>> = BinaryHeap::new();
+    let mut to_a: BinaryHeap<Reverse<(Instant, u64, Vec<u8>)>> = BinaryHeap::new();
+    let mut seq = 0u64;
     // When the bottleneck is free again.
     let mut link_free = Instant::ZERO;
     let mut posted_at: VecDeque<Instant> = VecDeque::new();
@@ -209,7 +226,12 @@ fn run(m: Model) -> Report {
             }
             link_free = start + serialize;
             if !loss.lose() {
-                to_b.push_back((link_free + m.delay, buf[..t.len].to_vec()));
+                let mut at = link_free + m.delay;
+                if m.reorder > 0.0 && reorder.random_bool(m.reorder) {
+                    at = at + serialize * m.gap;
+                }
+                seq += 1;
+                to_b.push(Reverse((at, seq, buf[..t.len].to_vec())));
             }
         }
         while let Some(t) = (!b_stalled)
@@ -217,7 +239,8 @@ fn run(m: Model) -> Report {
             .flatten()
         {
             if !loss.lose() {
-                to_a.push_back((now + m.delay, buf[..t.len].to_vec()));
+                seq += 1;
+                to_a.push(Reverse((now + m.delay, seq, buf[..t.len].to_vec())));
             }
         }
         while let Some(c) = a.endpoint.poll_completion() {
@@ -232,8 +255,8 @@ fn run(m: Model) -> Report {
         let after_a = |t: Instant| if a_stalled { t.max(stalls_a.until) } else { t };
         let after_b = |t: Instant| if b_stalled { t.max(stalls_b.until) } else { t };
         let next = [
-            to_b.front().map(|f| after_b(f.0)),
-            to_a.front().map(|f| after_a(f.0)),
+            to_b.peek().map(|f| after_b(f.0.0)),
+            to_a.peek().map(|f| after_a(f.0.0)),
             a.endpoint.poll_timeout().map(after_a),
             b.endpoint.poll_timeout().map(after_b),
             Some(stalls_a.change(now)),
@@ -247,13 +270,13 @@ fn run(m: Model) -> Report {
         };
         now = now.max(next);
         let (a_stalled, b_stalled) = (stalls_a.stalled(now), stalls_b.stalled(now));
-        while !b_stalled && to_b.front().is_some_and(|f| f.0 <= now) {
-            if let Some((_, f)) = to_b.pop_front() {
+        while !b_stalled && to_b.peek().is_some_and(|f| f.0.0 <= now) {
+            if let Some(Reverse((_, _, f))) = to_b.pop() {
                 b.endpoint.handle_frame(now, &f, &mut b.mem);
             }
         }
-        while !a_stalled && to_a.front().is_some_and(|f| f.0 <= now) {
-            if let Some((_, f)) = to_a.pop_front() {
+        while !a_stalled && to_a.peek().is_some_and(|f| f.0.0 <= now) {
+            if let Some(Reverse((_, _, f))) = to_a.pop() {
                 a.endpoint.handle_frame(now, &f, &mut a.mem);
             }
         }
@@ -262,6 +285,13 @@ fn run(m: Model) -> Report {
         }
         if !b_stalled {
             b.endpoint.handle_timeout(now, &mut b.mem);
+        }
+    }
+    if std::env::var("COUNTERS").is_ok() {
+        for (side, host) in [("a", &a), ("b", &b)] {
+            for (n, v) in host.endpoint.counters().iter().filter(|(_, v)| *v > 0) {
+                println!("    {side} {n} = {v}");
+            }
         }
     }
     times.sort_by(f64::total_cmp);
@@ -308,26 +338,63 @@ fn main() {
         min_rto: Duration::from_micros(env("MIN_RTO_US", 1000)),
         stall_every: Duration::from_micros(env("STALL_EVERY", 0)),
         stall: Duration::from_micros(env("STALL", 0)),
+        reorder: env("REORDER", 0.0),
+        gap: env("GAP", 3),
+        selective: false,
     };
+    let reorder_only: f64 = env("REORDER_ONLY", 0.01);
     println!("{model:?}");
-    let mut free = None;
-    for loss in losses {
-        let r = run(Model { loss, ..model });
-        let base = *free.get_or_insert(r.goodput);
-        let c = &r.counters;
+    let modes = std::env::var("MODES").unwrap_or_else(|_| "gbn,sr".into());
+    for mode in modes.split(',') {
+        let selective = mode == "sr";
         println!(
-            "loss {:>5.2} %: {:>6.3} Gbit/s ratio {:.3}  resent {:>7}  prompt {:>5} adaptive {:>5} gap {:>4} timeouts {:>3}  window {:?} srtt {:?} p99 {:.0} µs",
-            loss * 100.0,
-            r.goodput / 1e9,
-            r.goodput / base,
-            c.retransmitted_pkts,
-            c.prompt_retries,
-            c.adaptive_timeouts,
-            c.gap_retries,
-            c.retransmit_timeouts,
-            r.window,
-            r.srtt,
-            r.p99_us,
+            "{}:",
+            if selective {
+                "selective repeat"
+            } else {
+                "go-back-N"
+            }
         );
+        let model = Model { selective, ..model };
+        let mut free = None;
+        let mut runs: Vec<(String, Model)> = losses
+            .iter()
+            .map(|&loss| {
+                (
+                    format!("loss {:>5.2} %", loss * 100.0),
+                    Model { loss, ..model },
+                )
+            })
+            .collect();
+        if reorder_only > 0.0 {
+            runs.push((
+                format!("reorder {:>3.1} %", reorder_only * 100.0),
+                Model {
+                    loss: 0.0,
+                    reorder: reorder_only,
+                    ..model
+                },
+            ));
+        }
+        for (name, m) in runs {
+            let r = run(m);
+            let base = *free.get_or_insert(r.goodput);
+            let c = &r.counters;
+            println!(
+                "  {name}: {:>6.3} Gbit/s ratio {:.3}  resent {:>7} ({:.2} % of sent) holes {:>6}  prompt {:>5} adaptive {:>5} gap {:>4} timeouts {:>3}  window {:?} srtt {:?} p99 {:.0} µs",
+                r.goodput / 1e9,
+                r.goodput / base,
+                c.retransmitted_pkts,
+                100.0 * c.retransmitted_pkts as f64 / c.sent_pkts.max(1) as f64,
+                c.sr_packets_resent,
+                c.prompt_retries,
+                c.adaptive_timeouts,
+                c.gap_retries,
+                c.retransmit_timeouts,
+                r.window,
+                r.srtt,
+                r.p99_us,
+            );
+        }
     }
 }

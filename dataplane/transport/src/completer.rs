@@ -329,9 +329,14 @@ impl QueuePair {
         if self.sq.going_back() {
             return;
         }
+        if self.sq.recovery.on_sacked(&sack, cx.now) {
+            cx.count(Counter::rtt_samples);
+        }
         self.sq.recovery.on_selective_gap();
-        let floor = self.config.limits.min_retransmit_timeout;
-        let (reorder, interval) = self.sq.recovery.selective_times(floor);
+        let unmeasured = ack_timeout(self.attr.timeout)
+            .unwrap_or(crate::time::STALL_AFTER)
+            .max(self.config.limits.min_retransmit_timeout);
+        let (reorder, interval) = self.sq.recovery.selective_times(unmeasured);
         self.sq.on_sack(&sack, cx.now, reorder, interval);
     }
 

@@ -57,6 +57,12 @@
 //!   waits between packets gives its core away (or sleeps) each time, which on a busy host
 //!   costs far more than the wait.
 //!
+//! In selective repeat ([`crate::selective`], between two xroce endpoints only) a loss costs
+//! the lost packets, not the window: the allowance for late answers keeps its full width
+//! under loss, holes are resent at the times this module derives, and round trips are also
+//! taken from the first resend of the oldest hole and from a packet a selective
+//! acknowledgement shows held.
+//!
 //! Before the first sample nothing changes: the window is the device's, the timer the QP's
 //! and AckReq every `ack_req_every` packets, exactly as a requester without this module.
 //! Nothing here puts anything new on the wire: the packets are the standard's, only their
@@ -289,26 +295,60 @@ impl Recovery {
     }
 
     /// The responder showed a gap and, in selective repeat, what it holds beyond it: a
-    /// loss (one episode until progress). The packet being timed is answered only once the
-    /// gap is filled, so its round trip would be the recovery's: it is not timed. Resends
-    /// are never timed (nothing is going back).
+    /// loss (one episode until progress). Nothing goes back, so no resend of going back is
+    /// timed.
     pub(crate) fn on_selective_gap(&mut self) {
-        self.timed = None;
         self.time_resends = false;
         self.on_loss();
     }
 
+    /// A selective acknowledgement at `now`, `acked` being the oldest unacknowledged PSN:
+    /// if it says the packet being timed is held, that packet arrived and was answered
+    /// now, a round-trip sample (returns whether one was taken), with what arrived
+    /// meanwhile up to the highest held PSN as the delivery-rate sample. Otherwise that
+    /// packet stays timed: held later, or acknowledged once the gap before it is filled
+    /// (a round trip that then includes the recovery, and is rare: a packet that arrived
+    /// is held and said so).
+    pub(crate) fn on_sacked(&mut self, sack: &xroce_wire::SackRepr, now: Instant) -> bool {
+        let Some(timed) = self.timed else {
+            return false;
+        };
+        let held = sack
+            .ranges()
+            .iter()
+            .any(|&(f, l)| timed.psn.distance(f) >= 0 && timed.psn.distance(l) <= 0);
+        let Some(&(_, highest)) = sack.ranges().last() else {
+            return false;
+        };
+        if !held {
+            return false;
+        }
+        self.timed = None;
+        let rtt = now.saturating_duration_since(timed.sent_at);
+        let delivered = highest.next().distance(timed.acked_before).max(0) as u64;
+        let taught = self.sample(rtt, delivered, timed.ahead, now);
+        if taught {
+            self.backoff = 0;
+        }
+        taught
+    }
+
     /// Selective repeat: how long a hole must have been known before it is taken for lost
-    /// (a quarter of the smoothed round trip: packets overtaken on the path fill theirs
-    /// sooner), and how long after a resend a hole is resent again (the smoothed round
-    /// trip and its variation; `floor` before the path is measured).
-    pub(crate) fn selective_times(&self, floor: Duration) -> (Duration, Duration) {
+    /// (a quarter of the smallest round trip, as RACK waits: packets overtaken on the path
+    /// fill theirs sooner), and how long after a resend a hole is resent again (the
+    /// measured retransmission timeout, at least one and a half times the largest recent
+    /// round trip: a resend waits behind what is queued). Before the path is measured, a
+    /// hole is resent again only after `unmeasured` (the QP's timeout): a resend again
+    /// before the first was answered would leave the path unmeasured for ever (Karn), and
+    /// the retransmission timer covers a lost one meanwhile.
+    pub(crate) fn selective_times(&self, unmeasured: Duration) -> (Duration, Duration) {
         match self.srtt {
-            Some(srtt) => (
-                Duration::from_nanos(srtt / 4),
-                Duration::from_nanos(srtt.saturating_add(self.rttvar)),
-            ),
-            None => (Duration::ZERO, floor),
+            Some(srtt) => {
+                let least = self.min_rtt.map_or(srtt, |(m, _)| m);
+                let again = srtt.saturating_add(self.rttvar);
+                (Duration::from_nanos(least / 4), Duration::from_nanos(again))
+            }
+            None => (Duration::ZERO, unmeasured),
         }
     }
 
@@ -364,6 +404,38 @@ impl Recovery {
                 sent_at: now,
                 acked_before: acked,
                 ahead: high.distance(acked).max(1) as u64,
+            });
+        }
+    }
+
+    /// Selective repeat resent the hole `psn` at `now` (for the `first` time): timed if
+    /// nothing else is and it is the oldest unacknowledged packet (`acked`). The
+    /// responder held three packets or more beyond it, so its first copy was lost, not
+    /// late, and the answer to the resend comes as soon as the resend arrives; under loss
+    /// the holes are what can be timed (a new packet waits behind them).
+    pub(crate) fn on_hole_resent(
+        &mut self,
+        psn: Psn,
+        first: bool,
+        now: Instant,
+        acked: Psn,
+        sent_high: Psn,
+    ) {
+        // Karn: an answer now may be to the earlier copy.
+        if self.timed.is_some_and(|t| t.psn == psn) {
+            self.timed = None;
+        }
+        if !first {
+            return;
+        }
+        // Only the oldest: the answer to a later hole moves nothing until the holes
+        // before it are filled, and its round trip would be theirs.
+        if self.timed.is_none() && psn == acked {
+            self.timed = Some(Timed {
+                psn,
+                sent_at: now,
+                acked_before: acked,
+                ahead: sent_high.distance(acked).max(1) as u64,
             });
         }
     }

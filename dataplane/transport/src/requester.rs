@@ -159,6 +159,7 @@ impl QueuePair {
             if let Some((index, offset)) = self.sq.locate(psn, mtu) {
                 break (psn, index, offset);
             }
+            self.sq.scoreboard.forget(psn);
         };
         if !self.sq.recovery.may_send(cx.now) {
             self.sq.scoreboard.put_back(psn);
@@ -185,12 +186,13 @@ impl QueuePair {
         out.commit();
         cx.count(Counter::retransmitted_pkts);
         cx.count(Counter::sr_packets_resent);
-        self.sq.scoreboard.on_resent(psn, cx.now);
+        let first = self.sq.scoreboard.on_resent(psn, cx.now);
         let floor = self.config.limits.min_retransmit_timeout;
         self.sq
             .arm_retransmit(cx.now, ack_timeout(self.attr.timeout), floor);
-        let sent_high = self.sq.sent_high();
+        let (acked, sent_high) = (self.sq.unacked_psn(), self.sq.sent_high());
         let recovery = &mut self.sq.recovery;
+        recovery.on_hole_resent(psn, first, cx.now, acked, sent_high);
         recovery.on_selective_resend(sent_high);
         recovery.pace(psn, cx.now, self.config.limits.max_unacked_psns);
         Some(true)

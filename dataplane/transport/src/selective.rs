@@ -30,7 +30,7 @@
 //! dropped); a requester in selective repeat facing a standard responder never receives a
 //! selective acknowledgement and goes back N as the standard does.
 //!
-//! **The responder** ([`ReorderStore`]) copies a packet ahead of the expected PSN into a
+//! **The responder** (`ReorderStore`) copies a packet ahead of the expected PSN into a
 //! store bounded in packets and bytes ([`Limits::max_held_packets`],
 //! [`Limits::max_held_bytes`]): one that does not fit is dropped
 //! (`sr_held_dropped_full`) and is resent as a gap, as go-back-N would; a second copy of a
@@ -42,17 +42,26 @@
 //! emptied when the QP is reset, enters the error state or is destroyed, and when the
 //! switch is turned off.
 //!
-//! **The requester** ([`Scoreboard`]) merges the ranges of each selective acknowledgement
+//! **The requester** (`Scoreboard`) merges the ranges of each selective acknowledgement
 //! into a scoreboard and resends the packets between the oldest unacknowledged PSN and the
-//! highest held one that the responder does not hold: a hole at most once per round trip
-//! (the smoothed round trip and its variation, or the device's retransmission floor before
-//! one was measured), only once three packets beyond it are held and it has been a hole
-//! for a quarter of a round trip (packets overtaken on the path are not resent), paced as
-//! every resend. On the retransmission timer it resends only the oldest hole when the
-//! scoreboard holds anything; with an empty scoreboard (a lost tail: nothing is known to be
-//! held) it goes back N. A standard NAK, a response showing a READ's or atomic's answer
-//! lost, and an RNR NAK go back N as before. Completions follow the cumulative
-//! acknowledgement, so they stay in posting order; with the switch on, the window of
+//! highest held one that the responder does not hold (holes), in PSN order, each asking for
+//! an acknowledgement, paced as every resend, the window not holding them back (they are
+//! in flight already). A hole is resent once three packets beyond it are held and it has
+//! been known for a quarter of the smallest round trip (packets overtaken on the path fill
+//! theirs sooner: RACK's reordering allowance), and resent again a round trip (the smoothed
+//! round trip and its variation) after its last resend, or as soon as a hole resent later
+//! has arrived while it has not (RACK's rule: that resend was lost). Before the path is
+//! measured a hole is resent again only after the QP's timeout, so that an answer is never
+//! ambiguous (Karn). Round trips are measured on the oldest hole's first resend (the
+//! responder answers it as soon as it arrives) and on a new packet that a selective
+//! acknowledgement shows held (it arrived, and the NAK answered it). On the retransmission
+//! timer the requester resends only the oldest unacknowledged packet when the scoreboard
+//! holds anything (its answer says what else is missing); with an empty scoreboard (a lost
+//! tail: nothing is known to be held) it goes back N. A standard NAK, a response showing a
+//! READ's or atomic's answer lost, and an RNR NAK go back N as before, and going back
+//! forgets the scoreboard. A selective acknowledgement spends no retry (the peer answers);
+//! the retry count still counts the QP's timeouts. Completions follow the cumulative
+//! acknowledgement, so they stay in posting order. With the switch on, the window of
 //! packets in flight is not narrowed for loss ([`recovery`](crate::recovery): a loss costs
 //! only the lost packets).
 //!
@@ -263,6 +272,9 @@ pub(crate) struct Scoreboard {
     holes: Vec<Hole>,
     /// Holes to resend, oldest first.
     queue: VecDeque<Psn>,
+    /// The latest resend of a hole that has since arrived (held or acknowledged): a hole
+    /// resent before it whose resend has not arrived was lost again (RACK's rule).
+    arrived: Option<Instant>,
 }
 
 /// The most ranges the scoreboard keeps (beyond them, what the responder holds is resent
@@ -287,6 +299,7 @@ impl Scoreboard {
         self.held.clear();
         self.holes.clear();
         self.queue.clear();
+        self.arrived = None;
     }
 
     /// Forgets what lies before `unacked` (acknowledged).
@@ -297,7 +310,15 @@ impl Scoreboard {
         {
             *first = unacked;
         }
-        self.holes.retain(|h| h.psn.distance(unacked) >= 0);
+        let mut arrived = self.arrived;
+        self.holes.retain(|h| {
+            let keep = h.psn.distance(unacked) >= 0;
+            if !keep && let Some(t) = h.resent {
+                arrived = arrived.max(Some(t));
+            }
+            keep
+        });
+        self.arrived = arrived;
         self.queue.retain(|&p| p.distance(unacked) >= 0);
     }
 
@@ -318,8 +339,15 @@ impl Scoreboard {
             self.held.pop();
         }
         let held = &self.held;
-        self.holes
-            .retain(|h| !held.iter().any(|&(f, l)| within(h.psn, f, l)));
+        let mut arrived = self.arrived;
+        self.holes.retain(|h| {
+            let keep = !held.iter().any(|&(f, l)| within(h.psn, f, l));
+            if !keep && let Some(t) = h.resent {
+                arrived = arrived.max(Some(t));
+            }
+            keep
+        });
+        self.arrived = arrived;
         self.queue
             .retain(|&p| !held.iter().any(|&(f, l)| within(p, f, l)));
     }
@@ -403,13 +431,18 @@ impl Scoreboard {
                 },
             );
         }
+        let arrived = self.arrived;
         let hole = &mut self.holes[at];
+        // Resent again a round trip after its resend, or as soon as a hole resent later
+        // (by more than the reordering allowance) has arrived while it has not.
+        let again = |t: Instant| {
+            now.saturating_duration_since(t) >= interval
+                || arrived.is_some_and(|a| a.saturating_duration_since(t) > reorder)
+        };
         let due = !hole.queued
             && beyond >= HOLE_THRESHOLD
             && now.saturating_duration_since(hole.seen) >= reorder
-            && hole
-                .resent
-                .is_none_or(|t| now.saturating_duration_since(t) >= interval);
+            && hole.resent.is_none_or(again);
         if due {
             hole.queued = true;
             let q = self
@@ -449,17 +482,26 @@ impl Scoreboard {
         self.queue.pop_front()
     }
 
+    /// The hole `psn` taken by [`Scoreboard::next_resend`] cannot be resent alone (it was
+    /// acknowledged meanwhile, or lies inside a READ's responses): forgotten.
+    pub(crate) fn forget(&mut self, psn: Psn) {
+        self.holes.retain(|h| h.psn != psn);
+    }
+
     /// The hole `psn` taken by [`Scoreboard::next_resend`] could not be sent now: it goes
     /// first again.
     pub(crate) fn put_back(&mut self, psn: Psn) {
         self.queue.push_front(psn);
     }
 
-    /// The hole `psn` was resent at `now`.
-    pub(crate) fn on_resent(&mut self, psn: Psn, now: Instant) {
-        if let Some(h) = self.holes.iter_mut().find(|h| h.psn == psn) {
-            h.resent = Some(now);
-            h.queued = false;
+    /// The hole `psn` was resent at `now`. Returns whether it was its first resend.
+    pub(crate) fn on_resent(&mut self, psn: Psn, now: Instant) -> bool {
+        match self.holes.iter_mut().find(|h| h.psn == psn) {
+            Some(h) => {
+                h.queued = false;
+                h.resent.replace(now).is_none()
+            }
+            None => true,
         }
     }
 }
@@ -616,6 +658,31 @@ mod tests {
         assert_eq!(b.next_resend(), Some(Psn::new(13)));
         b.clear();
         assert!(b.is_empty());
+    }
+
+    #[test]
+    fn a_resend_overtaken_by_a_later_one_is_taken_for_lost() {
+        let mut b = Scoreboard::default();
+        let mut sack = SackRepr::new();
+        assert!(sack.push(Psn::new(11), Psn::new(13)));
+        assert!(sack.push(Psn::new(15), Psn::new(19)));
+        b.merge(&sack, Psn::new(10));
+        let (reorder, rtt) = (Duration::from_micros(10), Duration::from_millis(5));
+        assert!(b.on_hole(Psn::new(10), at(100), Duration::ZERO, rtt));
+        assert!(b.on_hole(Psn::new(14), at(100), Duration::ZERO, rtt));
+        assert_eq!(b.next_resend(), Some(Psn::new(10)));
+        assert!(b.on_resent(Psn::new(10), at(100)), "the first resend");
+        assert_eq!(b.next_resend(), Some(Psn::new(14)));
+        b.on_resent(Psn::new(14), at(200));
+        // 14's resend arrived (held), 10's did not: lost again, long before a round trip.
+        let mut more = SackRepr::new();
+        assert!(more.push(Psn::new(14), Psn::new(14)));
+        b.merge(&more, Psn::new(10));
+        assert!(b.on_hole(Psn::new(10), at(300), reorder, rtt));
+        assert_eq!(b.next_resend(), Some(Psn::new(10)));
+        assert!(!b.on_resent(Psn::new(10), at(300)), "not the first");
+        // Resent later than the one that arrived: it waits for its round trip.
+        assert!(!b.on_hole(Psn::new(10), at(400), reorder, rtt));
     }
 
     #[test]

@@ -26,12 +26,9 @@ pub struct Limits {
     /// and an early expiry resends the whole window.
     pub min_retransmit_timeout: Duration,
     /// Selective repeat: the most request packets a responder holds ahead of a gap (see
-    /// [`crate::selective`]). By default as many as a requester may have unacknowledged
-    /// (`max_unacked_psns`): a peer configured like this endpoint never overflows it, and a
-    /// packet that finds the store full is resent by a requester that has no room to.
+    /// [`crate::selective`]); the default is the default window, `max_unacked_psns`.
     pub max_held_packets: u32,
-    /// Selective repeat: the most payload bytes a responder holds ahead of a gap (by
-    /// default `max_held_packets` packets of 4096 bytes).
+    /// Selective repeat: the most payload bytes a responder holds ahead of a gap.
     pub max_held_bytes: u32,
 }
 
@@ -44,7 +41,7 @@ impl Default for Limits {
             ack_req_every: 66,
             min_retransmit_timeout: Duration::from_millis(1),
             max_held_packets: 512,
-            max_held_bytes: 512 * 4096,
+            max_held_bytes: 2 << 20,
         }
     }
 }

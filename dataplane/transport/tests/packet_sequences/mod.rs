@@ -312,6 +312,8 @@ pub struct World {
     next_wr_id: u64,
     ro: Vec<u8>,
     buf: Vec<u8>,
+    /// The RC queue pairs are in selective repeat (turned on again after a reconnect).
+    selective: bool,
 }
 
 impl Default for World {
@@ -344,7 +346,20 @@ impl World {
             next_wr_id: 1,
             ro: pattern(),
             buf: vec![0; xroce_transport::frame::MAX_FRAME],
+            selective: false,
         }
+    }
+
+    /// The same world with both RC queue pairs in selective repeat.
+    pub fn selective() -> World {
+        let mut w = World::new();
+        w.selective = true;
+        for side in [Side::A, Side::B] {
+            let q = qpn(side, Service::Rc);
+            // NOTE(unwrap): both RC QPs were just connected.
+            w.host(side).endpoint.set_selective_repeat(q, true).unwrap();
+        }
+        w
     }
 
     fn host(&mut self, side: Side) -> &mut Host {
@@ -761,6 +776,10 @@ impl World {
                     rq_psn: rq.wrapping_add(rq_psn as u32),
                 };
                 bring_up(me, now, q, qp_type(service), peer, &c);
+                if self.selective && service == Service::Rc {
+                    // RESET turned it off; the engine turns it on again for an xroce peer.
+                    let _ = me.endpoint.set_selective_repeat(q, true);
+                }
                 return;
             }
         };
@@ -815,6 +834,8 @@ impl World {
                     "{name} {s:?}: {q:?}"
                 );
                 assert!(q.resources <= 2, "{name} {s:?}: {q:?}");
+                let held = xroce_transport::Limits::default().max_held_packets as usize;
+                assert!(q.held <= held, "{name} {s:?}: {q:?}");
                 assert_eq!(q.completions, 0, "{name} {s:?}: {q:?}");
             }
         }
@@ -848,10 +869,19 @@ fn syndrome(b: u8) -> Syndrome {
 /// Runs one input from its raw bytes, as the fuzz target does, and returns how many steps
 /// it had.
 pub fn run_bytes(data: &[u8]) -> usize {
+    run_bytes_in(data, World::new)
+}
+
+/// The same with both RC queue pairs in selective repeat.
+pub fn run_bytes_selective(data: &[u8]) -> usize {
+    run_bytes_in(data, World::selective)
+}
+
+fn run_bytes_in(data: &[u8], world: fn() -> World) -> usize {
     let u = arbitrary::Unstructured::new(data);
     match <Input as Arbitrary>::arbitrary_take_rest(u) {
         Ok(input) => {
-            World::new().run(&input);
+            world().run(&input);
             input.steps.len()
         }
         Err(_) => 0,

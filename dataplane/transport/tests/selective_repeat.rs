@@ -1,0 +1,225 @@
+//! Selective repeat, frame by frame: the requester resends only the holes the responder
+//! shows, the responder runs what it held in PSN order once a hole is filled, the timer
+//! resends the oldest hole alone or goes back N when nothing is known held, and the held
+//! packets go when the QP enters the error state or is reset (which turns the switch off).
+
+use xroce_transport::testing::{Connection, Host, connect};
+use xroce_transport::{
+    Access, AttrMask, Completion, Gather, Instant, QpAttr, QpState, QpType, SendFlags, SendOp,
+    SendWqe, SgeList, WcStatus,
+};
+use xroce_wire::{Frame, Psn, Qpn};
+
+const QA: Qpn = Qpn::new(0x11);
+const QB: Qpn = Qpn::new(0x22);
+const BASE: u64 = 0x10_0000;
+const KEY: u32 = 0x1234;
+const RKEY: u32 = KEY | 0x8000_0000;
+/// The first PSN A sends (`Connection::default().psn_a`).
+const PSN_A: u32 = 0x100;
+const NOW: Instant = Instant::ZERO;
+
+fn pair() -> (Host, Host) {
+    let mut a = Host::new(1);
+    let mut b = Host::new(2);
+    a.add_region(KEY, BASE, 1 << 20, Access::ALL);
+    b.add_region(KEY, BASE, 1 << 20, Access::ALL);
+    for (i, byte) in a.mem.region_mut(0).bytes.iter_mut().enumerate() {
+        *byte = (i * 7 % 251) as u8;
+    }
+    connect(
+        &mut a,
+        QA,
+        &mut b,
+        QB,
+        QpType::Rc,
+        &Connection::default(),
+        NOW,
+    );
+    a.endpoint.set_selective_repeat(QA, true).unwrap();
+    b.endpoint.set_selective_repeat(QB, true).unwrap();
+    (a, b)
+}
+
+/// `n` one-packet WRITEs of 100 bytes, each to its own place.
+fn post_writes(a: &mut Host, n: u64) {
+    for i in 0..n {
+        let w = SendWqe {
+            wr_id: i,
+            op: SendOp::Write {
+                remote_addr: BASE + 0x8_0000 + 128 * i,
+                rkey: RKEY,
+            },
+            flags: SendFlags::SIGNALED,
+            data: Gather::Sges(SgeList::single(BASE + 128 * i, 100, KEY)),
+            ud: None,
+        };
+        a.endpoint.post_send(NOW, QA, w).unwrap();
+    }
+}
+
+fn take_at(host: &mut Host, now: Instant) -> Vec<Vec<u8>> {
+    let mut buf = vec![0u8; xroce_transport::frame::MAX_FRAME];
+    let mut out = Vec::new();
+    while let Some(t) = host.endpoint.poll_transmit(now, &mut buf, &mut host.mem) {
+        out.push(buf[..t.len].to_vec());
+    }
+    out
+}
+
+fn take(host: &mut Host) -> Vec<Vec<u8>> {
+    take_at(host, NOW)
+}
+
+fn give_all(host: &mut Host, frames: &[Vec<u8>]) {
+    for f in frames {
+        host.endpoint.handle_frame(NOW, f, &mut host.mem);
+    }
+}
+
+fn psn(frame: &[u8]) -> u32 {
+    Frame::parse(frame)
+        .or_else(|_| Frame::parse_acknowledge_with_trailer(frame))
+        .unwrap()
+        .ib
+        .bth
+        .psn
+        .value()
+}
+
+fn completions(host: &mut Host) -> Vec<Completion> {
+    std::iter::from_fn(|| host.endpoint.poll_completion()).collect()
+}
+
+fn landed(a: &Host, b: &Host, n: u64) -> bool {
+    (0..n as usize).all(|i| {
+        let src = &a.mem.region(0).bytes[128 * i..128 * i + 100];
+        let dst = &b.mem.region(0).bytes[0x8_0000 + 128 * i..0x8_0000 + 128 * i + 100];
+        src == dst
+    })
+}
+
+#[test]
+fn only_the_holes_are_resent_and_what_was_held_completes_in_order() {
+    let (mut a, mut b) = pair();
+    post_writes(&mut a, 8);
+    let sent = take(&mut a);
+    assert_eq!(sent.len(), 8);
+    // The second and the fifth are lost.
+    let arrived: Vec<Vec<u8>> = sent
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| i != 1 && i != 4)
+        .map(|(_, f)| f.clone())
+        .collect();
+    give_all(&mut b, &arrived);
+    assert_eq!(b.endpoint.counters().sr_packets_held, 5);
+    assert!(completions(&mut b).is_empty());
+    let naks = take(&mut b);
+    assert!(!naks.is_empty());
+    give_all(&mut a, &naks);
+    // The first WRITE completes (the NAK acknowledges it); the two holes are resent.
+    let done = completions(&mut a);
+    assert_eq!(done.iter().map(|c| c.wr_id).collect::<Vec<_>>(), [0]);
+    let resent = take(&mut a);
+    let psns: Vec<u32> = resent.iter().map(|f| psn(f)).collect();
+    assert_eq!(psns, [PSN_A + 1, PSN_A + 4]);
+    assert!(
+        resent
+            .iter()
+            .all(|f| Frame::parse(f).unwrap().ib.bth.ack_request)
+    );
+    assert_eq!(a.endpoint.counters().sr_packets_resent, 2);
+    give_all(&mut b, &resent);
+    let answer = take(&mut b);
+    give_all(&mut a, &answer);
+    let done = completions(&mut a);
+    assert_eq!(
+        done.iter().map(|c| c.wr_id).collect::<Vec<_>>(),
+        (1..8).collect::<Vec<_>>()
+    );
+    assert!(done.iter().all(|c| c.status == WcStatus::Success));
+    assert!(landed(&a, &b, 8));
+    assert_eq!(b.endpoint.qp(QB).unwrap().diagnostics().held, 0);
+    assert_eq!(a.endpoint.counters().retransmitted_pkts, 2);
+}
+
+#[test]
+fn the_timer_resends_the_oldest_hole_alone_or_goes_back_when_nothing_is_known_held() {
+    let (mut a, mut b) = pair();
+    post_writes(&mut a, 6);
+    let sent = take(&mut a);
+    // The first and the third are lost; the NAK for what is held is lost too.
+    give_all(&mut b, &[sent[1].clone(), sent[3].clone()]);
+    let naks = take(&mut b);
+    assert_eq!(naks.len(), 1);
+    // Only two held beyond the first hole: it waits (it may have been overtaken).
+    give_all(&mut a, &naks);
+    assert!(take(&mut a).is_empty());
+    // The timer (the QP's: nothing measured) resends the oldest hole alone.
+    let later = a.endpoint.poll_timeout().unwrap();
+    a.endpoint.handle_timeout(later, &mut a.mem);
+    let resent = take_at(&mut a, later);
+    assert_eq!(
+        resent.iter().map(|f| psn(f)).collect::<Vec<_>>(),
+        [PSN_A],
+        "the oldest alone"
+    );
+    give_all(&mut b, &resent);
+    give_all(&mut b, &sent[4..]);
+    let answer = take(&mut b);
+    give_all(&mut a, &answer);
+    // Now 1 is acknowledged and 2 is a hole with three held beyond it.
+    let resent = take_at(&mut a, later);
+    assert_eq!(
+        resent.iter().map(|f| psn(f)).collect::<Vec<_>>(),
+        [PSN_A + 2]
+    );
+    give_all(&mut b, &resent);
+    give_all(&mut a, &take(&mut b));
+    let done = completions(&mut a);
+    assert_eq!(done.len(), 6);
+    assert!(landed(&a, &b, 6));
+    // A lost tail: nothing is held, so the timer goes back N.
+    post_writes(&mut a, 3);
+    let tail = take(&mut a);
+    assert_eq!(tail.len(), 3);
+    let later = a.endpoint.poll_timeout().unwrap();
+    a.endpoint.handle_timeout(later, &mut a.mem);
+    let resent = take_at(&mut a, later);
+    assert_eq!(resent.len(), 3, "go-back-N");
+    assert_eq!(a.endpoint.counters().sr_packets_resent, 2);
+}
+
+#[test]
+fn held_packets_go_with_the_error_state_and_reset_turns_the_switch_off() {
+    let (mut a, mut b) = pair();
+    post_writes(&mut a, 4);
+    let sent = take(&mut a);
+    give_all(&mut b, &sent[1..]);
+    assert_eq!(b.endpoint.qp(QB).unwrap().diagnostics().held, 3);
+    let to = |state| QpAttr {
+        qp_state: state,
+        ..QpAttr::default()
+    };
+    b.endpoint
+        .modify_qp(NOW, QB, &to(QpState::Err), AttrMask::STATE)
+        .unwrap();
+    assert_eq!(b.endpoint.qp(QB).unwrap().diagnostics().held, 0);
+    b.endpoint
+        .modify_qp(NOW, QB, &to(QpState::Reset), AttrMask::STATE)
+        .unwrap();
+    assert!(!b.endpoint.qp(QB).unwrap().selective_repeat());
+    // Turning it off drops what is held as well.
+    let (mut a, mut b) = pair();
+    post_writes(&mut a, 3);
+    let sent = take(&mut a);
+    give_all(&mut b, &sent[1..]);
+    assert_eq!(b.endpoint.qp(QB).unwrap().diagnostics().held, 2);
+    b.endpoint.set_selective_repeat(QB, false).unwrap();
+    assert_eq!(b.endpoint.qp(QB).unwrap().diagnostics().held, 0);
+    assert_eq!(
+        b.endpoint.qp(QB).unwrap().diagnostics().expected_psn,
+        Psn::new(PSN_A)
+    );
+}
