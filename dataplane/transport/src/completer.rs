@@ -302,6 +302,10 @@ impl QueuePair {
     /// Whether the bytes after an acknowledgement's AETH are a selective acknowledgement
     /// this QP takes: it is in selective repeat, the acknowledgement is a PSN sequence error
     /// NAK and the bytes parse.
+    // Cold, out of line: only selective repeat comes here, and the packet path stays as
+    // the optimizer laid it out without it (fat LTO inlines across the crates).
+    #[cold]
+    #[inline(never)]
     fn check_sack(&self, pkt: &Packet<'_>) -> bool {
         self.selective
             && pkt
@@ -316,6 +320,10 @@ impl QueuePair {
     /// holes between the oldest unacknowledged PSN and the highest held one are queued for
     /// a resend (see [`crate::selective`]). It spends no retry: the peer answers. While
     /// the requester goes back N it changes nothing.
+    // Cold, out of line: only selective repeat comes here, and the packet path stays as
+    // the optimizer laid it out without it (fat LTO inlines across the crates).
+    #[cold]
+    #[inline(never)]
     fn on_selective_nak<M: MemoryTable + ?Sized>(&mut self, pkt: &Packet<'_>, cx: &mut Cx<'_, M>) {
         cx.count(Counter::sr_naks_received);
         let psn = pkt.h.psn;

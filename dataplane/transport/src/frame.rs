@@ -256,7 +256,9 @@ impl<'b> FrameWriter<'b> {
 }
 
 impl Emit for FrameWriter<'_> {
-    #[inline]
+    // Out of line, as the optimizer chose before `begin_with_trailer` called it too:
+    // inlined there, its own callees (the IB headers' emit) left the packet path.
+    #[inline(never)]
     fn begin(&mut self, headers: &Headers, path: &Path, payload_len: usize) -> Option<&mut [u8]> {
         self.pending = None;
         let ib = headers.to_wire()?;
@@ -279,6 +281,8 @@ impl Emit for FrameWriter<'_> {
         self.buf.get_mut(payload..payload + payload_len)
     }
 
+    #[cold]
+    #[inline(never)]
     fn begin_with_trailer(
         &mut self,
         headers: &Headers,
@@ -308,6 +312,7 @@ impl Emit for FrameWriter<'_> {
             .is_some_and(|sgid| sgid.is_ipv4() == path.dgid.is_ipv4())
     }
 
+    #[inline(never)]
     fn commit(&mut self) {
         if let Some((ib_len, id)) = self.pending.take()
             && let Some(cache) = self.cache.as_ref()

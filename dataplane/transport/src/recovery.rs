@@ -309,6 +309,8 @@ impl Recovery {
     /// packet stays timed: held later, or acknowledged once the gap before it is filled
     /// (a round trip that then includes the recovery, and is rare: a packet that arrived
     /// is held and said so).
+    #[cold]
+    #[inline(never)]
     pub(crate) fn on_sacked(&mut self, sack: &xroce_wire::SackRepr, now: Instant) -> bool {
         let Some(timed) = self.timed else {
             return false;
@@ -495,6 +497,9 @@ impl Recovery {
     /// One round-trip sample of `rtt` over which `delivered` packets were acknowledged, of
     /// a packet sent with `in_flight` packets in flight (itself included); returns whether
     /// it taught anything.
+    // Out of line: once per round trip, from progress and from a selective
+    // acknowledgement; inlined, it made the acknowledgement's path longer for every packet.
+    #[inline(never)]
     fn sample(&mut self, rtt: Duration, delivered: u64, in_flight: u64, now: Instant) -> bool {
         let rtt = u64::try_from(rtt.as_nanos()).unwrap_or(u64::MAX);
         if rtt == 0 {

@@ -148,6 +148,10 @@ impl QueuePair {
     /// back (it is in flight already). `None` when no queued hole can be resent any more
     /// (acknowledged meanwhile): new packets may go. `Some(false)` when pacing or the frame
     /// buffer holds it back.
+    // Cold, out of line: only selective repeat comes here, and the packet path stays as
+    // the optimizer laid it out without it (fat LTO inlines across the crates).
+    #[cold]
+    #[inline(never)]
     fn poll_resend<M: MemoryTable + ?Sized, E: Emit>(
         &mut self,
         cx: &mut Cx<'_, M>,

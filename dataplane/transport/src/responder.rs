@@ -173,6 +173,10 @@ impl QueuePair {
     /// error) until the gap before it is filled, and answers with a NAK that says what is
     /// held. Each packet lands in one counter: held, a duplicate of one held, or dropped
     /// for want of room (the requester resends it as a gap).
+    // Cold, out of line: only selective repeat comes here, and the packet path stays as
+    // the optimizer laid it out without it (fat LTO inlines across the crates).
+    #[cold]
+    #[inline(never)]
     pub(crate) fn hold_request<M: MemoryTable + ?Sized>(
         &mut self,
         pkt: &Packet<'_>,
@@ -201,6 +205,10 @@ impl QueuePair {
     /// requester learns it at once: a NAK with what is still held, or an acknowledgement
     /// of everything (a resent gap need not ask for one). A refusal (an RNR NAK, an error)
     /// ends the drain with its own answer.
+    // Cold, out of line: only selective repeat comes here, and the packet path stays as
+    // the optimizer laid it out without it (fat LTO inlines across the crates).
+    #[cold]
+    #[inline(never)]
     fn drain_held<M: MemoryTable + ?Sized>(&mut self, cx: &mut Cx<'_, M>) {
         let before = self.resp.psn;
         while self.state != QpState::Err {
@@ -229,6 +237,9 @@ impl QueuePair {
     }
 
     /// The chain every RC and UC request goes through (rxe's `rxe_responder`).
+    // Forced inline: called on every request and, out of line, from the drain of held
+    // packets; a second caller must not move it out of the packet path.
+    #[inline(always)]
     fn respond<M: MemoryTable + ?Sized>(
         &mut self,
         pkt: &Packet<'_>,
@@ -360,6 +371,8 @@ impl QueuePair {
 
     /// IBTA 9.7.5.1.3 (C9-36..C9-38): FIRST and MIDDLE carry exactly one MTU and no pad,
     /// LAST one to MTU bytes, ONLY up to MTU bytes; a RETH asks for at most 2^31 bytes.
+    // Forced inline: see `respond`.
+    #[inline(always)]
     fn check_length(&self, pkt: &Packet<'_>) -> Result<(), Refusal> {
         let h = &pkt.h;
         let mtu = self.mtu() as usize;

@@ -303,6 +303,10 @@ impl Scoreboard {
     }
 
     /// Forgets what lies before `unacked` (acknowledged).
+    // Cold, out of line: every acknowledgement may call it, and it must cost the packet
+    // path nothing but the test for an empty scoreboard.
+    #[cold]
+    #[inline(never)]
     pub(crate) fn prune(&mut self, unacked: Psn) {
         self.held.retain(|&(_, last)| last.distance(unacked) >= 0);
         if let Some((first, _)) = self.held.first_mut()

@@ -91,6 +91,7 @@ impl IbRepr {
     /// opcode; a length that is not a multiple of 4 (IBTA 9.2); a pad count larger than the
     /// bytes after the headers; bytes after the headers of an opcode that carries no
     /// payload.
+    #[inline]
     pub fn parse(data: &[u8]) -> Result<(IbRepr, &[u8]), ParseError> {
         let bth = BthRepr::parse(&BthPacket::new_checked(data)?)?;
         let info = bth.opcode.info();

@@ -187,6 +187,42 @@ impl QueuePair {
         true
     }
 
+    /// Emits the selective acknowledgement at the front of the responses: a PSN sequence
+    /// error NAK for the PSN expected, with what is held as it is now (nothing if nothing
+    /// is held any more: the acknowledgement that followed says so).
+    // Cold, out of line: only selective repeat comes here.
+    #[cold]
+    #[inline(never)]
+    fn poll_sack<M: MemoryTable + ?Sized, E: Emit>(
+        &mut self,
+        cx: &mut Cx<'_, M>,
+        out: &mut E,
+    ) -> bool {
+        self.resp.responses.pop_front();
+        if self.resp.held.is_empty() {
+            return self.poll_response(cx, out);
+        }
+        let psn = self.resp.psn;
+        let dest = self.attr.dest_qpn;
+        let path = self.attr.path;
+        let mut h = Headers::new(QpType::Rc, Kind::Ack, Position::Only, dest, psn);
+        h.aeth = Some(AethRepr {
+            syndrome: Syndrome::Nak(NakCode::PsnSequenceError),
+            msn: self.resp.msn,
+        });
+        let sack = self.resp.held.sack();
+        let Some(dst) = out.begin_with_trailer(&h, &path, sack.buffer_len()) else {
+            self.resp.responses.push_front(Response::Sack);
+            return false;
+        };
+        if sack.emit(dst).is_err() {
+            return false;
+        }
+        out.commit();
+        cx.count(Counter::sr_naks_sent);
+        true
+    }
+
     /// Emits the next response packet, if one waits. Returns whether one was emitted.
     pub(crate) fn poll_response<M: MemoryTable + ?Sized, E: Emit>(
         &mut self,
@@ -208,30 +244,7 @@ impl QueuePair {
                 out.commit();
                 self.resp.responses.pop_front();
             }
-            Response::Sack => {
-                self.resp.responses.pop_front();
-                if self.resp.held.is_empty() {
-                    // Everything held went through since: the acknowledgement that
-                    // followed says so.
-                    return self.poll_response(cx, out);
-                }
-                let psn = self.resp.psn;
-                let mut h = Headers::new(QpType::Rc, Kind::Ack, Position::Only, dest, psn);
-                h.aeth = Some(AethRepr {
-                    syndrome: Syndrome::Nak(NakCode::PsnSequenceError),
-                    msn: self.resp.msn,
-                });
-                let sack = self.resp.held.sack();
-                let Some(dst) = out.begin_with_trailer(&h, &path, sack.buffer_len()) else {
-                    self.resp.responses.push_front(Response::Sack);
-                    return false;
-                };
-                if sack.emit(dst).is_err() {
-                    return false;
-                }
-                out.commit();
-                cx.count(Counter::sr_naks_sent);
-            }
+            Response::Sack => return self.poll_sack(cx, out),
             Response::AtomicAck { psn, orig, msn } => {
                 let mut h = Headers::new(QpType::Rc, Kind::AtomicAck, Position::Only, dest, psn);
                 h.aeth = Some(AethRepr {

@@ -147,6 +147,9 @@ impl Layout {
 
 /// Parses and checks the L2–L4 headers of a RoCEv2 frame. The UDP payload is guaranteed
 /// to hold at least a BTH and an ICRC.
+// Forced inline: on the path of every frame received (`Frame::parse`); the selective
+// acknowledgement's cold parse calls it too, which must not move it out of that path.
+#[inline(always)]
 pub(crate) fn parse_envelope(bytes: &[u8]) -> Result<(FrameRepr, Layout), ParseError> {
     let eth = EthernetFrame::new_checked(bytes)?;
     let ethernet = EthernetRepr::parse(&eth)?;
@@ -492,6 +495,8 @@ impl<'a> Frame<'a> {
     /// [`crate::SackRepr::parse`]. [`Frame::parse`] refuses such a frame
     /// ([`ParseError::UnexpectedPayload`]), as a standard ACKNOWLEDGE carries no payload;
     /// only a receiver that agreed to selective acknowledgements asks this.
+    #[cold]
+    #[inline(never)]
     pub fn parse_acknowledge_with_trailer(bytes: &'a [u8]) -> Result<Frame<'a>, ParseError> {
         const HEADERS: usize = bth::HEADER_LEN + crate::aeth::HEADER_LEN;
         let (headers, layout) = parse_envelope(bytes)?;
@@ -503,17 +508,30 @@ impl<'a> Frame<'a> {
                 available: ib_part.len(),
             });
         }
-        // The headers alone, as an ACKNOWLEDGE without trailer (the ICRC is checked below,
-        // over the whole packet).
-        let mut alone = [0u8; HEADERS + ICRC_LEN];
-        alone[..HEADERS].copy_from_slice(&ib_part[..HEADERS]);
-        let (ib, _) = IbRepr::parse(&alone)?;
-        if ib.bth.opcode != crate::Opcode::RC_ACKNOWLEDGE {
+        // The BTH and the AETH, read as `IbRepr::parse` reads them (the ICRC is checked
+        // below, over the whole packet). The trailer is a multiple of 4 bytes: no pad.
+        let bth = bth::BthRepr::parse(&bth::BthPacket::new_checked(ib_part)?)?;
+        let trailer = ib_part.len() - HEADERS - ICRC_LEN;
+        if bth.opcode != crate::Opcode::RC_ACKNOWLEDGE {
             return Err(ParseError::UnexpectedPayload {
-                opcode: ib.bth.opcode,
-                len: ib_part.len() - HEADERS - ICRC_LEN,
+                opcode: bth.opcode,
+                len: trailer,
             });
         }
+        if !ib_part.len().is_multiple_of(4) {
+            return Err(ParseError::Misaligned(ib_part.len()));
+        }
+        if bth.pad_count != 0 {
+            return Err(ParseError::PadCount {
+                pad: bth.pad_count,
+                available: trailer,
+            });
+        }
+        let aeth = &ib_part[bth::HEADER_LEN..HEADERS];
+        let mut ib = IbRepr::new(bth);
+        ib.aeth = Some(crate::aeth::AethRepr::parse(
+            &crate::aeth::AethPacket::new_checked(aeth)?,
+        ));
         let frame = Frame {
             headers,
             ib,

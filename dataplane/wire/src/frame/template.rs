@@ -54,6 +54,7 @@ impl FrameTemplate {
 
     /// Completes a frame as [`FrameRepr::emit`] does, with `identification` as the IPv4
     /// identification (unused for IPv6).
+    #[inline]
     pub fn emit(
         &self,
         frame: &mut [u8],
