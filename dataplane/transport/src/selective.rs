@@ -51,8 +51,9 @@
 //! theirs sooner: RACK's reordering allowance), and resent again a round trip (the smoothed
 //! round trip and its variation) after its last resend, or as soon as a hole resent later
 //! has arrived while it has not (RACK's rule: that resend was lost). Before the path is
-//! measured a hole is resent again only after the QP's timeout, so that an answer is never
-//! ambiguous (Karn). Round trips are measured on the oldest hole's first resend (the
+//! measured a hole is resent again after the device's retransmission floor, doubled at each
+//! resend of it up to the QP's timeout, so that an answer can come between two resends and
+//! be timed (Karn). Round trips are measured on the oldest hole's first resend (the
 //! responder answers it as soon as it arrives) and on a new packet that a selective
 //! acknowledgement shows held (it arrived, and the NAK answered it). On the retransmission
 //! timer the requester resends only the oldest unacknowledged packet when the scoreboard
@@ -76,11 +77,11 @@
 //! [`Limits::max_held_bytes`]: crate::Limits::max_held_bytes
 
 use std::collections::VecDeque;
-use std::time::Duration;
 
 use xroce_wire::{Gid, Psn, SackRepr};
 
 use crate::packet::{Headers, Kind, Net, Packet};
+use crate::recovery::HoleTiming;
 use crate::time::Instant;
 
 /// A request packet held by the responder until the gap before it is filled: its headers
@@ -259,6 +260,8 @@ struct Hole {
     seen: Instant,
     /// When it was last resent.
     resent: Option<Instant>,
+    /// How many times it was resent.
+    resends: u32,
     /// It waits in the resend queue.
     queued: bool,
 }
@@ -409,15 +412,11 @@ impl Scoreboard {
     }
 
     /// The request packet at `psn` is not held: a hole. Queued for a resend at `now` if
-    /// [`HOLE_THRESHOLD`] packets beyond it are held, it has been a hole for `reorder` and
-    /// was not resent within `interval`. Returns whether it was queued.
-    pub(crate) fn on_hole(
-        &mut self,
-        psn: Psn,
-        now: Instant,
-        reorder: Duration,
-        interval: Duration,
-    ) -> bool {
+    /// [`HOLE_THRESHOLD`] packets beyond it are held, it has been a hole for
+    /// `timing.reorder` and was not resent within `timing.again` (doubled for each resend
+    /// before the path is measured). Returns whether it was queued.
+    pub(crate) fn on_hole(&mut self, psn: Psn, now: Instant, timing: HoleTiming) -> bool {
+        let reorder = timing.reorder;
         let beyond = self.held_beyond(psn);
         let at = self
             .holes
@@ -431,12 +430,20 @@ impl Scoreboard {
                     psn,
                     seen: now,
                     resent: None,
+                    resends: 0,
                     queued: false,
                 },
             );
         }
         let arrived = self.arrived;
         let hole = &mut self.holes[at];
+        let interval = match timing.backoff {
+            Some(cap) => timing
+                .again
+                .saturating_mul(1 << hole.resends.saturating_sub(1).min(16))
+                .min(cap),
+            None => timing.again,
+        };
         // Resent again a round trip after its resend, or as soon as a hole resent later
         // (by more than the reordering allowance) has arrived while it has not.
         let again = |t: Instant| {
@@ -474,6 +481,7 @@ impl Scoreboard {
                     psn,
                     seen: now,
                     resent: None,
+                    resends: 0,
                     queued: true,
                 },
             );
@@ -503,6 +511,7 @@ impl Scoreboard {
         match self.holes.iter_mut().find(|h| h.psn == psn) {
             Some(h) => {
                 h.queued = false;
+                h.resends = h.resends.saturating_add(1);
                 h.resent.replace(now).is_none()
             }
             None => true,
@@ -519,10 +528,19 @@ fn within(psn: Psn, first: Psn, last: Psn) -> bool {
 mod tests {
     use super::*;
     use crate::attributes::QpType;
+    use std::time::Duration;
     use xroce_wire::{Position, Qpn};
 
     fn at(micros: u64) -> Instant {
         Instant::from_nanos(micros * 1000)
+    }
+
+    fn timing(reorder: Duration, again: Duration) -> HoleTiming {
+        HoleTiming {
+            reorder,
+            again,
+            backoff: None,
+        }
     }
 
     fn packet(psn: u32, payload: &[u8]) -> (Headers, Vec<u8>) {
@@ -640,20 +658,23 @@ mod tests {
         let rtt = Duration::from_micros(100);
         let reorder = Duration::from_micros(25);
         // Seen now: not yet a loss (it may have been overtaken).
-        assert!(!b.on_hole(Psn::new(10), at(0), reorder, rtt));
-        assert!(b.on_hole(Psn::new(10), at(30), reorder, rtt));
-        assert!(!b.on_hole(Psn::new(10), at(31), reorder, rtt), "queued");
+        assert!(!b.on_hole(Psn::new(10), at(0), timing(reorder, rtt)));
+        assert!(b.on_hole(Psn::new(10), at(30), timing(reorder, rtt)));
         assert!(
-            !b.on_hole(Psn::new(11), at(31), reorder, rtt),
+            !b.on_hole(Psn::new(10), at(31), timing(reorder, rtt)),
+            "queued"
+        );
+        assert!(
+            !b.on_hole(Psn::new(11), at(31), timing(reorder, rtt)),
             "seen only now"
         );
         assert_eq!(b.next_resend(), Some(Psn::new(10)));
         b.on_resent(Psn::new(10), at(40));
         assert!(
-            !b.on_hole(Psn::new(10), at(100), reorder, rtt),
+            !b.on_hole(Psn::new(10), at(100), timing(reorder, rtt)),
             "within a round trip"
         );
-        assert!(b.on_hole(Psn::new(10), at(140), reorder, rtt));
+        assert!(b.on_hole(Psn::new(10), at(140), timing(reorder, rtt)));
         // Acknowledged up to 13: what lies before is forgotten.
         b.prune(Psn::new(13));
         assert_eq!(b.held, vec![(Psn::new(13), Psn::new(20))]);
@@ -672,8 +693,8 @@ mod tests {
         assert!(sack.push(Psn::new(15), Psn::new(19)));
         b.merge(&sack, Psn::new(10));
         let (reorder, rtt) = (Duration::from_micros(10), Duration::from_millis(5));
-        assert!(b.on_hole(Psn::new(10), at(100), Duration::ZERO, rtt));
-        assert!(b.on_hole(Psn::new(14), at(100), Duration::ZERO, rtt));
+        assert!(b.on_hole(Psn::new(10), at(100), timing(Duration::ZERO, rtt)));
+        assert!(b.on_hole(Psn::new(14), at(100), timing(Duration::ZERO, rtt)));
         assert_eq!(b.next_resend(), Some(Psn::new(10)));
         assert!(b.on_resent(Psn::new(10), at(100)), "the first resend");
         assert_eq!(b.next_resend(), Some(Psn::new(14)));
@@ -682,11 +703,47 @@ mod tests {
         let mut more = SackRepr::new();
         assert!(more.push(Psn::new(14), Psn::new(14)));
         b.merge(&more, Psn::new(10));
-        assert!(b.on_hole(Psn::new(10), at(300), reorder, rtt));
+        assert!(b.on_hole(Psn::new(10), at(300), timing(reorder, rtt)));
         assert_eq!(b.next_resend(), Some(Psn::new(10)));
         assert!(!b.on_resent(Psn::new(10), at(300)), "not the first");
         // Resent later than the one that arrived: it waits for its round trip.
-        assert!(!b.on_hole(Psn::new(10), at(400), reorder, rtt));
+        assert!(!b.on_hole(Psn::new(10), at(400), timing(reorder, rtt)));
+    }
+
+    #[test]
+    fn before_the_path_is_measured_a_hole_is_resent_again_less_and_less_often() {
+        let mut b = Scoreboard::default();
+        let mut sack = SackRepr::new();
+        assert!(sack.push(Psn::new(11), Psn::new(19)));
+        b.merge(&sack, Psn::new(10));
+        let unmeasured = HoleTiming {
+            reorder: Duration::ZERO,
+            again: Duration::from_millis(1),
+            backoff: Some(Duration::from_millis(3)),
+        };
+        let hole = Psn::new(10);
+        assert!(b.on_hole(hole, at(0), unmeasured));
+        assert_eq!(b.next_resend(), Some(hole));
+        assert!(b.on_resent(hole, at(0)));
+        assert!(!b.on_hole(hole, at(999), unmeasured));
+        assert!(
+            b.on_hole(hole, at(1000), unmeasured),
+            "1 ms after the first"
+        );
+        assert_eq!(b.next_resend(), Some(hole));
+        assert!(!b.on_resent(hole, at(1000)));
+        assert!(!b.on_hole(hole, at(2999), unmeasured));
+        assert!(
+            b.on_hole(hole, at(3000), unmeasured),
+            "2 ms after the second"
+        );
+        assert_eq!(b.next_resend(), Some(hole));
+        b.on_resent(hole, at(3000));
+        assert!(!b.on_hole(hole, at(5999), unmeasured));
+        assert!(
+            b.on_hole(hole, at(6000), unmeasured),
+            "at most the cap, 3 ms"
+        );
     }
 
     #[test]
@@ -695,10 +752,18 @@ mod tests {
         let mut sack = SackRepr::new();
         assert!(sack.push(Psn::new(11), Psn::new(12)));
         b.merge(&sack, Psn::new(10));
-        assert!(!b.on_hole(Psn::new(10), at(100), Duration::ZERO, Duration::ZERO));
+        assert!(!b.on_hole(
+            Psn::new(10),
+            at(100),
+            timing(Duration::ZERO, Duration::ZERO)
+        ));
         let mut more = SackRepr::new();
         assert!(more.push(Psn::new(13), Psn::new(13)));
         b.merge(&more, Psn::new(10));
-        assert!(b.on_hole(Psn::new(10), at(100), Duration::ZERO, Duration::ZERO));
+        assert!(b.on_hole(
+            Psn::new(10),
+            at(100),
+            timing(Duration::ZERO, Duration::ZERO)
+        ));
     }
 }
