@@ -12,9 +12,12 @@
 //! in the BTH, the NAK code in the AETH), followed by xroce's selective acknowledgement
 //! ([`xroce_wire::sack`]): up to eight PSN ranges it holds beyond the gap, in PSN order
 //! (4 + 8 × ranges bytes, so no pad). A held READ request covers the PSNs of all its
-//! responses. The NAK is sent for every packet held (coalesced while one waits to be
-//! sent), and again after a resend filled a gap and others remain; a resend that leaves
-//! nothing held is acknowledged at once.
+//! responses. The NAK is sent for the first three packets held beyond a gap, for every
+//! packet that fills a hole below the highest held (a resend), for every eighth packet
+//! beyond the highest reported (a NAK per packet would answer a window packet for packet),
+//! and after a resend filled the gap while others remain, always as the store is when it
+//! leaves (one waiting is not queued twice); a resend that leaves nothing held is
+//! acknowledged at once.
 //!
 //! **How the two ends agree.** Selective repeat is a per-QP switch, off by default
 //! ([`Endpoint::set_selective_repeat`](crate::Endpoint::set_selective_repeat)). The engine
@@ -120,8 +123,9 @@ impl Held {
 /// What [`ReorderStore::hold`] did with a packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Hold {
-    /// Kept until its turn.
-    Held,
+    /// Kept until its turn; `report`: the requester should hear of it now (see
+    /// [`ReorderStore::hold`]).
+    Held { report: bool },
     /// A copy of it is held already: dropped.
     Duplicate,
     /// The store is full: dropped (the requester resends it as a gap).
@@ -134,7 +138,15 @@ pub(crate) enum Hold {
 pub(crate) struct ReorderStore {
     held: VecDeque<Held>,
     bytes: usize,
+    /// Packets held beyond the highest one reported in a selective acknowledgement since
+    /// the last one was sent.
+    unreported: u32,
 }
+
+/// A responder reports the packets it holds beyond the highest it reported once this many
+/// arrived (a packet that fills a hole below it, and the first [`HOLE_THRESHOLD`] held, at
+/// once): a NAK for every packet would answer a whole window packet for packet.
+pub(crate) const REPORT_EVERY: u32 = 8;
 
 impl ReorderStore {
     /// Whether nothing is held.
@@ -152,11 +164,15 @@ impl ReorderStore {
     pub(crate) fn clear(&mut self) {
         self.held.clear();
         self.bytes = 0;
+        self.unreported = 0;
     }
 
     /// Keeps `pkt`, which is ahead of `expected`, unless a copy is held or it does not fit
     /// in `max_packets` and `max_bytes` (its payload counts). `mtu` gives the PSNs a READ
-    /// request stands for.
+    /// request stands for. A packet held is to be reported at once if it fills a hole
+    /// below the highest held (a resend: the requester learns what is still missing), is
+    /// one of the first [`HOLE_THRESHOLD`] (the requester resends a hole once that many
+    /// lie beyond it), or completes [`REPORT_EVERY`] unreported beyond the highest.
     pub(crate) fn hold(
         &mut self,
         pkt: &Packet<'_>,
@@ -211,7 +227,18 @@ impl ReorderStore {
             },
         );
         self.bytes += len;
-        Hold::Held
+        let inner = at + 1 < self.held.len();
+        if !inner {
+            self.unreported += 1;
+        }
+        let report =
+            inner || self.held.len() <= HOLE_THRESHOLD as usize || self.unreported >= REPORT_EVERY;
+        Hold::Held { report }
+    }
+
+    /// A selective acknowledgement of what is held was sent.
+    pub(crate) fn on_reported(&mut self) {
+        self.unreported = 0;
     }
 
     /// The first held packet if its turn has come (its PSN is `expected` or behind it).
@@ -574,7 +601,7 @@ mod tests {
     fn the_store_keeps_packets_in_psn_order_and_gives_them_back_in_turn() {
         let mut s = ReorderStore::default();
         for psn in [13, 11, 12, 16, 15] {
-            assert_eq!(hold(&mut s, psn, 10, 8), Hold::Held);
+            assert!(matches!(hold(&mut s, psn, 10, 8), Hold::Held { .. }));
         }
         assert_eq!(hold(&mut s, 12, 10, 8), Hold::Duplicate);
         assert_eq!(
@@ -590,12 +617,32 @@ mod tests {
         // Bounded in packets: the fifth of five does not fit.
         let mut small = ReorderStore::default();
         for psn in 1..5 {
-            assert_eq!(hold(&mut small, psn, 0, 4), Hold::Held);
+            assert!(matches!(hold(&mut small, psn, 0, 4), Hold::Held { .. }));
         }
         assert_eq!(hold(&mut small, 7, 0, 4), Hold::Full);
         small.clear();
         assert!(small.is_empty());
         assert_eq!(small.bytes, 0);
+    }
+
+    #[test]
+    fn what_is_held_is_reported_at_the_threshold_for_every_resend_and_every_eighth_packet() {
+        let mut s = ReorderStore::default();
+        let report = |h| matches!(h, Hold::Held { report: true });
+        // The first three beyond the gap at 10: at once.
+        for psn in 11..14 {
+            assert!(report(hold(&mut s, psn, 10, 64)), "{psn}");
+        }
+        s.on_reported();
+        // Then every eighth packet beyond the highest reported.
+        for psn in 14..21 {
+            assert!(!report(hold(&mut s, psn, 10, 64)), "{psn}");
+        }
+        assert!(report(hold(&mut s, 21, 10, 64)));
+        s.on_reported();
+        // A hole filled below the highest (a resend): at once.
+        assert!(!report(hold(&mut s, 23, 10, 64)));
+        assert!(report(hold(&mut s, 22, 10, 64)), "fills the hole at 22");
     }
 
     #[test]
@@ -615,7 +662,7 @@ mod tests {
         };
         assert_eq!(
             s.hold(&pkt(h, &payload), Psn::new(0xff_fffd), 1024, 8, 1000),
-            Hold::Held
+            Hold::Held { report: true }
         );
         let (h2, _) = packet(1, &[]);
         assert_eq!(
@@ -630,7 +677,7 @@ mod tests {
                 8,
                 1000
             ),
-            Hold::Held
+            Hold::Held { report: true }
         );
         assert_eq!(
             s.sack().ranges(),
