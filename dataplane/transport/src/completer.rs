@@ -341,11 +341,12 @@ impl QueuePair {
             cx.count(Counter::rtt_samples);
         }
         self.sq.recovery.on_selective_gap();
-        let unmeasured = ack_timeout(self.attr.timeout)
+        let floor = self.config.limits.min_retransmit_timeout;
+        let cap = ack_timeout(self.attr.timeout)
             .unwrap_or(crate::time::STALL_AFTER)
-            .max(self.config.limits.min_retransmit_timeout);
-        let (reorder, interval) = self.sq.recovery.selective_times(unmeasured);
-        self.sq.on_sack(&sack, cx.now, reorder, interval);
+            .max(floor);
+        let timing = self.sq.recovery.selective_times(floor, cap);
+        self.sq.on_sack(&sack, cx.now, timing);
     }
 
     /// The oldest unacknowledged PSN advanced: the retry counts start over, the path may

@@ -129,6 +129,18 @@ const ALLOWANCE_SHARE: u64 = 20;
 /// anyway).
 const MAX_BACKOFF: u32 = 16;
 
+/// When selective repeat resends a hole ([`crate::selective`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct HoleTiming {
+    /// How long a hole must have been known before it is taken for lost.
+    pub(crate) reorder: Duration,
+    /// How long after its last resend a hole is resent again.
+    pub(crate) again: Duration,
+    /// Before the path is measured: `again` doubles at each resend of the hole, up to
+    /// this.
+    pub(crate) backoff: Option<Duration>,
+}
+
 /// The packet being timed.
 #[derive(Clone, Copy, Debug)]
 struct Timed {
@@ -338,19 +350,26 @@ impl Recovery {
     /// Selective repeat: how long a hole must have been known before it is taken for lost
     /// (a quarter of the smallest round trip, as RACK waits: packets overtaken on the path
     /// fill theirs sooner), and how long after a resend a hole is resent again (the
-    /// measured retransmission timeout, at least one and a half times the largest recent
-    /// round trip: a resend waits behind what is queued). Before the path is measured, a
-    /// hole is resent again only after `unmeasured` (the QP's timeout): a resend again
-    /// before the first was answered would leave the path unmeasured for ever (Karn), and
-    /// the retransmission timer covers a lost one meanwhile.
-    pub(crate) fn selective_times(&self, unmeasured: Duration) -> (Duration, Duration) {
+    /// smoothed round trip and its variation). Before the path is measured, a hole is
+    /// resent again after `floor`, doubled at each resend of it up to `cap` (the QP's
+    /// timeout): resent again and again before an answer can come, no resend could be
+    /// timed (Karn) and the path would stay unmeasured.
+    pub(crate) fn selective_times(&self, floor: Duration, cap: Duration) -> HoleTiming {
         match self.srtt {
             Some(srtt) => {
                 let least = self.min_rtt.map_or(srtt, |(m, _)| m);
                 let again = srtt.saturating_add(self.rttvar);
-                (Duration::from_nanos(least / 4), Duration::from_nanos(again))
+                HoleTiming {
+                    reorder: Duration::from_nanos(least / 4),
+                    again: Duration::from_nanos(again),
+                    backoff: None,
+                }
             }
-            None => (Duration::ZERO, unmeasured),
+            None => HoleTiming {
+                reorder: Duration::ZERO,
+                again: floor,
+                backoff: Some(cap),
+            },
         }
     }
 

@@ -191,9 +191,11 @@ impl QueuePair {
             limits.max_held_packets,
             limits.max_held_bytes,
         ) {
-            Hold::Held => {
+            Hold::Held { report } => {
                 cx.count(Counter::sr_packets_held);
-                self.queue_response(Response::Sack, cx);
+                if report {
+                    self.queue_response(Response::Sack, cx);
+                }
             }
             Hold::Duplicate => cx.count(Counter::sr_duplicates_dropped),
             Hold::Full => cx.count(Counter::sr_held_dropped_full),

@@ -12,9 +12,12 @@
 //! in the BTH, the NAK code in the AETH), followed by xroce's selective acknowledgement
 //! ([`xroce_wire::sack`]): up to eight PSN ranges it holds beyond the gap, in PSN order
 //! (4 + 8 × ranges bytes, so no pad). A held READ request covers the PSNs of all its
-//! responses. The NAK is sent for every packet held (coalesced while one waits to be
-//! sent), and again after a resend filled a gap and others remain; a resend that leaves
-//! nothing held is acknowledged at once.
+//! responses. The NAK is sent for the first three packets held beyond a gap, for every
+//! packet that fills a hole below the highest held (a resend), for every eighth packet
+//! beyond the highest reported (a NAK per packet would answer a window packet for packet),
+//! and after a resend filled the gap while others remain, always as the store is when it
+//! leaves (one waiting is not queued twice); a resend that leaves nothing held is
+//! acknowledged at once.
 //!
 //! **How the two ends agree.** Selective repeat is a per-QP switch, off by default
 //! ([`Endpoint::set_selective_repeat`](crate::Endpoint::set_selective_repeat)). The engine
@@ -51,8 +54,9 @@
 //! theirs sooner: RACK's reordering allowance), and resent again a round trip (the smoothed
 //! round trip and its variation) after its last resend, or as soon as a hole resent later
 //! has arrived while it has not (RACK's rule: that resend was lost). Before the path is
-//! measured a hole is resent again only after the QP's timeout, so that an answer is never
-//! ambiguous (Karn). Round trips are measured on the oldest hole's first resend (the
+//! measured a hole is resent again after the device's retransmission floor, doubled at each
+//! resend of it up to the QP's timeout, so that an answer can come between two resends and
+//! be timed (Karn). Round trips are measured on the oldest hole's first resend (the
 //! responder answers it as soon as it arrives) and on a new packet that a selective
 //! acknowledgement shows held (it arrived, and the NAK answered it). On the retransmission
 //! timer the requester resends only the oldest unacknowledged packet when the scoreboard
@@ -76,11 +80,11 @@
 //! [`Limits::max_held_bytes`]: crate::Limits::max_held_bytes
 
 use std::collections::VecDeque;
-use std::time::Duration;
 
 use xroce_wire::{Gid, Psn, SackRepr};
 
 use crate::packet::{Headers, Kind, Net, Packet};
+use crate::recovery::HoleTiming;
 use crate::time::Instant;
 
 /// A request packet held by the responder until the gap before it is filled: its headers
@@ -119,8 +123,9 @@ impl Held {
 /// What [`ReorderStore::hold`] did with a packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Hold {
-    /// Kept until its turn.
-    Held,
+    /// Kept until its turn; `report`: the requester should hear of it now (see
+    /// [`ReorderStore::hold`]).
+    Held { report: bool },
     /// A copy of it is held already: dropped.
     Duplicate,
     /// The store is full: dropped (the requester resends it as a gap).
@@ -133,7 +138,15 @@ pub(crate) enum Hold {
 pub(crate) struct ReorderStore {
     held: VecDeque<Held>,
     bytes: usize,
+    /// Packets held beyond the highest one reported in a selective acknowledgement since
+    /// the last one was sent.
+    unreported: u32,
 }
+
+/// A responder reports the packets it holds beyond the highest it reported once this many
+/// arrived (a packet that fills a hole below it, and the first [`HOLE_THRESHOLD`] held, at
+/// once): a NAK for every packet would answer a whole window packet for packet.
+pub(crate) const REPORT_EVERY: u32 = 8;
 
 impl ReorderStore {
     /// Whether nothing is held.
@@ -151,11 +164,15 @@ impl ReorderStore {
     pub(crate) fn clear(&mut self) {
         self.held.clear();
         self.bytes = 0;
+        self.unreported = 0;
     }
 
     /// Keeps `pkt`, which is ahead of `expected`, unless a copy is held or it does not fit
     /// in `max_packets` and `max_bytes` (its payload counts). `mtu` gives the PSNs a READ
-    /// request stands for.
+    /// request stands for. A packet held is to be reported at once if it fills a hole
+    /// below the highest held (a resend: the requester learns what is still missing), is
+    /// one of the first [`HOLE_THRESHOLD`] (the requester resends a hole once that many
+    /// lie beyond it), or completes [`REPORT_EVERY`] unreported beyond the highest.
     pub(crate) fn hold(
         &mut self,
         pkt: &Packet<'_>,
@@ -210,7 +227,18 @@ impl ReorderStore {
             },
         );
         self.bytes += len;
-        Hold::Held
+        let inner = at + 1 < self.held.len();
+        if !inner {
+            self.unreported += 1;
+        }
+        let report =
+            inner || self.held.len() <= HOLE_THRESHOLD as usize || self.unreported >= REPORT_EVERY;
+        Hold::Held { report }
+    }
+
+    /// A selective acknowledgement of what is held was sent.
+    pub(crate) fn on_reported(&mut self) {
+        self.unreported = 0;
     }
 
     /// The first held packet if its turn has come (its PSN is `expected` or behind it).
@@ -259,6 +287,8 @@ struct Hole {
     seen: Instant,
     /// When it was last resent.
     resent: Option<Instant>,
+    /// How many times it was resent.
+    resends: u32,
     /// It waits in the resend queue.
     queued: bool,
 }
@@ -409,15 +439,11 @@ impl Scoreboard {
     }
 
     /// The request packet at `psn` is not held: a hole. Queued for a resend at `now` if
-    /// [`HOLE_THRESHOLD`] packets beyond it are held, it has been a hole for `reorder` and
-    /// was not resent within `interval`. Returns whether it was queued.
-    pub(crate) fn on_hole(
-        &mut self,
-        psn: Psn,
-        now: Instant,
-        reorder: Duration,
-        interval: Duration,
-    ) -> bool {
+    /// [`HOLE_THRESHOLD`] packets beyond it are held, it has been a hole for
+    /// `timing.reorder` and was not resent within `timing.again` (doubled for each resend
+    /// before the path is measured). Returns whether it was queued.
+    pub(crate) fn on_hole(&mut self, psn: Psn, now: Instant, timing: HoleTiming) -> bool {
+        let reorder = timing.reorder;
         let beyond = self.held_beyond(psn);
         let at = self
             .holes
@@ -431,12 +457,20 @@ impl Scoreboard {
                     psn,
                     seen: now,
                     resent: None,
+                    resends: 0,
                     queued: false,
                 },
             );
         }
         let arrived = self.arrived;
         let hole = &mut self.holes[at];
+        let interval = match timing.backoff {
+            Some(cap) => timing
+                .again
+                .saturating_mul(1 << hole.resends.saturating_sub(1).min(16))
+                .min(cap),
+            None => timing.again,
+        };
         // Resent again a round trip after its resend, or as soon as a hole resent later
         // (by more than the reordering allowance) has arrived while it has not.
         let again = |t: Instant| {
@@ -474,6 +508,7 @@ impl Scoreboard {
                     psn,
                     seen: now,
                     resent: None,
+                    resends: 0,
                     queued: true,
                 },
             );
@@ -503,6 +538,7 @@ impl Scoreboard {
         match self.holes.iter_mut().find(|h| h.psn == psn) {
             Some(h) => {
                 h.queued = false;
+                h.resends = h.resends.saturating_add(1);
                 h.resent.replace(now).is_none()
             }
             None => true,
@@ -519,10 +555,19 @@ fn within(psn: Psn, first: Psn, last: Psn) -> bool {
 mod tests {
     use super::*;
     use crate::attributes::QpType;
+    use std::time::Duration;
     use xroce_wire::{Position, Qpn};
 
     fn at(micros: u64) -> Instant {
         Instant::from_nanos(micros * 1000)
+    }
+
+    fn timing(reorder: Duration, again: Duration) -> HoleTiming {
+        HoleTiming {
+            reorder,
+            again,
+            backoff: None,
+        }
     }
 
     fn packet(psn: u32, payload: &[u8]) -> (Headers, Vec<u8>) {
@@ -556,7 +601,7 @@ mod tests {
     fn the_store_keeps_packets_in_psn_order_and_gives_them_back_in_turn() {
         let mut s = ReorderStore::default();
         for psn in [13, 11, 12, 16, 15] {
-            assert_eq!(hold(&mut s, psn, 10, 8), Hold::Held);
+            assert!(matches!(hold(&mut s, psn, 10, 8), Hold::Held { .. }));
         }
         assert_eq!(hold(&mut s, 12, 10, 8), Hold::Duplicate);
         assert_eq!(
@@ -572,12 +617,32 @@ mod tests {
         // Bounded in packets: the fifth of five does not fit.
         let mut small = ReorderStore::default();
         for psn in 1..5 {
-            assert_eq!(hold(&mut small, psn, 0, 4), Hold::Held);
+            assert!(matches!(hold(&mut small, psn, 0, 4), Hold::Held { .. }));
         }
         assert_eq!(hold(&mut small, 7, 0, 4), Hold::Full);
         small.clear();
         assert!(small.is_empty());
         assert_eq!(small.bytes, 0);
+    }
+
+    #[test]
+    fn what_is_held_is_reported_at_the_threshold_for_every_resend_and_every_eighth_packet() {
+        let mut s = ReorderStore::default();
+        let report = |h| matches!(h, Hold::Held { report: true });
+        // The first three beyond the gap at 10: at once.
+        for psn in 11..14 {
+            assert!(report(hold(&mut s, psn, 10, 64)), "{psn}");
+        }
+        s.on_reported();
+        // Then every eighth packet beyond the highest reported.
+        for psn in 14..21 {
+            assert!(!report(hold(&mut s, psn, 10, 64)), "{psn}");
+        }
+        assert!(report(hold(&mut s, 21, 10, 64)));
+        s.on_reported();
+        // A hole filled below the highest (a resend): at once.
+        assert!(!report(hold(&mut s, 23, 10, 64)));
+        assert!(report(hold(&mut s, 22, 10, 64)), "fills the hole at 22");
     }
 
     #[test]
@@ -597,7 +662,7 @@ mod tests {
         };
         assert_eq!(
             s.hold(&pkt(h, &payload), Psn::new(0xff_fffd), 1024, 8, 1000),
-            Hold::Held
+            Hold::Held { report: true }
         );
         let (h2, _) = packet(1, &[]);
         assert_eq!(
@@ -612,7 +677,7 @@ mod tests {
                 8,
                 1000
             ),
-            Hold::Held
+            Hold::Held { report: true }
         );
         assert_eq!(
             s.sack().ranges(),
@@ -640,20 +705,23 @@ mod tests {
         let rtt = Duration::from_micros(100);
         let reorder = Duration::from_micros(25);
         // Seen now: not yet a loss (it may have been overtaken).
-        assert!(!b.on_hole(Psn::new(10), at(0), reorder, rtt));
-        assert!(b.on_hole(Psn::new(10), at(30), reorder, rtt));
-        assert!(!b.on_hole(Psn::new(10), at(31), reorder, rtt), "queued");
+        assert!(!b.on_hole(Psn::new(10), at(0), timing(reorder, rtt)));
+        assert!(b.on_hole(Psn::new(10), at(30), timing(reorder, rtt)));
         assert!(
-            !b.on_hole(Psn::new(11), at(31), reorder, rtt),
+            !b.on_hole(Psn::new(10), at(31), timing(reorder, rtt)),
+            "queued"
+        );
+        assert!(
+            !b.on_hole(Psn::new(11), at(31), timing(reorder, rtt)),
             "seen only now"
         );
         assert_eq!(b.next_resend(), Some(Psn::new(10)));
         b.on_resent(Psn::new(10), at(40));
         assert!(
-            !b.on_hole(Psn::new(10), at(100), reorder, rtt),
+            !b.on_hole(Psn::new(10), at(100), timing(reorder, rtt)),
             "within a round trip"
         );
-        assert!(b.on_hole(Psn::new(10), at(140), reorder, rtt));
+        assert!(b.on_hole(Psn::new(10), at(140), timing(reorder, rtt)));
         // Acknowledged up to 13: what lies before is forgotten.
         b.prune(Psn::new(13));
         assert_eq!(b.held, vec![(Psn::new(13), Psn::new(20))]);
@@ -672,8 +740,8 @@ mod tests {
         assert!(sack.push(Psn::new(15), Psn::new(19)));
         b.merge(&sack, Psn::new(10));
         let (reorder, rtt) = (Duration::from_micros(10), Duration::from_millis(5));
-        assert!(b.on_hole(Psn::new(10), at(100), Duration::ZERO, rtt));
-        assert!(b.on_hole(Psn::new(14), at(100), Duration::ZERO, rtt));
+        assert!(b.on_hole(Psn::new(10), at(100), timing(Duration::ZERO, rtt)));
+        assert!(b.on_hole(Psn::new(14), at(100), timing(Duration::ZERO, rtt)));
         assert_eq!(b.next_resend(), Some(Psn::new(10)));
         assert!(b.on_resent(Psn::new(10), at(100)), "the first resend");
         assert_eq!(b.next_resend(), Some(Psn::new(14)));
@@ -682,11 +750,47 @@ mod tests {
         let mut more = SackRepr::new();
         assert!(more.push(Psn::new(14), Psn::new(14)));
         b.merge(&more, Psn::new(10));
-        assert!(b.on_hole(Psn::new(10), at(300), reorder, rtt));
+        assert!(b.on_hole(Psn::new(10), at(300), timing(reorder, rtt)));
         assert_eq!(b.next_resend(), Some(Psn::new(10)));
         assert!(!b.on_resent(Psn::new(10), at(300)), "not the first");
         // Resent later than the one that arrived: it waits for its round trip.
-        assert!(!b.on_hole(Psn::new(10), at(400), reorder, rtt));
+        assert!(!b.on_hole(Psn::new(10), at(400), timing(reorder, rtt)));
+    }
+
+    #[test]
+    fn before_the_path_is_measured_a_hole_is_resent_again_less_and_less_often() {
+        let mut b = Scoreboard::default();
+        let mut sack = SackRepr::new();
+        assert!(sack.push(Psn::new(11), Psn::new(19)));
+        b.merge(&sack, Psn::new(10));
+        let unmeasured = HoleTiming {
+            reorder: Duration::ZERO,
+            again: Duration::from_millis(1),
+            backoff: Some(Duration::from_millis(3)),
+        };
+        let hole = Psn::new(10);
+        assert!(b.on_hole(hole, at(0), unmeasured));
+        assert_eq!(b.next_resend(), Some(hole));
+        assert!(b.on_resent(hole, at(0)));
+        assert!(!b.on_hole(hole, at(999), unmeasured));
+        assert!(
+            b.on_hole(hole, at(1000), unmeasured),
+            "1 ms after the first"
+        );
+        assert_eq!(b.next_resend(), Some(hole));
+        assert!(!b.on_resent(hole, at(1000)));
+        assert!(!b.on_hole(hole, at(2999), unmeasured));
+        assert!(
+            b.on_hole(hole, at(3000), unmeasured),
+            "2 ms after the second"
+        );
+        assert_eq!(b.next_resend(), Some(hole));
+        b.on_resent(hole, at(3000));
+        assert!(!b.on_hole(hole, at(5999), unmeasured));
+        assert!(
+            b.on_hole(hole, at(6000), unmeasured),
+            "at most the cap, 3 ms"
+        );
     }
 
     #[test]
@@ -695,10 +799,18 @@ mod tests {
         let mut sack = SackRepr::new();
         assert!(sack.push(Psn::new(11), Psn::new(12)));
         b.merge(&sack, Psn::new(10));
-        assert!(!b.on_hole(Psn::new(10), at(100), Duration::ZERO, Duration::ZERO));
+        assert!(!b.on_hole(
+            Psn::new(10),
+            at(100),
+            timing(Duration::ZERO, Duration::ZERO)
+        ));
         let mut more = SackRepr::new();
         assert!(more.push(Psn::new(13), Psn::new(13)));
         b.merge(&more, Psn::new(10));
-        assert!(b.on_hole(Psn::new(10), at(100), Duration::ZERO, Duration::ZERO));
+        assert!(b.on_hole(
+            Psn::new(10),
+            at(100),
+            timing(Duration::ZERO, Duration::ZERO)
+        ));
     }
 }

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use xroce_wire::Psn;
 
-use crate::recovery::Recovery;
+use crate::recovery::{HoleTiming, Recovery};
 use crate::selective::Scoreboard;
 use crate::time::{Instant, STALL_AFTER};
 use crate::wqe::{SendFlags, SendOp, SendWqe};
@@ -458,13 +458,12 @@ impl SendQueue {
     /// A selective acknowledgement arrived at `now`: its ranges join the scoreboard, and
     /// each request packet sent between the oldest unacknowledged PSN and the highest held
     /// one that is not held is a hole, queued for a resend by the scoreboard's rules
-    /// (`reorder`, `interval`). Returns how many were queued.
+    /// (`timing`). Returns how many were queued.
     pub(crate) fn on_sack(
         &mut self,
         sack: &xroce_wire::SackRepr,
         now: Instant,
-        reorder: Duration,
-        interval: Duration,
+        timing: HoleTiming,
     ) -> u32 {
         let unacked = self.unacked_psn;
         self.scoreboard.prune(unacked);
@@ -495,7 +494,7 @@ impl SendQueue {
                 let sent = psn.distance(unacked) >= 0 && !(whole && e.resp_bytes > 0);
                 if sent
                     && !self.scoreboard.holds(psn, last)
-                    && self.scoreboard.on_hole(psn, now, reorder, interval)
+                    && self.scoreboard.on_hole(psn, now, timing)
                 {
                     queued += 1;
                 }

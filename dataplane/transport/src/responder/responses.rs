@@ -211,6 +211,7 @@ impl QueuePair {
             msn: self.resp.msn,
         });
         let sack = self.resp.held.sack();
+        self.resp.held.on_reported();
         let Some(dst) = out.begin_with_trailer(&h, &path, sack.buffer_len()) else {
             self.resp.responses.push_front(Response::Sack);
             return false;
