@@ -138,6 +138,14 @@ pub struct CongestionConfig {
     pub dscps: DscpSet,
     /// The token bucket of each queue pair, in bytes.
     pub burst: u64,
+    /// A loss of a queue pair whose peer is xroce is not taken for congestion while the
+    /// packets it sent again in the round trip are at most this many per thousand of the
+    /// packets it sent in it (counted as at least 64; 0: every loss is). Between xroce
+    /// daemons in selective repeat a random loss costs the packet lost, not a window, and
+    /// halving the rate for each (once per round trip) is what collapses a path that loses
+    /// a percent at random; a queue that overflows loses far more than a few percent of
+    /// what its senders send.
+    pub loss_tolerance_per_mille: u32,
     /// Send xroce's hello and watch for the peer's even when neither ECN nor a rate
     /// controller asks for it: what else the endpoint agrees with an xroce peer (selective
     /// repeat) needs to know who its peer is. [`Congestion::poll_xroce_peer`] tells.
@@ -161,6 +169,7 @@ impl CongestionConfig {
             cnp_dscp: DEFAULT_CNP_DSCP,
             dscps: DscpSet::ALL,
             burst: DEFAULT_BURST,
+            loss_tolerance_per_mille: 0,
             announce: true,
         }
     }
@@ -217,6 +226,9 @@ counters!(CongestionCounters {
     cc_hello_packets,
     /// Queue pairs whose peer showed xroce's hello.
     cc_xroce_peers,
+    /// Losses not taken for congestion (the round trip's packets sent again within
+    /// `loss_tolerance_per_mille` of its packets, peer xroce).
+    cc_losses_tolerated,
     /// Losses taken as congestion (the requester going back to a PSN sent before).
     cc_loss_events,
     /// Rate cuts of the delay controller.
@@ -294,6 +306,10 @@ struct QpControl {
     last_psn: Option<Psn>,
     highest_psn: Option<Psn>,
     rnr: bool,
+    /// The current round's start, request packets sent and packets sent again in it (the
+    /// loss tolerance's), and the last round trip measured, whoever has the rate.
+    round: (Option<Instant>, u64, u64),
+    last_rtt: Duration,
     /// A loss was seen (under [`Algorithm::Auto`], the delay controller has the rate from
     /// then on, until a CNP).
     lossy: bool,
@@ -324,6 +340,8 @@ impl QpControl {
             last_psn: None,
             highest_psn: None,
             rnr: false,
+            round: (None, 0, 0),
+            last_rtt: Duration::ZERO,
             lossy: false,
             counters: CongestionCounters::default(),
         }
@@ -343,6 +361,9 @@ impl QpControl {
         }
     }
 }
+
+/// The loss tolerance counts a round as at least this many packets.
+const TOLERANCE_PACKETS: u64 = 64;
 
 /// Packets of a queue pair that carry xroce's hello (a computed UDP checksum): the first
 /// it sends to its peer.
@@ -496,6 +517,7 @@ impl Congestion {
                 && !p.psn.precedes(psn)
             {
                 qc.probe = None;
+                qc.last_rtt = now.saturating_duration_since(sent);
                 if matches!(
                     qc.controller(self.config.algorithm),
                     Controller::Delay | Controller::Loss
@@ -577,17 +599,39 @@ impl Congestion {
             return None;
         }
         if info.transport == Transport::Rc && info.is_request() {
+            // The round the loss tolerance counts in: the last round trip measured, at least
+            // 100 µs.
+            let length = qc.last_rtt.max(Duration::from_micros(100));
+            match qc.round.0 {
+                Some(start) if now.saturating_duration_since(start) < length => {}
+                _ => qc.round = (Some(now), 0, 0),
+            }
+            qc.round.1 += 1;
             let went_back = qc.last_psn.is_some_and(|last| !last.precedes(p.psn));
             qc.last_psn = Some(p.psn);
             let new = qc.highest_psn.is_none_or(|h| h.precedes(p.psn));
             if new {
                 qc.highest_psn = Some(p.psn);
                 qc.frame_bytes = frame.len() as u64;
+            } else {
+                // Sent before: one packet more the path lost (or was thought to).
+                qc.round.2 += 1;
             }
             if went_back {
                 qc.probe = None;
+                // Over at least TOLERANCE_PACKETS: a queue pair already slowed sends few
+                // packets a round, and one loss among them is no larger a share of what
+                // the path loses at random.
+                let tolerated = qc.peer_xroce
+                    && config.loss_tolerance_per_mille > 0
+                    && qc.round.2 * 1000
+                        <= u64::from(config.loss_tolerance_per_mille)
+                            * qc.round.1.max(TOLERANCE_PACKETS);
                 if qc.rnr {
                     qc.rnr = false;
+                } else if tolerated {
+                    self.counters.cc_losses_tolerated += 1;
+                    qc.counters.cc_losses_tolerated += 1;
                 } else {
                     self.counters.cc_loss_events += 1;
                     qc.counters.cc_loss_events += 1;

@@ -516,3 +516,60 @@ fn with_rate_and_ecn_off_the_hello_still_says_who_each_end_is_when_announced() {
     receive(&mut b, Some(&mut cb), &first, at(1));
     assert_eq!(cb.poll_xroce_peer(), None);
 }
+
+/// 256 KiB WRITEs from a to b in selective repeat, a's frames each `lose_every`th lost,
+/// for `rounds` rounds; returns a's congestion counters.
+fn lossy_selective_transfer(
+    tolerance: u32,
+    lose_every: usize,
+) -> xroce_congestion::CongestionCounters {
+    let (mut a, mut b) = hosts();
+    let config = CongestionConfig {
+        loss_tolerance_per_mille: tolerance,
+        ..CongestionConfig::new(GBIT)
+    };
+    let mut ca = Congestion::new(config.clone());
+    let mut cb = Congestion::new(config);
+    a.endpoint.set_selective_repeat(QA, true).unwrap();
+    b.endpoint.set_selective_repeat(QB, true).unwrap();
+    let mut n = 0usize;
+    for round in 0..200u64 {
+        let t = round * 100;
+        if round % 10 == 0 {
+            write(&mut a, QA, 256 << 10, at(t));
+        }
+        for step in 0..100u64 {
+            let now = at(t + step);
+            let mut frames = send(&mut a, Some(&mut ca), now);
+            frames.retain(|_| {
+                n += 1;
+                !n.is_multiple_of(lose_every)
+            });
+            receive(&mut b, Some(&mut cb), &frames, now);
+            let answers = send(&mut b, Some(&mut cb), now);
+            receive(&mut a, Some(&mut ca), &answers, now);
+            if a.endpoint.poll_timeout().is_some_and(|d| d <= now) {
+                a.endpoint.handle_timeout(now, &mut a.mem);
+            }
+        }
+    }
+    *ca.counters()
+}
+
+#[test]
+fn random_losses_within_the_tolerance_do_not_cut_a_selective_repeat_peers_rate() {
+    // One frame in 100 lost: within a tolerance of 10 %, no loss is taken for congestion;
+    // without a tolerance, every one is.
+    let tolerant = lossy_selective_transfer(100, 100);
+    assert!(tolerant.cc_losses_tolerated > 10, "{tolerant:?}");
+    assert_eq!(tolerant.cc_loss_events, 0, "{tolerant:?}");
+    assert_eq!(tolerant.cc_delay_cuts, 0, "{tolerant:?}");
+    let strict = lossy_selective_transfer(0, 100);
+    assert_eq!(strict.cc_losses_tolerated, 0, "{strict:?}");
+    assert!(strict.cc_loss_events > 10, "{strict:?}");
+    assert!(strict.cc_delay_cuts > 0, "{strict:?}");
+    // One frame in three lost is far beyond the tolerance: taken for congestion.
+    let heavy = lossy_selective_transfer(100, 3);
+    assert!(heavy.cc_loss_events > 0, "{heavy:?}");
+    assert!(heavy.cc_delay_cuts > 0, "{heavy:?}");
+}

@@ -73,6 +73,10 @@ pub struct DaemonConfig {
     pub user: Option<User>,
 }
 
+/// Losses per thousand packets of a round trip that a queue pair in selective repeat does
+/// not take for congestion ([`xroce_congestion::CongestionConfig::loss_tolerance_per_mille`]).
+pub const SELECTIVE_LOSS_TOLERANCE: u32 = 100;
+
 /// The speed of `interface` as the kernel reports it (`/sys/class/net/IF/speed`, Mbit/s),
 /// or 10 Gbit/s when it reports none (a virtual interface that is down, a tun device).
 pub fn link_speed(interface: &str) -> xroce_congestion::Rate {
@@ -214,6 +218,11 @@ pub fn run(cfg: DaemonConfig, mut host: Box<dyn Host>) -> Result<()> {
     };
     let mut congestion = cfg.congestion.clone();
     congestion.announce = cfg.selective_repeat;
+    if cfg.selective_repeat {
+        // With selective repeat a random loss costs the packet lost: a few percent of a
+        // round trip's packets lost is not congestion (an overflowing queue loses more).
+        congestion.loss_tolerance_per_mille = SELECTIVE_LOSS_TOLERANCE;
+    }
     if congestion.line_rate == xroce_congestion::Rate::ZERO {
         congestion.line_rate = link_speed(&cfg.interface);
     }

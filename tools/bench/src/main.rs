@@ -915,6 +915,7 @@ fn run_loss(
             if let Some(c) = plan.daemon_cores[side].first() {
                 v.extend(["--cores".into(), c.to_string()]);
             }
+            v.extend(args.daemon_args.iter().cloned());
             v
         };
         let (a, b) = (side(0), side(1));
