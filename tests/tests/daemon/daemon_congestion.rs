@@ -161,8 +161,8 @@ fn toward_a_peer_that_sends_nothing_ecn_capable_no_packet_is() {
 #[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]
 fn with_congestion_control_off_nothing_is_ecn_capable_or_paced() {
     require_root();
-    // With selective repeat on (the default) the hello still says who each end is; with it
-    // off too, nothing at all differs from the transport's own packets.
+    // With selective repeat on the hello still says who each end is; with it off (the
+    // default) too, nothing at all differs from the transport's own packets.
     for selective_repeat in ["on", "off"] {
         let hosts = TwoHosts::start(
             &LabConfig::default(),

@@ -103,7 +103,7 @@ fn cross(total_mib: usize, selective_repeat: bool) {
     };
     let bin = xroced_release().expect("release build of xroced");
     let args: &[&str] = if selective_repeat {
-        &[]
+        &["--selective-repeat", "on"]
     } else {
         &["--selective-repeat", "off"]
     };

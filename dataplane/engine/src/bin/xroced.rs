@@ -126,10 +126,12 @@ struct Args {
     #[arg(long, value_enum)]
     ecn: Option<Ecn>,
     /// Selective repeat with peers that are xroce daemons: the responder keeps packets that
-    /// arrive after a gap and says which, the requester resends only what was lost. `on`
-    /// (the default) or `off` (go-back-N, the standard's, with every peer). Linux rxe and
-    /// RDMA NICs always get go-back-N: a queue pair uses selective repeat only once its
-    /// peer showed xroce's hello.
+    /// arrive after a gap and says which, the requester resends only what was lost, and a
+    /// few percent of a round trip's packets lost at random no longer cut its rate. `on`,
+    /// for paths that lose at random, or `off` (the default: go-back-N, the standard's, with
+    /// every peer; through a congested port its window after loss overflows the queue less).
+    /// Linux rxe and RDMA NICs always get go-back-N: a queue pair uses selective repeat only
+    /// once its peer showed xroce's hello.
     #[arg(long, value_enum)]
     selective_repeat: Option<OnOff>,
     /// The port's rate in Mbit/s, where every queue pair starts (default: the interface's
@@ -451,9 +453,9 @@ fn main_with(args: Args) -> Result<()> {
         }
         None => None,
     };
-    let selective_repeat = !matches!(
+    let selective_repeat = matches!(
         args.selective_repeat.or(file.selective_repeat),
-        Some(OnOff::Off)
+        Some(OnOff::On)
     );
     let cfg = DaemonConfig {
         congestion,
