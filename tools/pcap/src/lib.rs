@@ -1,7 +1,9 @@
 //! The project's capture reader: one line per RoCEv2 packet of a capture, with its ICRC
 //! verdict, decoded by `xroce-wire` ([`describe`]), over every frame of a classic pcap or
 //! pcapng file (Ethernet link type, read with the `pcap-file` crate: [`for_each_frame`]).
-//! Frames that are not UDP to port 4791 (ARP, TCP, other UDP) are skipped.
+//! Frames that are not UDP to port 4791 (ARP, TCP, other UDP) are skipped. xroce's
+//! selective-acknowledgement NAK (a PSN sequence error NAK with PSN ranges after its AETH,
+//! `xroce_wire::sack`) is decoded with its ranges, ` sack(first-last, ...)`.
 //!
 //! `cargo xtask pcap FILE...` runs the binary `xroce-pcap` ([`run`]), which exits non-zero if
 //! any RoCEv2 packet is malformed or carries a bad ICRC; the interop harness checks its
@@ -108,35 +110,89 @@ pub fn describe(number: usize, bytes: &[u8]) -> Option<(String, Verdict)> {
             }
         }
         Err(e) if is_not_roce(&e) => None,
-        Err(e) => {
-            // Show the endpoints when the envelope itself is fine.
-            if let Ok(h) = FrameRepr::parse(bytes) {
-                let _ = write!(
-                    line,
-                    "{} -> {} ",
-                    endpoint(h.ip.src_addr(), h.udp.src_port),
-                    endpoint(h.ip.dst_addr(), h.udp.dst_port)
-                );
-            }
-            let _ = write!(line, "malformed: {e}");
-            // The ICRC covers the headers and the bytes as they are, whatever they mean: it
-            // is reported whenever the envelope holds a BTH and an ICRC. A frame whose bits
-            // were flipped (say, into a reserved opcode) is then seen for what it is.
-            match xroce_wire::icrc::verify_frame(bytes) {
-                Ok(()) => {
-                    line.push_str(" icrc=ok");
-                    Some((line, Verdict::Malformed))
-                }
-                Err(ParseError::IcrcMismatch { found, computed }) => {
-                    let _ = write!(
+        Err(ParseError::UnexpectedPayload { opcode, len })
+            if opcode == xroce_wire::Opcode::RC_ACKNOWLEDGE =>
+        {
+            match Frame::parse_acknowledge_with_trailer(bytes) {
+                Ok(f) => match selective_ack(&f) {
+                    Ok(text) => {
+                        let ip = &f.headers.ip;
+                        let _ = write!(
+                            line,
+                            "{} -> {} {}{text} len={} icrc=ok",
+                            endpoint(ip.src_addr(), f.headers.udp.src_port),
+                            endpoint(ip.dst_addr(), f.headers.udp.dst_port),
+                            f.ib,
+                            f.payload.len()
+                        );
+                        Some((line, Verdict::Ok))
+                    }
+                    Err(why) => Some(malformed(
                         line,
-                        " icrc=BAD (carried {found:#010x}, computed {computed:#010x})"
-                    );
-                    Some((line, Verdict::BadIcrc))
-                }
-                Err(_) => Some((line, Verdict::Malformed)),
+                        bytes,
+                        &format!("RC_ACKNOWLEDGE with {len} bytes after its AETH: {why}"),
+                    )),
+                },
+                // The ICRC covers the trailer: when it is wrong the bytes are not decoded.
+                Err(ParseError::IcrcMismatch { .. }) => Some(malformed(
+                    line,
+                    bytes,
+                    &format!("RC_ACKNOWLEDGE with {len} bytes after its AETH, not decoded"),
+                )),
+                Err(e) => Some(malformed(line, bytes, &e)),
             }
         }
+        Err(e) => Some(malformed(line, bytes, &e)),
+    }
+}
+
+/// xroce's selective acknowledgement after the AETH of `f` (an ACKNOWLEDGE whose ICRC was
+/// verified), as ` sack(first-last, ...)`; or why it is none: the AETH is no PSN sequence
+/// error NAK, or the bytes do not parse.
+fn selective_ack(f: &Frame<'_>) -> std::result::Result<String, String> {
+    use xroce_wire::{NakCode, SackRepr, Syndrome};
+    let syndrome = f.ib.aeth.map(|a| a.syndrome);
+    if syndrome != Some(Syndrome::Nak(NakCode::PsnSequenceError)) {
+        return Err("a selective acknowledgement follows only a PSN sequence error NAK".into());
+    }
+    let sack = SackRepr::parse(f.payload).map_err(|e| e.to_string())?;
+    let ranges: Vec<String> = sack
+        .ranges()
+        .iter()
+        .map(|(first, last)| format!("{first}-{last}"))
+        .collect();
+    Ok(format!(" sack({})", ranges.join(", ")))
+}
+
+/// The line of a RoCEv2 frame that does not parse (`line` holds its number): the endpoints
+/// when the envelope is fine, why, and the ICRC verdict when it holds a BTH and an ICRC.
+fn malformed(mut line: String, bytes: &[u8], why: &dyn std::fmt::Display) -> (String, Verdict) {
+    // Show the endpoints when the envelope itself is fine.
+    if let Ok(h) = FrameRepr::parse(bytes) {
+        let _ = write!(
+            line,
+            "{} -> {} ",
+            endpoint(h.ip.src_addr(), h.udp.src_port),
+            endpoint(h.ip.dst_addr(), h.udp.dst_port)
+        );
+    }
+    let _ = write!(line, "malformed: {why}");
+    // The ICRC covers the headers and the bytes as they are, whatever they mean: it
+    // is reported whenever the envelope holds a BTH and an ICRC. A frame whose bits
+    // were flipped (say, into a reserved opcode) is then seen for what it is.
+    match xroce_wire::icrc::verify_frame(bytes) {
+        Ok(()) => {
+            line.push_str(" icrc=ok");
+            (line, Verdict::Malformed)
+        }
+        Err(ParseError::IcrcMismatch { found, computed }) => {
+            let _ = write!(
+                line,
+                " icrc=BAD (carried {found:#010x}, computed {computed:#010x})"
+            );
+            (line, Verdict::BadIcrc)
+        }
+        Err(_) => (line, Verdict::Malformed),
     }
 }
 
