@@ -73,11 +73,7 @@ fn poll(cq: &Cq, out: &mut Vec<WorkCompletion>) -> usize {
 #[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]
 fn a_gibibyte_of_mixed_rc_traffic_crosses_a_lossy_path_intact() {
     require_root();
-    let total_mib: usize = std::env::var("XROCE_LOSSY_MIB")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1024);
-    cross(total_mib, true);
+    cross(volume_mib(1024), true);
 }
 
 /// The same with go-back-N, the standard's recovery (what Linux rxe and RDMA NICs get), on
@@ -86,11 +82,15 @@ fn a_gibibyte_of_mixed_rc_traffic_crosses_a_lossy_path_intact() {
 #[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]
 fn mixed_rc_traffic_crosses_a_lossy_path_intact_with_go_back_n() {
     require_root();
-    let total_mib: usize = std::env::var("XROCE_LOSSY_MIB")
+    cross(volume_mib(256), false);
+}
+
+/// `XROCE_LOSSY_MIB`, or `default`.
+fn volume_mib(default: usize) -> usize {
+    std::env::var("XROCE_LOSSY_MIB")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(256);
-    cross(total_mib, false);
+        .unwrap_or(default)
 }
 
 /// Moves `total_mib` MiB of mixed RC traffic across the lossy path, with selective repeat

@@ -515,15 +515,19 @@ mod tests {
         );
     }
 
-    #[test]
-    fn targets_are_judged_per_mode() {
-        let point = |mode: Mode, loss: f64, ratio: f64| LossPoint {
+    /// A random-loss point of `mode` at `loss` percent with `ratio`.
+    fn point(mode: Mode, loss: f64, ratio: f64) -> LossPoint {
+        LossPoint {
             loss_percent: loss,
             loss_burst: 1.0,
             mode: mode.label().into(),
             ratio,
             ..LossPoint::default()
-        };
+        }
+    }
+
+    #[test]
+    fn targets_are_judged_per_mode() {
         let mut points = vec![
             point(Mode::GoBackN, 0.0, 1.0),
             point(Mode::GoBackN, 0.1, 0.96),
@@ -548,13 +552,6 @@ mod tests {
 
     #[test]
     fn the_plot_has_a_line_per_mode_and_nothing_without_two_rates() {
-        let point = |mode: Mode, loss: f64, ratio: f64| LossPoint {
-            loss_percent: loss,
-            loss_burst: 1.0,
-            mode: mode.label().into(),
-            ratio,
-            ..LossPoint::default()
-        };
         let path = std::env::temp_dir().join(format!("xroce-loss-plot-{}.svg", std::process::id()));
         let one = [point(Mode::GoBackN, 0.0, 1.0)];
         assert!(!draw(&one, &path).unwrap());
