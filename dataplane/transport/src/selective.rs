@@ -427,7 +427,7 @@ impl Scoreboard {
     }
 
     /// Packets held beyond `psn`.
-    fn held_beyond(&self, psn: Psn) -> u32 {
+    pub(crate) fn held_beyond(&self, psn: Psn) -> u32 {
         self.held
             .iter()
             .filter(|&&(_, l)| l.distance(psn) > 0)

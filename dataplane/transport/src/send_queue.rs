@@ -509,11 +509,16 @@ impl SendQueue {
 
     /// The retransmission timer expired with the scoreboard holding something: the
     /// oldest unacknowledged packet is queued for a resend. Returns false (nothing queued)
-    /// when the scoreboard is empty or that packet cannot be resent alone: the requester
-    /// then goes back N.
+    /// when the scoreboard is empty, holds fewer than [`HOLE_THRESHOLD`] packets beyond
+    /// it (then no hole before them can ever be resent but by the timer, one an expiry:
+    /// after a burst of losses that is a timeout per packet lost) or that packet cannot be
+    /// resent alone: the requester then goes back N.
+    ///
+    /// [`HOLE_THRESHOLD`]: crate::selective::HOLE_THRESHOLD
     pub(crate) fn resend_oldest(&mut self, now: Instant, mtu: u32) -> bool {
         let psn = self.unacked_psn;
         if self.scoreboard.is_empty()
+            || self.scoreboard.held_beyond(psn) < crate::selective::HOLE_THRESHOLD
             || self.scoreboard.holds(psn, psn)
             || self.locate(psn, mtu).is_none()
         {
