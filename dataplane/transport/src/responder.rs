@@ -218,8 +218,15 @@ impl QueuePair {
                 break;
             };
             let pkt = held.packet();
-            if let Err(refusal) = self.respond(&pkt, cx) {
-                self.refuse(&pkt, refusal, cx);
+            let refused = match self.respond(&pkt, cx) {
+                Err(refusal) => {
+                    self.refuse(&pkt, refusal, cx);
+                    true
+                }
+                Ok(()) => false,
+            };
+            self.resp.held.recycle(held);
+            if refused {
                 return;
             }
         }

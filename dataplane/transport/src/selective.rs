@@ -141,7 +141,13 @@ pub(crate) struct ReorderStore {
     /// Packets held beyond the highest one reported in a selective acknowledgement since
     /// the last one was sent.
     unreported: u32,
+    /// Buffers of packets that had their turn, for the next held ones: under loss most
+    /// packets are held, and each would otherwise cost an allocation.
+    spare: Vec<Vec<u8>>,
 }
+
+/// Buffers a store keeps for reuse at most.
+const SPARE_BUFFERS: usize = 16;
 
 /// A responder reports the packets it holds beyond the highest it reported once this many
 /// arrived (a packet that fills a hole below it, and the first [`HOLE_THRESHOLD`] held, at
@@ -163,6 +169,7 @@ impl ReorderStore {
     /// Drops everything held.
     pub(crate) fn clear(&mut self) {
         self.held.clear();
+        self.spare = Vec::new();
         self.bytes = 0;
         self.unreported = 0;
     }
@@ -210,7 +217,8 @@ impl ReorderStore {
             _ => psn,
         };
         let ip = pkt.net.ip_header;
-        let mut bytes = Vec::with_capacity(ip.len() + len);
+        let mut bytes = self.spare.pop().unwrap_or_default();
+        bytes.clear();
         bytes.extend_from_slice(ip);
         bytes.extend_from_slice(pkt.payload);
         self.held.insert(
@@ -249,6 +257,14 @@ impl ReorderStore {
         let held = self.held.pop_front()?;
         self.bytes -= held.bytes.len() - held.ip_len;
         Some(held)
+    }
+
+    /// `held`, taken by [`ReorderStore::take_due`] and done with: its buffer serves the
+    /// next packet held.
+    pub(crate) fn recycle(&mut self, held: Held) {
+        if self.spare.len() < SPARE_BUFFERS {
+            self.spare.push(held.bytes);
+        }
     }
 
     /// The selective acknowledgement of what is held: its first ranges of consecutive
@@ -595,6 +611,27 @@ mod tests {
             },
         };
         store.hold(&pkt, Psn::new(expected), 1024, max, 1 << 20)
+    }
+
+    #[test]
+    fn a_packet_done_with_gives_its_buffer_to_the_next_held() {
+        let mut s = ReorderStore::default();
+        assert!(matches!(hold(&mut s, 11, 10, 8), Hold::Held { .. }));
+        let first = s.take_due(Psn::new(11)).unwrap();
+        let buffer = first.bytes.as_ptr();
+        s.recycle(first);
+        assert!(matches!(hold(&mut s, 13, 12, 8), Hold::Held { .. }));
+        let next = s.take_due(Psn::new(13)).unwrap();
+        assert_eq!(next.bytes.as_ptr(), buffer, "the same buffer");
+        assert_eq!(next.packet().payload, &[13; 8]);
+        assert_eq!(next.packet().net.ip_header, &[0x45; 20]);
+        // At most SPARE_BUFFERS kept; a cleared store keeps none.
+        for _ in 0..2 * SPARE_BUFFERS {
+            s.recycle(next.clone());
+        }
+        assert_eq!(s.spare.len(), SPARE_BUFFERS);
+        s.clear();
+        assert!(s.spare.is_empty());
     }
 
     #[test]
