@@ -74,8 +74,9 @@ pub struct DaemonConfig {
 }
 
 /// Losses per thousand packets of a round trip that a queue pair in selective repeat does
-/// not take for congestion ([`xroce_congestion::CongestionConfig::loss_tolerance_per_mille`]).
-pub const SELECTIVE_LOSS_TOLERANCE: u32 = 100;
+/// not take for congestion ([`xroce_congestion::CongestionConfig::loss_tolerance_per_mille`]):
+/// the transport's own, beyond which its window is held as for congestion.
+pub const SELECTIVE_LOSS_TOLERANCE: u32 = xroce_transport::recovery::SELECTIVE_LOSS_TOLERANCE;
 
 /// The speed of `interface` as the kernel reports it (`/sys/class/net/IF/speed`, Mbit/s),
 /// or 10 Gbit/s when it reports none (a virtual interface that is down, a tun device).

@@ -342,11 +342,44 @@ impl QueuePair {
         }
         self.sq.recovery.on_selective_gap();
         let floor = self.config.limits.min_retransmit_timeout;
+        let qp_timeout = ack_timeout(self.attr.timeout);
+        // The gap is the path's first loss known, perhaps: the timer armed before it ran
+        // for the QP's timeout, and a hole with too few packets held beyond it is resent
+        // only by the timer. It runs no longer than the measured timeout from now.
+        if let Some(t) = qp_timeout
+            && let Some(deadline) = self.sq.retransmit_deadline()
+        {
+            let wait = self.sq.retransmit_wait(Some(t), floor);
+            if cx.now + wait < deadline {
+                self.sq.set_retransmit(Some(cx.now + wait));
+            }
+        }
+        let timing = self.hole_timing();
+        self.sq.on_sack(&sack, cx.now, timing);
+    }
+
+    /// When selective repeat resends a hole, from what the path measured.
+    fn hole_timing(&self) -> crate::recovery::HoleTiming {
+        let floor = self.config.limits.min_retransmit_timeout;
         let cap = ack_timeout(self.attr.timeout)
             .unwrap_or(crate::time::STALL_AFTER)
             .max(floor);
-        let timing = self.sq.recovery.selective_times(floor, cap);
-        self.sq.on_sack(&sack, cx.now, timing);
+        self.sq.recovery.selective_times(floor, cap)
+    }
+
+    /// Selective repeat: a hole the last selective acknowledgement showed, with enough
+    /// packets held beyond it, has waited its time (its reordering allowance, or a round
+    /// trip since its last resend): the holes are looked at again without waiting for
+    /// another acknowledgement.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn on_holes_due<M: MemoryTable + ?Sized>(&mut self, cx: &mut Cx<'_, M>) {
+        if self.sq.going_back() || !matches!(self.state, QpState::Rts | QpState::Sqd) {
+            self.sq.scoreboard.clear_due();
+            return;
+        }
+        let timing = self.hole_timing();
+        self.sq.scan_holes(cx.now, timing);
     }
 
     /// The oldest unacknowledged PSN advanced: the retry counts start over, the path may

@@ -488,6 +488,9 @@ impl QueuePair {
         if self.sq.retransmit_deadline().is_some_and(|t| t <= cx.now) {
             self.on_retransmit_timeout(cx);
         }
+        if self.sq.scoreboard.next_due().is_some_and(|t| t <= cx.now) {
+            self.on_holes_due(cx);
+        }
         self.sq.end_rnr_wait(cx.now);
         self.sq.recovery.end_pace(cx.now);
     }

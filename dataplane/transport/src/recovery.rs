@@ -57,9 +57,13 @@
 //!   waits between packets gives its core away (or sleeps) each time, which on a busy host
 //!   costs far more than the wait.
 //!
-//! In selective repeat ([`crate::selective`], between two xroce endpoints only) a loss costs
-//! the lost packets, not the window: the allowance for late answers keeps its full width
-//! under loss, holes are resent at the times this module derives, and round trips are also
+//! In selective repeat ([`crate::selective`], between two xroce endpoints only) a random
+//! loss costs the lost packets, not the window: the allowance for late answers keeps its
+//! full width under random loss, and is held as go-back-N's only after round trips whose
+//! resent packets passed [`SELECTIVE_LOSS_TOLERANCE`] of the packets they moved, or an
+//! expiry of the timer (a queue that overflows: left wide, the window would keep it
+//! overflowing, since nothing else narrows it there); holes are resent at the times this
+//! module derives, and round trips are also
 //! taken from the first resend of the oldest hole and from a packet a selective
 //! acknowledgement shows held.
 //!
@@ -124,6 +128,17 @@ const MIN_RTT_LIFETIME: Duration = Duration::from_secs(10);
 /// so it costs at most this share of what is delivered (a twentieth: 5 %, what leaves
 /// 0.95 of the loss-free goodput).
 const ALLOWANCE_SHARE: u64 = 20;
+
+/// In selective repeat, a round trip in which the packets resent were more than this many
+/// thousandths of the packets it moved is taken for congestion, not random loss: the
+/// allowance for late answers is then held as go-back-N's is (a random loss costs the
+/// lost packet; a queue that overflows again and again must be given less).
+pub const SELECTIVE_LOSS_TOLERANCE: u32 = 100;
+
+/// A round trip's packets count as at least this many when its share of resent packets is
+/// judged: a QP that sends a few packets a round trip is no more likely to see its share
+/// of random losses doubled than one that sends many.
+pub const SELECTIVE_TOLERANCE_PACKETS: u64 = 64;
 
 /// The largest backoff shift of the retransmission timeout (the QP's timeout caps it
 /// anyway).
@@ -234,6 +249,12 @@ pub(crate) struct Recovery {
     /// The QP is in selective repeat ([`crate::selective`]): a loss costs only the lost
     /// packets, so the window keeps its whole allowance for late answers under loss.
     selective: bool,
+    /// Selective repeat: packets resent since the last round-trip sample.
+    resent: u64,
+    /// Selective repeat: the mean number of packets acknowledged between two round trips
+    /// taken for congestion ([`SELECTIVE_LOSS_TOLERANCE`]; `None`: none yet), and the
+    /// oldest unacknowledged PSN at the latest.
+    congested: Option<(u64, Psn)>,
 }
 
 impl Default for Recovery {
@@ -270,6 +291,8 @@ impl Default for Recovery {
             since_loss: 0,
             loss_interval: None,
             selective: false,
+            resent: 0,
+            congested: None,
         }
     }
 }
@@ -300,9 +323,10 @@ impl Recovery {
         };
     }
 
-    /// Selective repeat on or off: with it on, losses no longer narrow the window.
+    /// Selective repeat on or off: with it on, random losses no longer narrow the window.
     pub(crate) fn set_selective(&mut self, on: bool) {
         self.selective = on;
+        self.resent = 0;
         self.update_window();
     }
 
@@ -442,6 +466,7 @@ impl Recovery {
         acked: Psn,
         sent_high: Psn,
     ) {
+        self.resent += 1;
         // Karn: an answer now may be to the earlier copy.
         if self.timed.is_some_and(|t| t.psn == psn) {
             self.timed = None;
@@ -539,6 +564,9 @@ impl Recovery {
         self.on_round_trip(rtt, in_flight, now);
         let min_rtt = self.min_rtt.map_or(rtt, |(m, _)| m);
         self.rates[self.next_rate] = delivered.saturating_mul(1_000_000_000) / rtt;
+        if self.selective {
+            self.judge_round(delivered);
+        }
         let rate = self.rate();
         // What the round trip took beyond what the path explains: the smallest round trip,
         // or the time the packets ahead of it took at the path's rate (a queue, ours),
@@ -668,14 +696,52 @@ impl Recovery {
         };
         // The packets delivered since the last loss count once they are more.
         let interval = interval.max(self.since_loss);
-        // In selective repeat a loss costs the lost packets, not the window: no cap.
-        let allowance = if self.selective {
-            allowance
+        // In selective repeat a random loss costs the lost packets, not the window: the
+        // allowance is held only after round trips that lost more than random loss does.
+        let interval = if self.selective {
+            match (self.congested, self.acked) {
+                (Some((mean, at)), Some(acked)) => mean.max(acked.distance(at).max(0) as u64),
+                _ => u64::MAX,
+            }
         } else {
-            allowance.min(u128::from(interval / ALLOWANCE_SHARE))
+            interval
         };
+        let allowance = allowance.min(u128::from(interval / ALLOWANCE_SHARE));
         let window = product.saturating_add(allowance);
         self.window = u32::try_from(window).unwrap_or(u32::MAX).max(MIN_WINDOW);
+    }
+
+    /// Selective repeat: a round trip ended that acknowledged `delivered` packets; if the
+    /// packets resent during it were more than [`SELECTIVE_LOSS_TOLERANCE`] of what it
+    /// moved, the path is congested, and the window's allowance is held from now on by the
+    /// mean number of packets acknowledged between such round trips.
+    #[cold]
+    #[inline(never)]
+    fn judge_round(&mut self, delivered: u64) {
+        let resent = std::mem::take(&mut self.resent);
+        let moved = delivered
+            .saturating_add(resent)
+            .max(SELECTIVE_TOLERANCE_PACKETS);
+        if resent.saturating_mul(1000) <= u64::from(SELECTIVE_LOSS_TOLERANCE) * moved {
+            return;
+        }
+        self.congest();
+    }
+
+    /// Selective repeat: the path is congested now (see [`Self::judge_round`]).
+    fn congest(&mut self) {
+        let Some(acked) = self.acked else {
+            return;
+        };
+        let since = match self.congested {
+            Some((_, at)) => acked.distance(at).max(0) as u64,
+            None => self.since_loss,
+        };
+        let mean = match self.congested {
+            None => since,
+            Some((mean, _)) => (3 * mean + since) / 4,
+        };
+        self.congested = Some((mean, acked));
     }
 
     /// A loss (the peer showed a gap, or the timer expired): whatever go-back-N has in
@@ -745,6 +811,9 @@ impl Recovery {
         let armed = self.expired.map_or(self.armed_at, |(armed, _)| Some(armed));
         self.expired = armed.map(|armed| (armed, now));
         self.peer_saw_gap = false;
+        if self.selective {
+            self.congest();
+        }
         self.on_loss();
         let spends = self.retry_due.is_none_or(|due| now >= due);
         if spends {
@@ -778,6 +847,7 @@ impl Recovery {
     pub(crate) fn on_rewind(&mut self, acked: Psn, sent_high: Psn) {
         self.timed = None;
         self.drain = sent_high.distance(acked).max(0) as u64;
+        self.resent = self.resent.saturating_add(self.drain);
         self.time_resends = std::mem::take(&mut self.peer_saw_gap);
         self.resend_until = Some(sent_high);
         self.pace_until = None;
@@ -986,6 +1056,46 @@ mod tests {
         assert_eq!(r.window(4096), 200 + 550 / share);
         // A long stretch without loss gives the allowance back.
         round_trip(&mut r, 30000, 29951, 4000, 30001, 4300);
+        assert_eq!(r.window(4096), 600);
+    }
+
+    #[test]
+    fn in_selective_repeat_only_round_trips_that_lose_more_than_random_loss_hold_the_allowance() {
+        let qp = Duration::from_millis(67);
+        let mut r = Recovery::default();
+        probe(&mut r);
+        r.loss_interval = None;
+        r.set_selective(true);
+        round_trip(&mut r, 200, 101, 0, 201, 100);
+        // A late answer (200 µs): 400 packets of allowance on a product of 200.
+        round_trip(&mut r, 800, 751, 2000, 801, 2300);
+        // A loss: in selective repeat it costs the lost packet, not the allowance.
+        r.on_selective_gap();
+        assert_eq!(r.window(4096), 600);
+        let resend = |r: &mut Recovery, n: u32, acked: u32| {
+            for i in 0..n {
+                let (hole, high) = (Psn::new(acked + i), Psn::new(acked + 100));
+                r.on_hole_resent(hole, false, at(0), Psn::new(acked), high);
+            }
+        };
+        // 3 resent in a round trip that moved 50 (counted as 64): random loss.
+        resend(&mut r, 3, 801);
+        round_trip(&mut r, 900, 851, 3000, 901, 3300);
+        assert_eq!(r.window(4096), 600);
+        assert!(r.congested.is_none());
+        // 20 resent in a round trip that moved 50: more than a tenth, a queue that
+        // overflows. The allowance is held by the 200 packets since the loss, as
+        // go-back-N's would be.
+        resend(&mut r, 20, 901);
+        round_trip(&mut r, 1000, 951, 4000, 1001, 4300);
+        let share = ALLOWANCE_SHARE as u32;
+        assert_eq!(r.window(4096), 200 + 200 / share);
+        // An expiry of the timer is taken for congestion too: none delivered since, the
+        // mean falls to 150.
+        r.on_expiry(at(4400), qp);
+        assert_eq!(r.window(4096), 200 + 150 / share);
+        // A long stretch without such a round trip gives the allowance back.
+        round_trip(&mut r, 30000, 29951, 5000, 30001, 5300);
         assert_eq!(r.window(4096), 600);
     }
 

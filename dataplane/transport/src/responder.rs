@@ -18,7 +18,7 @@
 mod refusal;
 pub(crate) mod responses;
 
-use xroce_wire::{Position, Syndrome};
+use xroce_wire::{Position, Psn, Syndrome};
 
 use crate::attributes::{Access, QpState, QpType};
 use crate::completion::{Completion, CompletionQueue, WcFlags, WcOpcode, WcStatus};
@@ -157,6 +157,7 @@ impl QueuePair {
                     .push_back(AsyncEvent::CommEstablished(self.config.qpn));
             }
         }
+        let before = self.resp.psn;
         let answered = match self.config.qp_type {
             QpType::Ud => self.receive_datagram(pkt, cx),
             QpType::Rc | QpType::Uc => self.respond(pkt, cx),
@@ -165,7 +166,7 @@ impl QueuePair {
             self.refuse(pkt, refusal, cx);
         }
         if !self.resp.held.is_empty() {
-            self.drain_held(cx);
+            self.drain_held(before, cx);
         }
     }
 
@@ -203,16 +204,18 @@ impl QueuePair {
     }
 
     /// Selective repeat: the held packets whose turn has come go through the chain in PSN
-    /// order, exactly as if they had arrived in order. If the expected PSN moved, the
-    /// requester learns it at once: a NAK with what is still held, or an acknowledgement
-    /// of everything (a resent gap need not ask for one). A refusal (an RNR NAK, an error)
-    /// ends the drain with its own answer.
+    /// order, exactly as if they had arrived in order. If the expected PSN moved since it
+    /// was `before` (the packet that arrived filled a gap, whether or not held packets
+    /// follow it at once), the requester learns it at once: a NAK with what is still held
+    /// (the next gap: without it the requester knows of no packet held beyond that gap,
+    /// and only its timer would resend it), or an acknowledgement of everything (a resent
+    /// gap need not ask for one). A refusal (an RNR NAK, an error) ends the drain with its
+    /// own answer.
     // Cold, out of line: only selective repeat comes here, and the packet path stays as
     // the optimizer laid it out without it (fat LTO inlines across the crates).
     #[cold]
     #[inline(never)]
-    fn drain_held<M: MemoryTable + ?Sized>(&mut self, cx: &mut Cx<'_, M>) {
-        let before = self.resp.psn;
+    fn drain_held<M: MemoryTable + ?Sized>(&mut self, before: Psn, cx: &mut Cx<'_, M>) {
         while self.state != QpState::Err {
             let Some(held) = self.resp.held.take_due(self.resp.psn) else {
                 break;

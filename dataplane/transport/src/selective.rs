@@ -15,9 +15,10 @@
 //! responses. The NAK is sent for the first three packets held beyond a gap, for every
 //! packet that fills a hole below the highest held (a resend), for every eighth packet
 //! beyond the highest reported (a NAK per packet would answer a window packet for packet),
-//! and after a resend filled the gap while others remain, always as the store is when it
-//! leaves (one waiting is not queued twice); a resend that leaves nothing held is
-//! acknowledged at once.
+//! and after a packet filled the gap while others remain held (the next gap: without it the
+//! requester would know of nothing held beyond that gap, and only its timer would resend
+//! it), always as the store is when it leaves (one waiting is not queued twice); a resend
+//! that leaves nothing held is acknowledged at once.
 //!
 //! **How the two ends agree.** Selective repeat is a per-QP switch, off by default
 //! ([`Endpoint::set_selective_repeat`](crate::Endpoint::set_selective_repeat)). The engine
@@ -56,7 +57,10 @@
 //! has arrived while it has not (RACK's rule: that resend was lost). Before the path is
 //! measured a hole is resent again after the device's retransmission floor, doubled at each
 //! resend of it up to the QP's timeout, so that an answer can come between two resends and
-//! be timed (Karn). Round trips are measured on the oldest hole's first resend (the
+//! be timed (Karn). These times are kept by a timer of the QP's, not only looked at when the
+//! next selective acknowledgement comes: the responder reports held packets sparingly and
+//! the window may hold everything else back, so none may come (a QP then waited for its
+//! own timeout after an incast's onset). Round trips are measured on the oldest hole's first resend (the
 //! responder answers it as soon as it arrives) and on a new packet that a selective
 //! acknowledgement shows held (it arrived, and the NAK answered it). On the retransmission
 //! timer the requester resends only the oldest unacknowledged packet when the scoreboard
@@ -66,8 +70,9 @@
 //! forgets the scoreboard. A selective acknowledgement spends no retry (the peer answers);
 //! the retry count still counts the QP's timeouts. Completions follow the cumulative
 //! acknowledgement, so they stay in posting order. With the switch on, the window of
-//! packets in flight is not narrowed for loss ([`recovery`](crate::recovery): a loss costs
-//! only the lost packets).
+//! packets in flight is not narrowed for a random loss ([`recovery`](crate::recovery): a
+//! loss costs only the lost packets), only after a round trip that resent more than random
+//! loss does (a queue that overflows).
 //!
 //! **What it does not do.** READ responses are not repeated selectively: a lost READ
 //! response makes the requester ask again from the missing one, as the standard does.
@@ -321,6 +326,12 @@ pub(crate) struct Scoreboard {
     /// The latest resend of a hole that has since arrived (held or acknowledged): a hole
     /// resent before it whose resend has not arrived was lost again (RACK's rule).
     arrived: Option<Instant>,
+    /// The earliest time a hole with enough packets held beyond it, not yet due when the
+    /// holes were last looked at, becomes due (its reordering allowance or its round trip
+    /// since the last resend will have passed): the holes are looked at again then, and not
+    /// only when the next selective acknowledgement comes (none may come: the responder
+    /// reports held packets sparingly, and the window may hold everything else back).
+    next_due: Option<Instant>,
 }
 
 /// The most ranges the scoreboard keeps (beyond them, what the responder holds is resent
@@ -346,6 +357,7 @@ impl Scoreboard {
         self.holes.clear();
         self.queue.clear();
         self.arrived = None;
+        self.next_due = None;
     }
 
     /// Forgets what lies before `unacked` (acknowledged).
@@ -497,6 +509,13 @@ impl Scoreboard {
             && beyond >= HOLE_THRESHOLD
             && now.saturating_duration_since(hole.seen) >= reorder
             && hole.resent.is_none_or(again);
+        if !due && !hole.queued && beyond >= HOLE_THRESHOLD {
+            let mut at = hole.seen + reorder;
+            if let Some(resent) = hole.resent {
+                at = at.max(resent + interval);
+            }
+            self.next_due = Some(self.next_due.map_or(at, |t| t.min(at)));
+        }
         if due {
             hole.queued = true;
             let q = self
@@ -507,6 +526,17 @@ impl Scoreboard {
             self.queue.insert(q, psn);
         }
         due
+    }
+
+    /// When the holes must be looked at again (see the field).
+    #[inline]
+    pub(crate) fn next_due(&self) -> Option<Instant> {
+        self.next_due
+    }
+
+    /// The holes are being looked at: when they must be again is found anew.
+    pub(crate) fn clear_due(&mut self) {
+        self.next_due = None;
     }
 
     /// Queues the oldest hole, `psn`, for a resend now, whatever the rules (the

@@ -238,7 +238,7 @@ impl SendQueue {
         };
         first(
             first(self.retransmit, self.rnr_until),
-            self.recovery.pace_deadline(),
+            first(self.recovery.pace_deadline(), self.scoreboard.next_due()),
         )
     }
 
@@ -468,6 +468,15 @@ impl SendQueue {
         let unacked = self.unacked_psn;
         self.scoreboard.prune(unacked);
         self.scoreboard.merge(sack, unacked);
+        self.scan_holes(now, timing)
+    }
+
+    /// Looks at every packet between the oldest unacknowledged PSN and the highest held:
+    /// one that is not held is a hole, queued for a resend at `now` by the scoreboard's
+    /// rules. Returns how many were queued.
+    pub(crate) fn scan_holes(&mut self, now: Instant, timing: HoleTiming) -> u32 {
+        let unacked = self.unacked_psn;
+        self.scoreboard.clear_due();
         let Some(highest) = self.scoreboard.highest() else {
             return 0;
         };

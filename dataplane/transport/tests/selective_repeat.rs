@@ -244,3 +244,57 @@ fn held_packets_go_with_the_error_state_and_reset_turns_the_switch_off() {
         Psn::new(PSN_A)
     );
 }
+
+#[test]
+fn a_resend_that_fills_a_hole_shows_the_next_and_a_hole_is_resent_when_due_without_another_answer()
+{
+    let (mut a, mut b) = pair();
+    post_writes(&mut a, 8);
+    let sent = take(&mut a);
+    // The first two are lost; six are held beyond them, and both holes are resent.
+    give_all(&mut b, &sent[2..]);
+    give_all(&mut a, &take(&mut b));
+    let resent = take(&mut a);
+    assert_eq!(
+        resent.iter().map(|f| psn(f)).collect::<Vec<_>>(),
+        [PSN_A, PSN_A + 1]
+    );
+    // The first resend arrives, the second is lost again. The responder says at once
+    // what it still holds beyond the next gap: an acknowledgement alone would tell the
+    // requester nothing of the six held, and only its timer would resend the hole.
+    let naks_before = b.endpoint.counters().sr_naks_sent;
+    give_all(&mut b, &resent[..1]);
+    let answers = take(&mut b);
+    assert_eq!(b.endpoint.counters().sr_naks_sent, naks_before + 1);
+    give_all(&mut a, &answers);
+    assert_eq!(
+        completions(&mut a)
+            .iter()
+            .map(|c| c.wr_id)
+            .collect::<Vec<_>>(),
+        [0]
+    );
+    // The second hole was resent a moment ago: it is due again after its interval, and
+    // the requester looks at it then, with no further answer and before its
+    // retransmission timer.
+    assert!(take(&mut a).is_empty());
+    let due = a.endpoint.poll_timeout().unwrap();
+    a.endpoint.handle_timeout(due, &mut a.mem);
+    let again = take_at(&mut a, due);
+    assert_eq!(
+        again.iter().map(|f| psn(f)).collect::<Vec<_>>(),
+        [PSN_A + 1]
+    );
+    let c = a.endpoint.counters();
+    assert_eq!(
+        (c.adaptive_timeouts, c.retransmit_timeouts),
+        (0, 0),
+        "the timer did not expire"
+    );
+    assert_eq!(c.sr_packets_resent, 3);
+    give_all(&mut b, &again);
+    give_all(&mut a, &take(&mut b));
+    assert_eq!(completions(&mut a).len(), 7);
+    assert!(landed(&a, &b, 8));
+    assert_eq!(b.endpoint.qp(QB).unwrap().diagnostics().held, 0);
+}
