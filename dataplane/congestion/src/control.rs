@@ -144,7 +144,8 @@ pub struct CongestionConfig {
     /// daemons in selective repeat a random loss costs the packet lost, not a window, and
     /// halving the rate for each (once per round trip) is what collapses a path that loses
     /// a percent at random; a queue that overflows loses far more than a few percent of
-    /// what its senders send.
+    /// what its senders send. A loss within a millisecond (or four round trips) of a CNP
+    /// the queue pair handled is never tolerated: that path marks congestion.
     pub loss_tolerance_per_mille: u32,
     /// Send xroce's hello and watch for the peer's even when neither ECN nor a rate
     /// controller asks for it: what else the endpoint agrees with an xroce peer (selective
@@ -310,6 +311,8 @@ struct QpControl {
     /// loss tolerance's), and the last round trip measured, whoever has the rate.
     round: (Option<Instant>, u64, u64),
     last_rtt: Duration,
+    /// When the latest CNP for the queue pair was handled.
+    last_cnp: Option<Instant>,
     /// A loss was seen (under [`Algorithm::Auto`], the delay controller has the rate from
     /// then on, until a CNP).
     lossy: bool,
@@ -342,6 +345,7 @@ impl QpControl {
             rnr: false,
             round: (None, 0, 0),
             last_rtt: Duration::ZERO,
+            last_cnp: None,
             lossy: false,
             counters: CongestionCounters::default(),
         }
@@ -364,6 +368,10 @@ impl QpControl {
 
 /// The loss tolerance counts a round as at least this many packets.
 const TOLERANCE_PACKETS: u64 = 64;
+
+/// A queue pair that handled a CNP within this long (or four round trips, when that is
+/// longer) is on a path that marks congestion: no loss is tolerated on it.
+const CNP_MEMORY: Duration = Duration::from_millis(1);
 
 /// Packets of a queue pair that carry xroce's hello (a computed UDP checksum): the first
 /// it sends to its peer.
@@ -449,6 +457,7 @@ impl Congestion {
                 Some(qc) if qc.enabled && reacts => {
                     self.counters.rp_cnp_handled += 1;
                     qc.counters.rp_cnp_handled += 1;
+                    qc.last_cnp = Some(now);
                     // Under Auto, DCQCN takes over from the delay controller's rate.
                     let held_at = match algorithm {
                         Algorithm::Auto => qc.delay.rate(now),
@@ -622,7 +631,13 @@ impl Congestion {
                 // Over at least TOLERANCE_PACKETS: a queue pair already slowed sends few
                 // packets a round, and one loss among them is no larger a share of what
                 // the path loses at random.
+                // A loss on a path that marks congestion (a CNP within the last few
+                // round trips) is congestion, whatever its share.
+                let marking = qc.last_cnp.is_some_and(|at| {
+                    now.saturating_duration_since(at) < (4 * qc.last_rtt).max(CNP_MEMORY)
+                });
                 let tolerated = qc.peer_xroce
+                    && !marking
                     && config.loss_tolerance_per_mille > 0
                     && qc.round.2 * 1000
                         <= u64::from(config.loss_tolerance_per_mille)
