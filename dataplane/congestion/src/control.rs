@@ -144,8 +144,10 @@ pub struct CongestionConfig {
     /// daemons in selective repeat a random loss costs the packet lost, not a window, and
     /// halving the rate for each (once per round trip) is what collapses a path that loses
     /// a percent at random; a queue that overflows loses far more than a few percent of
-    /// what its senders send. A loss within a millisecond (or four round trips) of a CNP
-    /// the queue pair handled is never tolerated: that path marks congestion.
+    /// what its senders send. Never tolerated: a loss within a millisecond (or four round
+    /// trips) of a CNP the queue pair handled (that path marks congestion), and three
+    /// packets or more lost in a row (a queue that overflows drops runs of what its senders
+    /// send; random loss rarely does).
     pub loss_tolerance_per_mille: u32,
     /// Send xroce's hello and watch for the peer's even when neither ECN nor a rate
     /// controller asks for it: what else the endpoint agrees with an xroce peer (selective
@@ -313,6 +315,12 @@ struct QpControl {
     last_rtt: Duration,
     /// When the latest CNP for the queue pair was handled.
     last_cnp: Option<Instant>,
+    /// The last packet sent again, and how many sent again in a row before it, each the
+    /// PSN after the one before (lost in a row).
+    last_resent: Option<Psn>,
+    resend_run: u32,
+    /// The loss that started the current resends was tolerated.
+    batch_tolerated: bool,
     /// A loss was seen (under [`Algorithm::Auto`], the delay controller has the rate from
     /// then on, until a CNP).
     lossy: bool,
@@ -346,6 +354,9 @@ impl QpControl {
             round: (None, 0, 0),
             last_rtt: Duration::ZERO,
             last_cnp: None,
+            last_resent: None,
+            resend_run: 0,
+            batch_tolerated: false,
             lossy: false,
             counters: CongestionCounters::default(),
         }
@@ -368,6 +379,12 @@ impl QpControl {
 
 /// The loss tolerance counts a round as at least this many packets.
 const TOLERANCE_PACKETS: u64 = 64;
+
+/// Packets lost in a row (resent one after the other, each the PSN after the one before)
+/// that make a loss congestion whatever its share: a queue that overflows drops a run of
+/// what its senders send (every packet that arrives while it is full), random loss rarely
+/// (at 5 % random loss, one loss in 400 starts such a run).
+const BURST_LOSSES: u32 = 3;
 
 /// A queue pair that handled a CNP within this long (or four round trips, when that is
 /// longer) is on a path that marks congestion: no loss is tolerated on it.
@@ -622,9 +639,19 @@ impl Congestion {
             if new {
                 qc.highest_psn = Some(p.psn);
                 qc.frame_bytes = frame.len() as u64;
-            } else {
+            }
+            let mut burst = false;
+            if !new {
                 // Sent before: one packet more the path lost (or was thought to).
                 qc.round.2 += 1;
+                let follows = qc.last_resent.is_some_and(|l| l.next() == p.psn);
+                qc.resend_run = if !went_back && follows {
+                    qc.resend_run.saturating_add(1)
+                } else {
+                    1
+                };
+                qc.last_resent = Some(p.psn);
+                burst = qc.resend_run == BURST_LOSSES;
             }
             if went_back {
                 qc.probe = None;
@@ -644,36 +671,20 @@ impl Congestion {
                             * qc.round.1.max(TOLERANCE_PACKETS);
                 if qc.rnr {
                     qc.rnr = false;
+                    qc.batch_tolerated = false;
                 } else if tolerated {
                     self.counters.cc_losses_tolerated += 1;
                     qc.counters.cc_losses_tolerated += 1;
+                    qc.batch_tolerated = true;
                 } else {
-                    self.counters.cc_loss_events += 1;
-                    qc.counters.cc_loss_events += 1;
-                    qc.lossy = true;
-                    match qc.controller(config.algorithm) {
-                        Controller::Dcqcn => {
-                            let (params, line) = (config.dcqcn, config.line_rate);
-                            let rp = qc
-                                .rp
-                                .get_or_insert_with(|| ReactionPoint::new(params, line));
-                            // Under Auto a loss halves the rate whoever has it; DCQCN
-                            // alone takes it as a CNP.
-                            if config.algorithm == Algorithm::Auto {
-                                rp.handle_loss(now);
-                            } else {
-                                rp.handle_cnp(now);
-                            }
-                        }
-                        Controller::Delay | Controller::Loss => {
-                            if qc.delay.on_loss(now) {
-                                self.counters.cc_delay_cuts += 1;
-                                qc.counters.cc_delay_cuts += 1;
-                            }
-                        }
-                        Controller::None => {}
-                    }
+                    qc.batch_tolerated = false;
+                    loss_event(qc, &mut self.counters, config, now);
                 }
+            } else if burst && qc.batch_tolerated {
+                // The resends of this going back are of consecutive packets: a queue that
+                // overflowed drops a run of what its senders send, random loss rarely does.
+                qc.batch_tolerated = false;
+                loss_event(qc, &mut self.counters, config, now);
             } else if p.ack_request && qc.probe.is_none() {
                 // Retransmissions too: go-back-N discards what followed a loss, so their
                 // acknowledgements are theirs (and without them a lossy flow has no
@@ -780,5 +791,39 @@ impl Congestion {
     /// Whether no queue pair has state.
     pub fn is_empty(&self) -> bool {
         self.qps.is_empty()
+    }
+}
+
+/// A loss taken for congestion: the controller that has the queue pair's rate cuts it.
+fn loss_event(
+    qc: &mut QpControl,
+    counters: &mut CongestionCounters,
+    config: &CongestionConfig,
+    now: Instant,
+) {
+    counters.cc_loss_events += 1;
+    qc.counters.cc_loss_events += 1;
+    qc.lossy = true;
+    match qc.controller(config.algorithm) {
+        Controller::Dcqcn => {
+            let (params, line) = (config.dcqcn, config.line_rate);
+            let rp = qc
+                .rp
+                .get_or_insert_with(|| ReactionPoint::new(params, line));
+            // Under Auto a loss halves the rate whoever has it; DCQCN alone takes it as a
+            // CNP.
+            if config.algorithm == Algorithm::Auto {
+                rp.handle_loss(now);
+            } else {
+                rp.handle_cnp(now);
+            }
+        }
+        Controller::Delay | Controller::Loss => {
+            if qc.delay.on_loss(now) {
+                counters.cc_delay_cuts += 1;
+                qc.counters.cc_delay_cuts += 1;
+            }
+        }
+        Controller::None => {}
     }
 }

@@ -523,14 +523,16 @@ fn lossy_selective_transfer(
     tolerance: u32,
     lose_every: usize,
 ) -> xroce_congestion::CongestionCounters {
-    lossy_marked_selective_transfer(tolerance, lose_every, 0)
+    lossy_marked_selective_transfer(tolerance, lose_every, 1, 0)
 }
 
-/// [`lossy_selective_transfer`], every `mark_every`-th frame that arrives marked CE (none
-/// with 0), and the receiver's CNPs handed to the sender.
+/// [`lossy_selective_transfer`], losing `burst` frames in a row each time, every
+/// `mark_every`-th frame that arrives marked CE (none with 0), and the receiver's CNPs
+/// handed to the sender.
 fn lossy_marked_selective_transfer(
     tolerance: u32,
     lose_every: usize,
+    burst: usize,
     mark_every: usize,
 ) -> xroce_congestion::CongestionCounters {
     let (mut a, mut b) = hosts();
@@ -553,7 +555,7 @@ fn lossy_marked_selective_transfer(
             let mut frames = send(&mut a, Some(&mut ca), now);
             frames.retain(|_| {
                 n += 1;
-                !n.is_multiple_of(lose_every)
+                n % lose_every >= burst
             });
             if mark_every > 0 {
                 for (i, f) in frames.iter_mut().enumerate() {
@@ -608,7 +610,7 @@ fn a_loss_soon_after_a_cnp_is_taken_for_congestion() {
     // The same random losses, one frame in 100, while the path marks one frame in 50: a
     // loss within a millisecond of a CNP is congestion, whatever its share (unmarked, not
     // one of them is: see above).
-    let marked = lossy_marked_selective_transfer(100, 100, 50);
+    let marked = lossy_marked_selective_transfer(100, 100, 1, 50);
     eprintln!("{marked:?}");
     assert!(marked.rp_cnp_handled > 0, "{marked:?}");
     assert!(marked.cc_loss_events > 0, "{marked:?}");
@@ -617,4 +619,17 @@ fn a_loss_soon_after_a_cnp_is_taken_for_congestion() {
         marked.cc_losses_tolerated < unmarked.cc_losses_tolerated,
         "{marked:?} {unmarked:?}"
     );
+}
+
+#[test]
+fn losses_in_a_row_are_taken_for_congestion_whatever_their_share() {
+    // Three frames in a row lost every 300: a share of 1 %, within the tolerance, but a
+    // queue that overflows drops runs of what its senders send, and random loss rarely.
+    let runs = lossy_marked_selective_transfer(100, 300, 3, 0);
+    eprintln!("{runs:?}");
+    assert!(runs.cc_loss_events > 0, "{runs:?}");
+    assert!(runs.cc_delay_cuts > 0, "{runs:?}");
+    // The same share lost one frame at a time is tolerated.
+    let single = lossy_marked_selective_transfer(100, 100, 1, 0);
+    assert_eq!(single.cc_loss_events, 0, "{single:?}");
 }

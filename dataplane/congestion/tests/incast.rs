@@ -596,10 +596,11 @@ fn with_selective_repeat_and_dcqcn_the_port_is_shared_and_no_qp_waits_for_its_ti
     // Selective repeat between the senders and the receiver, the daemon's configuration:
     // random losses up to a tenth of a round trip's packets do not slow a sender. The
     // window still answers congestion (a round trip that resent more than that holds its
-    // allowance, as go-back-N's), a loss where CNPs come is congestion whatever its share,
-    // and the holes are resent when due, not only when an acknowledgement comes. Before,
-    // the queue overflowed after the onset (585 drops with ECN marks, 2759 without) and
-    // QPs waited for their own timeout after it (3).
+    // allowance, as go-back-N's), a loss where CNPs come or of packets in a row is
+    // congestion whatever its share, and the holes are resent when due, not only when an
+    // acknowledgement comes. Before, the queue overflowed after the onset (585 drops with
+    // ECN marks, 2759 without; 806 without before losses in a row counted) and QPs waited
+    // for their own timeout after it (3).
     let w = (Duration::from_millis(10), Duration::from_millis(60));
     let config = CongestionConfig {
         dcqcn: DcqcnParams::paper_timers(),
@@ -615,7 +616,7 @@ fn with_selective_repeat_and_dcqcn_the_port_is_shared_and_no_qp_waits_for_its_ti
     let tail = incast_with(4, &config, None, w.0, w.1, true);
     eprintln!("auto 4->1 without ECN, selective repeat: {tail:?}");
     assert_eq!(tail.expiries.1, 0, "a QP waited for its timeout: {tail:?}");
-    assert!(tail.drops < 1500, "{tail:?}");
+    assert!(tail.drops < 400, "{tail:?}");
     assert!(tail.utilisation > 0.9, "{tail:?}");
     assert!(tail.jain > 0.8, "{tail:?}");
 }
