@@ -122,6 +122,8 @@ pub struct EndpointDiagnostics {
     pub completions: usize,
     /// Events waiting for [`Endpoint::poll_event`].
     pub events: usize,
+    /// Selective repeat: payload bytes every queue pair holds ahead of a gap, together.
+    pub held_bytes: u64,
 }
 
 /// Every queue pair and shared receive queue of one poller.
@@ -139,6 +141,8 @@ pub struct Endpoint {
     /// Unacknowledged RC request packets of all QPs (the sum of their `inflight`; a sum of
     /// `u32`s that need not fit one when there is no limit).
     inflight: u64,
+    /// Selective repeat: the payload bytes every QP's store holds ahead of a gap.
+    held_budget: crate::selective::HeldBudget,
     /// QPs the budget held back, until acknowledgements give some of it back.
     held: VecDeque<u32>,
     /// Paced QPs by the instant they may send again (an entry is live while its QP's
@@ -177,6 +181,7 @@ impl Endpoint {
             counters: Counters::default(),
             ip_id: 0,
             inflight: 0,
+            held_budget: Default::default(),
             held: VecDeque::new(),
             paced: BinaryHeap::new(),
         }
@@ -257,10 +262,12 @@ impl Endpoint {
                 return Err(EndpointError::BadSrq(id));
             }
         }
+        let mut qp = QueuePair::new(config);
+        qp.resp.held.share(self.held_budget.clone());
         self.qps.insert(
             qpn.value(),
             QpSlot {
-                qp: QueuePair::new(config),
+                qp,
                 counters: Counters::default(),
                 timer: None,
                 inflight: 0,
@@ -642,6 +649,7 @@ impl Endpoint {
             timers: self.timers.len(),
             completions: self.completions.len(),
             events: self.events.len(),
+            held_bytes: self.held_budget.held(),
         }
     }
 }

@@ -190,8 +190,12 @@ impl QueuePair {
                 // The QP keeps its place on the endpoint's active list (if it has one): a
                 // second entry there would be a second turn per round.
                 let (config, scheduled) = (self.config, self.scheduled);
+                let budget = self.resp.held.budget();
                 *self = QueuePair::new(config);
                 self.scheduled = scheduled;
+                if let Some(budget) = budget {
+                    self.resp.held.share(budget);
+                }
             }
             QpState::Err => self.flush_all(),
             QpState::Sqe => self.flush_send_queue(),

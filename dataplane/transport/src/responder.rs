@@ -68,7 +68,7 @@ pub(crate) struct CurrentWrite {
 }
 
 /// The responder's state.
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 pub(crate) struct ResponderState {
     /// The next PSN expected.
     pub(crate) psn: xroce_wire::Psn,
@@ -191,6 +191,7 @@ impl QueuePair {
             mtu,
             limits.max_held_packets,
             limits.max_held_bytes,
+            limits.max_endpoint_held_bytes,
         ) {
             Hold::Held { report } => {
                 cx.count(Counter::sr_packets_held);

@@ -36,7 +36,10 @@
 //!
 //! **The responder** (`ReorderStore`) copies a packet ahead of the expected PSN into a
 //! store bounded in packets and bytes ([`Limits::max_held_packets`],
-//! [`Limits::max_held_bytes`]): one that does not fit is dropped
+//! [`Limits::max_held_bytes`]), and in bytes with every other store of its endpoint
+//! ([`Limits::max_endpoint_held_bytes`], 64 MiB: a thousand QPs on a lossy path would
+//! hold gigabytes otherwise; `held_bytes` in the endpoint's diagnostics): one that does
+//! not fit is dropped
 //! (`sr_held_dropped_full`) and is resent as a gap, as go-back-N would; a second copy of a
 //! held packet is dropped (`sr_duplicates_dropped`). When the packet at the expected PSN
 //! has been executed, the held packets that follow it go through the responder's chain in
@@ -76,15 +79,17 @@
 //!
 //! **What it does not do.** READ responses are not repeated selectively: a lost READ
 //! response makes the requester ask again from the missing one, as the standard does.
-//! UC and UD are untouched. The store is per QP; the endpoint does not bound the sum over
-//! its QPs. A selective acknowledgement that fails to parse is dropped
+//! UC and UD are untouched. A selective acknowledgement that fails to parse is dropped
 //! (`sr_sack_malformed`); its frame must still carry a good ICRC (a bad one is counted in
 //! `rcvd_malformed`, as every acknowledgement with bytes after its AETH was before).
 //!
 //! [`Limits::max_held_packets`]: crate::Limits::max_held_packets
 //! [`Limits::max_held_bytes`]: crate::Limits::max_held_bytes
+//! [`Limits::max_endpoint_held_bytes`]: crate::Limits::max_endpoint_held_bytes
 
 use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use xroce_wire::{Gid, Psn, SackRepr};
 
@@ -137,12 +142,27 @@ pub(crate) enum Hold {
     Full,
 }
 
-/// The responder's store of request packets that arrived ahead of the expected PSN, in
-/// PSN order, bounded in packets and bytes.
+/// The payload bytes the stores of one endpoint's queue pairs hold together (see
+/// [`Limits::max_endpoint_held_bytes`](crate::Limits::max_endpoint_held_bytes)).
 #[derive(Clone, Debug, Default)]
+pub(crate) struct HeldBudget(Arc<AtomicU64>);
+
+impl HeldBudget {
+    /// Bytes held now.
+    pub(crate) fn held(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// The responder's store of request packets that arrived ahead of the expected PSN, in
+/// PSN order, bounded in packets and bytes, and with every other store of its endpoint in
+/// bytes.
+#[derive(Debug, Default)]
 pub(crate) struct ReorderStore {
     held: VecDeque<Held>,
     bytes: usize,
+    /// Shared with the endpoint's other stores (`None`: a store of its own, bounded alone).
+    budget: Option<HeldBudget>,
     /// Packets held beyond the highest one reported in a selective acknowledgement since
     /// the last one was sent.
     unreported: u32,
@@ -175,12 +195,32 @@ impl ReorderStore {
     pub(crate) fn clear(&mut self) {
         self.held.clear();
         self.spare = Vec::new();
+        self.release(self.bytes);
         self.bytes = 0;
         self.unreported = 0;
     }
 
+    /// Shares `budget` with the endpoint's other stores (nothing is held yet).
+    pub(crate) fn share(&mut self, budget: HeldBudget) {
+        debug_assert_eq!(self.bytes, 0);
+        self.budget = Some(budget);
+    }
+
+    /// The endpoint's budget this store shares, if any.
+    pub(crate) fn budget(&self) -> Option<HeldBudget> {
+        self.budget.clone()
+    }
+
+    /// `bytes` held no longer.
+    fn release(&self, bytes: usize) {
+        if let Some(b) = &self.budget {
+            b.0.fetch_sub(bytes as u64, Ordering::Relaxed);
+        }
+    }
+
     /// Keeps `pkt`, which is ahead of `expected`, unless a copy is held or it does not fit
-    /// in `max_packets` and `max_bytes` (its payload counts). `mtu` gives the PSNs a READ
+    /// in `max_packets` and `max_bytes`, or in what the endpoint's stores hold together,
+    /// `max_endpoint_bytes` (its payload counts). `mtu` gives the PSNs a READ
     /// request stands for. A packet held is to be reported at once if it fills a hole
     /// below the highest held (a resend: the requester learns what is still missing), is
     /// one of the first [`HOLE_THRESHOLD`] (the requester resends a hole once that many
@@ -192,6 +232,7 @@ impl ReorderStore {
         mtu: u32,
         max_packets: u32,
         max_bytes: u32,
+        max_endpoint_bytes: u64,
     ) -> Hold {
         let psn = pkt.h.psn;
         let ahead = psn.distance(expected);
@@ -210,6 +251,10 @@ impl ReorderStore {
         let len = pkt.payload.len();
         if self.held.len() >= max_packets as usize
             || self.bytes.saturating_add(len) > max_bytes as usize
+            || self
+                .budget
+                .as_ref()
+                .is_some_and(|b| b.held().saturating_add(len as u64) > max_endpoint_bytes)
         {
             return Hold::Full;
         }
@@ -240,6 +285,9 @@ impl ReorderStore {
             },
         );
         self.bytes += len;
+        if let Some(b) = &self.budget {
+            b.0.fetch_add(len as u64, Ordering::Relaxed);
+        }
         let inner = at + 1 < self.held.len();
         if !inner {
             self.unreported += 1;
@@ -260,7 +308,9 @@ impl ReorderStore {
             return None;
         }
         let held = self.held.pop_front()?;
-        self.bytes -= held.bytes.len() - held.ip_len;
+        let len = held.bytes.len() - held.ip_len;
+        self.bytes -= len;
+        self.release(len);
         Some(held)
     }
 
@@ -299,6 +349,12 @@ impl ReorderStore {
 /// How many packets beyond a hole must be held before it is taken for lost (fewer may be
 /// packets overtaken on the path).
 pub(crate) const HOLE_THRESHOLD: u32 = 3;
+
+impl Drop for ReorderStore {
+    fn drop(&mut self) {
+        self.release(self.bytes);
+    }
+}
 
 /// A hole the requester knows of.
 #[derive(Clone, Copy, Debug)]
@@ -640,7 +696,7 @@ mod tests {
                 ipv6: false,
             },
         };
-        store.hold(&pkt, Psn::new(expected), 1024, max, 1 << 20)
+        store.hold(&pkt, Psn::new(expected), 1024, max, 1 << 20, u64::MAX)
     }
 
     #[test]
@@ -728,12 +784,26 @@ mod tests {
             },
         };
         assert_eq!(
-            s.hold(&pkt(h, &payload), Psn::new(0xff_fffd), 1024, 8, 1000),
+            s.hold(
+                &pkt(h, &payload),
+                Psn::new(0xff_fffd),
+                1024,
+                8,
+                1000,
+                u64::MAX
+            ),
             Hold::Held { report: true }
         );
         let (h2, _) = packet(1, &[]);
         assert_eq!(
-            s.hold(&pkt(h2, &payload), Psn::new(0xff_fffd), 1024, 8, 1000),
+            s.hold(
+                &pkt(h2, &payload),
+                Psn::new(0xff_fffd),
+                1024,
+                8,
+                1000,
+                u64::MAX
+            ),
             Hold::Full
         );
         assert_eq!(
@@ -742,7 +812,8 @@ mod tests {
                 Psn::new(0xff_fffd),
                 1024,
                 8,
-                1000
+                1000,
+                u64::MAX
             ),
             Hold::Held { report: true }
         );

@@ -298,3 +298,75 @@ fn a_resend_that_fills_a_hole_shows_the_next_and_a_hole_is_resent_when_due_witho
     assert!(landed(&a, &b, 8));
     assert_eq!(b.endpoint.qp(QB).unwrap().diagnostics().held, 0);
 }
+
+#[test]
+fn what_the_queue_pairs_of_an_endpoint_hold_together_is_bounded() {
+    // Room for two 100-byte packets in the whole endpoint, whatever each QP may hold.
+    let limits = xroce_transport::Limits {
+        max_endpoint_held_bytes: 250,
+        ..xroce_transport::Limits::default()
+    };
+    let mut a = Host::with_limits(1, limits);
+    let mut b = Host::with_limits(2, limits);
+    a.add_region(KEY, BASE, 1 << 20, Access::ALL);
+    b.add_region(KEY, BASE, 1 << 20, Access::ALL);
+    const QA2: Qpn = Qpn::new(0x33);
+    const QB2: Qpn = Qpn::new(0x44);
+    let c = Connection::default();
+    connect(&mut a, QA, &mut b, QB, QpType::Rc, &c, NOW);
+    connect(&mut a, QA2, &mut b, QB2, QpType::Rc, &c, NOW);
+    for (qa, qb) in [(QA, QB), (QA2, QB2)] {
+        a.endpoint.set_selective_repeat(qa, true).unwrap();
+        b.endpoint.set_selective_repeat(qb, true).unwrap();
+    }
+    let post = |a: &mut Host, qp: Qpn, n: u64| {
+        for i in 0..n {
+            let w = SendWqe {
+                wr_id: i,
+                op: SendOp::Write {
+                    remote_addr: BASE + 0x8_0000 + 128 * i,
+                    rkey: RKEY,
+                },
+                flags: SendFlags::SIGNALED,
+                data: Gather::Sges(SgeList::single(BASE + 128 * i, 100, KEY)),
+                ud: None,
+            };
+            a.endpoint.post_send(NOW, qp, w).unwrap();
+        }
+    };
+    post(&mut a, QA, 4);
+    let first = take(&mut a);
+    assert_eq!(first.len(), 4);
+    // Three ahead of the first QP's gap: two fit, the third does not.
+    give_all(&mut b, &first[1..]);
+    assert_eq!(b.endpoint.diagnostics().held_bytes, 200);
+    assert_eq!(b.endpoint.counters().sr_held_dropped_full, 1);
+    // The second QP holds nothing, and still finds no room.
+    post(&mut a, QA2, 2);
+    let second = take(&mut a);
+    give_all(&mut b, &second[1..]);
+    assert_eq!(b.endpoint.qp(QB2).unwrap().diagnostics().held, 0);
+    assert_eq!(b.endpoint.counters().sr_held_dropped_full, 2);
+    // The first QP's gap is filled: what it held has had its turn, and the room is back.
+    give_all(&mut b, &first[..1]);
+    assert_eq!(b.endpoint.qp(QB).unwrap().diagnostics().held, 0);
+    assert_eq!(b.endpoint.diagnostics().held_bytes, 0);
+    give_all(&mut b, &second[1..]);
+    assert_eq!(b.endpoint.diagnostics().held_bytes, 100);
+    // A reset QP gives its room back, and the new one shares the endpoint's.
+    let reset = QpAttr {
+        qp_state: QpState::Reset,
+        ..QpAttr::default()
+    };
+    b.endpoint
+        .modify_qp(NOW, QB2, &reset, AttrMask::STATE)
+        .unwrap();
+    assert_eq!(b.endpoint.diagnostics().held_bytes, 0);
+    // A destroyed one too.
+    post(&mut a, QA, 3);
+    let third = take(&mut a);
+    give_all(&mut b, &third[1..]);
+    assert_eq!(b.endpoint.diagnostics().held_bytes, 200);
+    b.endpoint.destroy_qp(QB).unwrap();
+    assert_eq!(b.endpoint.diagnostics().held_bytes, 0);
+}

@@ -30,6 +30,10 @@ pub struct Limits {
     pub max_held_packets: u32,
     /// Selective repeat: the most payload bytes a responder holds ahead of a gap.
     pub max_held_bytes: u32,
+    /// Selective repeat: the most payload bytes all the queue pairs of one endpoint hold
+    /// ahead of their gaps together (a thousand QPs on a lossy path, each within its own
+    /// bound, would hold gigabytes otherwise).
+    pub max_endpoint_held_bytes: u64,
 }
 
 impl Default for Limits {
@@ -42,6 +46,7 @@ impl Default for Limits {
             min_retransmit_timeout: Duration::from_millis(1),
             max_held_packets: 512,
             max_held_bytes: 2 << 20,
+            max_endpoint_held_bytes: 64 << 20,
         }
     }
 }
