@@ -462,14 +462,21 @@ impl<'a> Frame<'a> {
     #[inline]
     pub fn parse(bytes: &'a [u8]) -> Result<Frame<'a>, ParseError> {
         let frame = Frame::parse_unverified(bytes)?;
-        let computed = frame.computed_icrc();
-        if computed != frame.icrc {
+        frame.check_icrc()?;
+        Ok(frame)
+    }
+
+    /// [`ParseError::IcrcMismatch`] unless the carried ICRC is the computed one.
+    #[inline(always)]
+    fn check_icrc(&self) -> Result<(), ParseError> {
+        let computed = self.computed_icrc();
+        if computed != self.icrc {
             return Err(ParseError::IcrcMismatch {
-                found: frame.icrc,
+                found: self.icrc,
                 computed,
             });
         }
-        Ok(frame)
+        Ok(())
     }
 
     /// Parses a whole Ethernet frame without checking the ICRC (for tools that show a
@@ -541,13 +548,7 @@ impl<'a> Frame<'a> {
             ip_header_len: layout.ip_header_len(),
             len: layout.end,
         };
-        let computed = frame.computed_icrc();
-        if computed != frame.icrc {
-            return Err(ParseError::IcrcMismatch {
-                found: frame.icrc,
-                computed,
-            });
-        }
+        frame.check_icrc()?;
         Ok(frame)
     }
 
