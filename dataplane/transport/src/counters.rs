@@ -213,6 +213,10 @@ counter_set! {
     /// Selective repeat: acknowledgements dropped because the bytes after their AETH were
     /// no selective acknowledgement, or came with anything but a PSN sequence error NAK.
     sr_sack_malformed,
+    /// Selective repeat: NAKs with a selective acknowledgement received by a QP without
+    /// selective repeat (its peer has it on), taken for the PSN sequence error NAK they
+    /// are (counted in `rcvd_seq_err` too), their ranges ignored.
+    sr_naks_taken_as_standard,
 }
 
 impl Counter {
@@ -246,6 +250,7 @@ impl Counter {
                 | Counter::spurious_timeouts
                 | Counter::sr_packets_held
                 | Counter::sr_packets_resent
+                | Counter::sr_naks_taken_as_standard
         )
     }
 }

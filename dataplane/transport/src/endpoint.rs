@@ -438,11 +438,18 @@ impl Endpoint {
             }
             return self.counters.inc(Counter::rcvd_unknown_qpn);
         };
-        if received.packet.has_trailer() && !slot.qp.selective_repeat() {
+        let mut packet = received.packet;
+        if packet.has_trailer() && !slot.qp.selective_repeat() {
             // An acknowledgement with bytes after its AETH: a selective acknowledgement,
-            // which only a QP in selective repeat takes. For any other it is malformed,
-            // as it always was.
-            return self.counters.inc(Counter::rcvd_malformed);
+            // which only a QP in selective repeat takes as one. A QP without it (its peer
+            // has it on, this end off) takes it for the PSN sequence error NAK it is, the
+            // ranges ignored, and goes back N at once rather than on its timer. Anything
+            // else with bytes there is malformed, as it always was.
+            if !standard_part_of_sack(&mut packet) {
+                return self.counters.inc(Counter::rcvd_malformed);
+            }
+            self.counters.inc(Counter::sr_naks_taken_as_standard);
+            slot.counters.inc(Counter::sr_naks_taken_as_standard);
         }
         self.counters.inc(Counter::rcvd_pkts);
         slot.counters.inc(Counter::rcvd_pkts);
@@ -456,8 +463,7 @@ impl Endpoint {
             events: &mut self.events,
             budget: Budget::UNLIMITED,
         };
-        slot.qp
-            .handle_packet(&received.packet, &self.config.gids, &mut cx);
+        slot.qp.handle_packet(&packet, &self.config.gids, &mut cx);
         queues!(self).after(slot, now, qpn, true);
     }
 
@@ -652,6 +658,24 @@ impl Endpoint {
             held_bytes: self.held_budget.held(),
         }
     }
+}
+
+/// Whether `packet`, an acknowledgement with bytes after its AETH, is a selective
+/// acknowledgement (a PSN sequence error NAK whose bytes parse as one); if it is, they are
+/// dropped from it, and what is left is the standard NAK.
+#[cold]
+#[inline(never)]
+fn standard_part_of_sack(packet: &mut crate::packet::Packet<'_>) -> bool {
+    use xroce_wire::{NakCode, SackRepr, Syndrome};
+    let nak = packet
+        .h
+        .aeth
+        .is_some_and(|a| a.syndrome == Syndrome::Nak(NakCode::PsnSequenceError));
+    if !nak || SackRepr::parse(packet.payload).is_err() {
+        return false;
+    }
+    packet.payload = &[];
+    true
 }
 
 /// The [`Queues`] of an endpoint, borrowed field by field.

@@ -25,14 +25,16 @@
 //! turns it on, on both ends of a connection, once it knows the peer QP is served by an
 //! xroce daemon that advertised it; a standard peer (rxe, an RDMA NIC) never has it on,
 //! so it never receives a selective acknowledgement and never sees anything but standard
-//! RC traffic. With the switch off nothing changes: an ACKNOWLEDGE that carries bytes
-//! after its AETH is dropped as malformed (`rcvd_malformed`), as before. If only one end
-//! has it on, the connection stays correct, only slower: a requester in go-back-N facing a
-//! responder in selective repeat drops its NAKs as malformed and recovers on its
-//! retransmission timer, and what it resends is either a gap the responder fills or a
-//! duplicate (of a packet already executed, answered as the standard says, or of one held,
-//! dropped); a requester in selective repeat facing a standard responder never receives a
-//! selective acknowledgement and goes back N as the standard does.
+//! RC traffic. With the switch off a QP sends nothing new and takes a selective
+//! acknowledgement for the PSN sequence error NAK it is, its ranges ignored
+//! (`sr_naks_taken_as_standard`, and `rcvd_seq_err`); any other ACKNOWLEDGE that carries
+//! bytes after its AETH is dropped as malformed (`rcvd_malformed`), as before. So if only
+//! one end has it on, the connection stays correct and recovers as go-back-N does: a
+//! requester in go-back-N facing a responder in selective repeat goes back N on its NAKs,
+//! and what it resends is either a gap the responder fills or a duplicate (of a packet
+//! already executed, answered as the standard says, or of one held, dropped); a requester
+//! in selective repeat facing a standard responder never receives a selective
+//! acknowledgement and goes back N as the standard does.
 //!
 //! **The responder** (`ReorderStore`) copies a packet ahead of the expected PSN into a
 //! store bounded in packets and bytes ([`Limits::max_held_packets`],

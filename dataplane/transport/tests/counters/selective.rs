@@ -1,9 +1,10 @@
 //! Selective repeat: each packet a responder in selective repeat holds, drops for want of
 //! room or drops as a duplicate of one held lands in one counter, each NAK with a selective
-//! acknowledgement is counted once where it is sent and once where it is received, and an
-//! acknowledgement with bytes after its AETH lands in `rcvd_malformed` on a QP without
-//! selective repeat (as before) and in `sr_sack_malformed` on one with it when they do not
-//! parse.
+//! acknowledgement is counted once where it is sent and once where it is received, a QP
+//! without selective repeat takes one for the standard NAK it is (`rcvd_seq_err`), and an
+//! acknowledgement with bytes after its AETH that is no selective acknowledgement lands in
+//! `rcvd_malformed` on a QP without selective repeat (as before) and in
+//! `sr_sack_malformed` on one with it.
 
 use crate::helpers::*;
 use xroce_transport::testing::{Connection, Host, connect};
@@ -124,10 +125,17 @@ fn a_selective_acknowledgement_that_does_not_parse_lands_in_sr_sack_malformed() 
     });
     let positive = emit_with_trailer(&positive, f2.payload);
     give_counting(&mut a, &positive, &[(Counter::sr_sack_malformed, 1)]);
-    // Without selective repeat the NAK is malformed, as any acknowledgement with bytes
-    // after its AETH always was.
+    // Without selective repeat (the peer has it on, this end off) a selective
+    // acknowledgement is the PSN sequence error NAK it is, its ranges ignored: the
+    // requester goes back N at once instead of waiting for its timer. Anything else with
+    // bytes after its AETH is malformed, as it always was.
     a.endpoint.set_selective_repeat(QA, false).unwrap();
-    give_counting(&mut a, &nak, &[(Counter::rcvd_malformed, 1)]);
+    give_counting(&mut a, &garbled, &[(Counter::rcvd_malformed, 1)]);
+    give_counting(&mut a, &nak, &[(Counter::rcvd_seq_err, 1)]);
+    assert_eq!(a.endpoint.counters().sr_naks_taken_as_standard, 1);
+    let resent = take(&mut a);
+    assert_eq!(resent.len(), 5, "go-back-N from the NAK's PSN");
+    assert_eq!(Frame::parse(&resent[0]).unwrap().ib.bth.psn.value(), PSN_A);
     a.endpoint.set_selective_repeat(QA, true).unwrap();
     give_counting(&mut a, &nak, &[(Counter::sr_naks_received, 1)]);
 }
