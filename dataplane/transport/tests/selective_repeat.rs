@@ -41,8 +41,13 @@ fn pair() -> (Host, Host) {
     (a, b)
 }
 
-/// `n` one-packet WRITEs of 100 bytes, each to its own place.
+/// `n` one-packet WRITEs of 100 bytes on QA, each to its own place.
 fn post_writes(a: &mut Host, n: u64) {
+    post_writes_on(a, QA, n);
+}
+
+/// `n` one-packet WRITEs of 100 bytes on `qp`, each to its own place.
+fn post_writes_on(a: &mut Host, qp: Qpn, n: u64) {
     for i in 0..n {
         let w = SendWqe {
             wr_id: i,
@@ -54,7 +59,7 @@ fn post_writes(a: &mut Host, n: u64) {
             data: Gather::Sges(SgeList::single(BASE + 128 * i, 100, KEY)),
             ud: None,
         };
-        a.endpoint.post_send(NOW, QA, w).unwrap();
+        a.endpoint.post_send(NOW, qp, w).unwrap();
     }
 }
 
@@ -319,22 +324,7 @@ fn what_the_queue_pairs_of_an_endpoint_hold_together_is_bounded() {
         a.endpoint.set_selective_repeat(qa, true).unwrap();
         b.endpoint.set_selective_repeat(qb, true).unwrap();
     }
-    let post = |a: &mut Host, qp: Qpn, n: u64| {
-        for i in 0..n {
-            let w = SendWqe {
-                wr_id: i,
-                op: SendOp::Write {
-                    remote_addr: BASE + 0x8_0000 + 128 * i,
-                    rkey: RKEY,
-                },
-                flags: SendFlags::SIGNALED,
-                data: Gather::Sges(SgeList::single(BASE + 128 * i, 100, KEY)),
-                ud: None,
-            };
-            a.endpoint.post_send(NOW, qp, w).unwrap();
-        }
-    };
-    post(&mut a, QA, 4);
+    post_writes_on(&mut a, QA, 4);
     let first = take(&mut a);
     assert_eq!(first.len(), 4);
     // Three ahead of the first QP's gap: two fit, the third does not.
@@ -342,7 +332,7 @@ fn what_the_queue_pairs_of_an_endpoint_hold_together_is_bounded() {
     assert_eq!(b.endpoint.diagnostics().held_bytes, 200);
     assert_eq!(b.endpoint.counters().sr_held_dropped_full, 1);
     // The second QP holds nothing, and still finds no room.
-    post(&mut a, QA2, 2);
+    post_writes_on(&mut a, QA2, 2);
     let second = take(&mut a);
     give_all(&mut b, &second[1..]);
     assert_eq!(b.endpoint.qp(QB2).unwrap().diagnostics().held, 0);
@@ -363,7 +353,7 @@ fn what_the_queue_pairs_of_an_endpoint_hold_together_is_bounded() {
         .unwrap();
     assert_eq!(b.endpoint.diagnostics().held_bytes, 0);
     // A destroyed one too.
-    post(&mut a, QA, 3);
+    post_writes_on(&mut a, QA, 3);
     let third = take(&mut a);
     give_all(&mut b, &third[1..]);
     assert_eq!(b.endpoint.diagnostics().held_bytes, 200);
