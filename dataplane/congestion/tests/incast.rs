@@ -154,6 +154,8 @@ struct Outcome {
     marks: u64,
     max_queue: usize,
     cnps: u64,
+    /// Mean bytes queued at the bottleneck over the window.
+    mean_queue: u64,
     /// The senders' expiries of the retransmission timer: measured ones, and those a
     /// QP's own timeout after its last progress.
     expiries: (u64, u64),
@@ -277,7 +279,12 @@ fn incast_with(
     let mut now = Instant::ZERO;
     let mut departed = Vec::new();
     let mut cnps = 0;
+    let (mut queue_sum, mut queue_samples) = (0u64, 0u64);
     while now < end {
+        if now >= Instant::ZERO + warmup {
+            queue_sum += ports[0].bytes as u64;
+            queue_samples += 1;
+        }
         if now >= Instant::ZERO + warmup && forwarded_at_start == 0 {
             forwarded_at_start = ports[0].forwarded_bytes.max(1);
             drops_at_start = ports[0].drops;
@@ -399,6 +406,7 @@ fn incast_with(
         marks: ports[0].marks,
         max_queue: ports[0].max_bytes,
         cnps,
+        mean_queue: queue_sum / queue_samples.max(1),
         expiries: (1..=senders).fold((0, 0), |(a, t), i| {
             let c = nodes[i].host.endpoint.counters();
             (a + c.adaptive_timeouts, t + c.retransmit_timeouts)
@@ -619,4 +627,26 @@ fn with_selective_repeat_and_dcqcn_the_port_is_shared_and_no_qp_waits_for_its_ti
     assert!(tail.drops < 400, "{tail:?}");
     assert!(tail.utilisation > 0.9, "{tail:?}");
     assert!(tail.jain > 0.8, "{tail:?}");
+}
+
+#[test]
+fn damped_timers_keep_the_queue_shorter_and_still_share_the_port() {
+    // The daemon's default: the paper's alpha timer, NVIDIA's 300 µs between rate
+    // increases. A rise every 55 µs refills the queue long before the CNPs it causes come
+    // back a millisecond later.
+    let w = (Duration::from_millis(10), Duration::from_millis(60));
+    let with = |dcqcn| CongestionConfig {
+        dcqcn,
+        ..CongestionConfig::new(LINE)
+    };
+    let paper = incast(4, &with(DcqcnParams::paper_timers()), RED, w.0, w.1);
+    let damped = incast(4, &with(DcqcnParams::damped_timers()), RED, w.0, w.1);
+    eprintln!("paper {paper:?}\ndamped {damped:?}");
+    assert!(
+        damped.mean_queue * 4 < paper.mean_queue * 3,
+        "damped {damped:?} paper {paper:?}"
+    );
+    assert!(damped.drops < 50, "{damped:?}");
+    assert!(damped.utilisation > 0.9, "{damped:?}");
+    assert!(damped.jain > 0.95, "{damped:?}");
 }

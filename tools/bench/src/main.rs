@@ -215,7 +215,7 @@ pub(crate) struct Args {
     #[arg(long, default_value_t = 3.0)]
     incast_secs: f64,
     /// Extra xroced arguments when congestion control is on (for example
-    /// `--dcqcn-timers=paper`), comma-separated.
+    /// `--dcqcn-timers=nvidia`), comma-separated.
     #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
     cc_args: Vec<String>,
     /// Extra xroced arguments for the two-host lab of the xroce workloads (for example

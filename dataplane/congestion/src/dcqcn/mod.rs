@@ -140,6 +140,20 @@ impl DcqcnParams {
         }
     }
 
+    /// [`DcqcnParams::paper_timers`] with NVIDIA's rate-increase timer (`rpg_time_reset`
+    /// 300 µs): alpha still follows every CNP, but the rate climbs back a sixth as often.
+    /// Where the round trip behind a queue is a millisecond, a rise every 55 µs refills
+    /// the queue long before the CNPs it causes come back: through the congesting lab's
+    /// port (4→1, ECN marks from 16 to 64 KiB) the queue's mean fell from about 94 KiB to
+    /// 55–62 KiB, the small-message median round trip from about 1.65 ms to 0.74–0.94 ms and
+    /// the drops by half, for 2–4 % of the port's utilisation (three runs each).
+    pub fn damped_timers() -> DcqcnParams {
+        DcqcnParams {
+            rpg_time_reset: Duration::from_micros(300),
+            ..DcqcnParams::paper_timers()
+        }
+    }
+
     /// Every parameter's name, in NVIDIA's spelling.
     pub const NAMES: &'static [&'static str] = &[
         "rpg_time_reset",

@@ -148,9 +148,10 @@ struct Args {
     /// The DSCP of CNPs (default 48, as NVIDIA's adapters).
     #[arg(long)]
     cnp_dscp: Option<u8>,
-    /// DCQCN's timers: `paper` (the default: the DCQCN paper's 55 µs, for paths where
-    /// queueing makes the round trip a millisecond) or `nvidia` (NVIDIA's defaults, for
-    /// fabrics with round trips of a few µs).
+    /// DCQCN's timers: `damped` (the default: the DCQCN paper's 55 µs for alpha, NVIDIA's
+    /// 300 µs between rate increases, for paths where queueing makes the round trip a
+    /// millisecond), `paper` (the DCQCN paper's 55 µs for both) or `nvidia` (NVIDIA's
+    /// defaults, for fabrics with round trips of a few µs).
     #[arg(long, value_enum)]
     dcqcn_timers: Option<DcqcnTimers>,
     /// DCQCN parameters by NVIDIA's names and units (`roce_rp`), for example
@@ -243,6 +244,7 @@ enum OnOff {
 enum DcqcnTimers {
     Nvidia,
     Paper,
+    Damped,
 }
 
 fn parse_param(text: &str) -> Result<(String, u64), String> {
@@ -323,7 +325,8 @@ fn congestion_config(args: &Args, file: &FileConfig) -> Result<CongestionConfig>
         Ecn::Off => EcnMode::Off,
     };
     let mut dcqcn = match args.dcqcn_timers.or(file.dcqcn_timers) {
-        Some(DcqcnTimers::Paper) | None => DcqcnParams::paper_timers(),
+        Some(DcqcnTimers::Damped) | None => DcqcnParams::damped_timers(),
+        Some(DcqcnTimers::Paper) => DcqcnParams::paper_timers(),
         Some(DcqcnTimers::Nvidia) => DcqcnParams::default(),
     };
     let from_file = file.dcqcn.iter().flatten().map(|(n, &v)| (n.clone(), v));
