@@ -438,16 +438,19 @@ impl Endpoint {
             }
             return self.counters.inc(Counter::rcvd_unknown_qpn);
         };
-        let mut packet = received.packet;
+        let stripped;
+        let mut packet = &received.packet;
         if packet.has_trailer() && !slot.qp.selective_repeat() {
             // An acknowledgement with bytes after its AETH: a selective acknowledgement,
             // which only a QP in selective repeat takes as one. A QP without it (its peer
             // has it on, this end off) takes it for the PSN sequence error NAK it is, the
             // ranges ignored, and goes back N at once rather than on its timer. Anything
             // else with bytes there is malformed, as it always was.
-            if !standard_part_of_sack(&mut packet) {
+            let Some(nak) = standard_part_of_sack(packet) else {
                 return self.counters.inc(Counter::rcvd_malformed);
-            }
+            };
+            stripped = nak;
+            packet = &stripped;
             self.counters.inc(Counter::sr_naks_taken_as_standard);
             slot.counters.inc(Counter::sr_naks_taken_as_standard);
         }
@@ -463,7 +466,7 @@ impl Endpoint {
             events: &mut self.events,
             budget: Budget::UNLIMITED,
         };
-        slot.qp.handle_packet(&packet, &self.config.gids, &mut cx);
+        slot.qp.handle_packet(packet, &self.config.gids, &mut cx);
         queues!(self).after(slot, now, qpn, true);
     }
 
@@ -660,22 +663,26 @@ impl Endpoint {
     }
 }
 
-/// Whether `packet`, an acknowledgement with bytes after its AETH, is a selective
-/// acknowledgement (a PSN sequence error NAK whose bytes parse as one); if it is, they are
-/// dropped from it, and what is left is the standard NAK.
+/// If `packet`, an acknowledgement with bytes after its AETH, is a selective
+/// acknowledgement (a PSN sequence error NAK whose bytes parse as one): the standard NAK
+/// it carries, those bytes dropped.
 #[cold]
 #[inline(never)]
-fn standard_part_of_sack(packet: &mut crate::packet::Packet<'_>) -> bool {
+fn standard_part_of_sack<'a>(
+    packet: &crate::packet::Packet<'a>,
+) -> Option<crate::packet::Packet<'a>> {
     use xroce_wire::{NakCode, SackRepr, Syndrome};
     let nak = packet
         .h
         .aeth
         .is_some_and(|a| a.syndrome == Syndrome::Nak(NakCode::PsnSequenceError));
     if !nak || SackRepr::parse(packet.payload).is_err() {
-        return false;
+        return None;
     }
-    packet.payload = &[];
-    true
+    Some(crate::packet::Packet {
+        payload: &[],
+        ..*packet
+    })
 }
 
 /// The [`Queues`] of an endpoint, borrowed field by field.

@@ -138,7 +138,7 @@ pub const SELECTIVE_LOSS_TOLERANCE: u32 = 100;
 /// A round trip's packets count as at least this many when its share of resent packets is
 /// judged: a QP that sends a few packets a round trip is no more likely to see its share
 /// of random losses doubled than one that sends many.
-pub const SELECTIVE_TOLERANCE_PACKETS: u64 = 64;
+const SELECTIVE_TOLERANCE_PACKETS: u64 = 64;
 
 /// The largest backoff shift of the retransmission timeout (the QP's timeout caps it
 /// anyway).
@@ -847,7 +847,9 @@ impl Recovery {
     pub(crate) fn on_rewind(&mut self, acked: Psn, sent_high: Psn) {
         self.timed = None;
         self.drain = sent_high.distance(acked).max(0) as u64;
-        self.resent = self.resent.saturating_add(self.drain);
+        if self.selective {
+            self.resent = self.resent.saturating_add(self.drain);
+        }
         self.time_resends = std::mem::take(&mut self.peer_saw_gap);
         self.resend_until = Some(sent_high);
         self.pace_until = None;
