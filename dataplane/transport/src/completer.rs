@@ -473,6 +473,10 @@ impl QueuePair {
             }
             return;
         };
+        if let Some(due) = self.sq.recovery.tail_outgrown(cx.now, self.sq.in_flight()) {
+            self.sq.set_retransmit(Some(due));
+            return;
+        }
         // A NAK's resend that made no progress since: the gap persists.
         let gap = std::mem::take(&mut self.comp.retry_started);
         if self.sq.recovery.on_expiry(cx.now, qp_timeout) {

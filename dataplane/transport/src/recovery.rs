@@ -34,7 +34,11 @@
 //!   trips measured on a busy host idles the path whenever a poller answers late;
 //! - the **retransmission timeout**, once the path lost a packet (until then the QP's own,
 //!   as the window is the device's: a measured timer that expires while a busy peer's
-//!   answers are late resends the device's window for nothing): the smoothed round trip
+//!   answers are late resends the device's window for nothing; except over a tail of at
+//!   most [`TAIL_PACKETS`] in flight, which nothing but a timer finds when it is lost, and
+//!   whose needless resend costs a few packets: a ping-pong is all tails, and the QP's
+//!   own timer, seconds through rdma_cm, would cost a latency test that much per loss;
+//!   such an expiry is not taken for a loss): the smoothed round trip
 //!   plus four variations, at least
 //!   one and a half times the largest of the last 32 round trips and, for a second, of the
 //!   time an answer took that came after a needless expiry (an answer sooner after the
@@ -89,6 +93,13 @@ pub const MIN_WINDOW: u32 = 16;
 /// queue of its own making would give a window that keeps that queue for ever (every
 /// later round trip waits behind it, so no smaller one ever shows).
 pub const PROBE_WINDOW: u32 = 4;
+
+/// Packets in flight at most that make a tail: before the path lost a packet the timer is
+/// the QP's own, except over a tail, where it is the measured one. A lost tail draws no
+/// NAK (nothing follows it), so only a timer finds it, and a latency test's ping-pong is
+/// all tails: with the QP's timer each loss would cost its whole timeout (67 ms at code
+/// 14, seconds through rdma_cm). A needless expiry of a tail resends no more than this.
+pub const TAIL_PACKETS: u32 = MIN_WINDOW;
 
 /// The fewest packets a paced resend sends back to back before it waits (it sends half a
 /// window when that is more).
@@ -771,15 +782,29 @@ impl Recovery {
     /// path is measured, then the measured timeout at least `floor`, doubled for each expiry
     /// since the last packet timed, plus the time the packets still ahead of a resend take
     /// at the measured rate, at most the QP's timeout.
+    #[cfg(test)]
     pub(crate) fn retransmit_after(&self, qp_timeout: Duration, floor: Duration) -> Duration {
+        self.retransmit_after_for(qp_timeout, floor, u64::MAX)
+    }
+
+    /// [`Recovery::retransmit_after`] with `in_flight` packets in flight: before the path
+    /// lost a packet, the measured timer for a tail ([`TAIL_PACKETS`] or fewer).
+    pub(crate) fn retransmit_after_for(
+        &self,
+        qp_timeout: Duration,
+        floor: Duration,
+        in_flight: u64,
+    ) -> Duration {
         let Some(rto) = self.rto else {
             return qp_timeout;
         };
-        if self.loss_interval.is_none() {
+        if self.loss_interval.is_none() && in_flight > u64::from(TAIL_PACKETS) {
             // Until the path lost a packet the timer is the QP's, as the window is the
             // device's: a measured timer can expire while a busy peer's answers are late,
             // and that expiry would resend the device's window and narrow it, which a
-            // path that loses nothing never needs.
+            // path that loses nothing never needs. A tail is the exception: what a
+            // needless expiry resends is a few packets, and a lost tail has nothing else
+            // to find it.
             return qp_timeout;
         }
         let drain = self
@@ -802,20 +827,35 @@ impl Recovery {
         }
     }
 
+    /// The retransmission timer, armed for a tail before the path lost a packet, expired at
+    /// `now` with `in_flight` packets in flight: if that is more than a tail now (the QP
+    /// sent on since it was armed), this is no expiry, and the timer runs on until the
+    /// QP's own timeout since it was armed (returned).
+    pub(crate) fn tail_outgrown(&self, now: Instant, in_flight: u64) -> Option<Instant> {
+        if self.loss_interval.is_some() || in_flight <= u64::from(TAIL_PACKETS) {
+            return None;
+        }
+        self.retry_due.filter(|&due| due > now)
+    }
+
     /// The retransmission timer expired at `now`: whether this expiry spends the retry
     /// count (the QP's own timeout has passed since the last progress). Either way the
-    /// timer backs off.
+    /// timer backs off. The expiry of a tail's timer before the path lost a packet is not
+    /// taken for a loss: it may be a late peer (the spurious-timeout check says so when
+    /// the answer comes), and a path that loses nothing keeps the device's window.
     pub(crate) fn on_expiry(&mut self, now: Instant, qp_timeout: Duration) -> bool {
         self.backoff = (self.backoff + 1).min(MAX_BACKOFF);
         self.expired_again = self.expired.is_some();
         let armed = self.expired.map_or(self.armed_at, |(armed, _)| Some(armed));
         self.expired = armed.map(|armed| (armed, now));
         self.peer_saw_gap = false;
-        if self.selective {
-            self.congest();
-        }
-        self.on_loss();
         let spends = self.retry_due.is_none_or(|due| now >= due);
+        if spends || self.loss_interval.is_some() {
+            if self.selective {
+                self.congest();
+            }
+            self.on_loss();
+        }
         if spends {
             self.retry_due = Some(now + qp_timeout);
         }
@@ -963,6 +1003,35 @@ mod tests {
             "the QP's own timeout spends a retry"
         );
         assert!(r.retransmit_after(qp, Duration::from_micros(10)) < qp);
+    }
+
+    #[test]
+    fn before_the_path_lost_a_packet_a_tail_has_the_measured_timer() {
+        let mut r = Recovery::default();
+        round_trip(&mut r, 10, 0, 0, 11, 100);
+        let qp = Duration::from_millis(67);
+        let floor = Duration::from_micros(10);
+        let tail = u64::from(TAIL_PACKETS);
+        assert!(r.retransmit_after_for(qp, floor, 1) < qp / 100);
+        assert!(r.retransmit_after_for(qp, floor, tail) < qp / 100);
+        assert_eq!(r.retransmit_after_for(qp, floor, tail + 1), qp);
+        // Armed for a tail; the QP sent on meanwhile: at the tail's expiry the timer runs
+        // on to the QP's own timeout since the last progress (at 100 µs), and nothing is
+        // taken for lost.
+        r.on_armed(at(1_000), qp);
+        assert_eq!(r.tail_outgrown(at(2_000), tail + 1), Some(at(67_100)));
+        assert_eq!(r.tail_outgrown(at(2_000), tail), None);
+        assert_eq!(r.tail_outgrown(at(67_100), tail + 1), None, "the QP's own");
+        // The tail's expiry resends without spending the retry count, and is not a loss:
+        // the window stays the device's (no loss narrows it), and only a tail has the
+        // measured timer.
+        assert!(!r.on_expiry(at(2_000), qp));
+        assert_eq!(r.loss_interval, None);
+        assert_eq!(r.retransmit_after_for(qp, floor, tail + 1), qp);
+        // A real loss (a NAK) hands every flight to the measured timer.
+        r.on_gap_shown();
+        assert!(r.retransmit_after_for(qp, floor, tail + 1) < qp);
+        assert_eq!(r.tail_outgrown(at(3_000), tail + 1), None);
     }
 
     #[test]

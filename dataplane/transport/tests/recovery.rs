@@ -7,7 +7,8 @@
 //! - a sequence-error NAK resends at once, and only what was in flight;
 //! - a gap that persists (the resend lost too) or a lost last packet is resent on the timer
 //!   derived from measured round trips, never sooner than the device's floor and long before
-//!   the QP's own `timeout`;
+//!   the QP's own `timeout`; so is a lone packet of a ping-pong (or its acknowledgement)
+//!   on a path that never lost one before;
 //! - a resend leaves paced, never in one burst;
 //! - a peer that stops answering fails the QP no sooner than the QP's `timeout` and retry
 //!   count say, as without the measured timer;
@@ -81,6 +82,11 @@ struct Path {
     /// Frames host b sent, and when the current late answer leaves.
     b_sent: u32,
     late_until: Instant,
+    /// Bytes of each message (at most [`MSG`]: its slot's size).
+    msg: u32,
+    /// A completion's room is filled at once (a latency test's application), not at the
+    /// next event on the path.
+    post_at_once: bool,
 }
 
 impl Path {
@@ -122,6 +128,8 @@ impl Path {
             late: None,
             b_sent: 0,
             late_until: Instant::ZERO,
+            msg: MSG,
+            post_at_once: false,
         }
     }
 
@@ -135,7 +143,7 @@ impl Path {
                 rkey: RKEY,
             },
             flags: SendFlags::SIGNALED,
-            data: Gather::Sges(SgeList::single(BASE + slot, MSG, KEY)),
+            data: Gather::Sges(SgeList::single(BASE + slot, self.msg, KEY)),
             ud: None,
         };
         self.a.endpoint.post_send(self.now, QA, w).expect("post");
@@ -223,6 +231,11 @@ impl Path {
                 self.completions.push(c);
             }
             while self.b.endpoint.poll_completion().is_some() {}
+            if self.post_at_once && self.outstanding() < depth && self.next_wr < messages {
+                // A completion made room: the next message is posted now, not at the next
+                // event.
+                continue;
+            }
             let next = [
                 self.to_b.front().map(|f| f.0),
                 self.to_a.front().map(|f| f.0),
@@ -291,11 +304,14 @@ impl Path {
             assert_eq!(c.wr_id, i as u64, "completions in posting order");
             assert_eq!(c.status, WcStatus::Success, "{c:?}");
         }
-        let n = (self.next_wr.min(u64::from(SLOTS)) as u32 * MSG) as usize;
-        assert!(
-            self.a.mem.region(0).bytes[..n] == self.b.mem.region(0).bytes[..n],
-            "the data arrived intact"
-        );
+        for slot in 0..self.next_wr.min(u64::from(SLOTS)) as usize {
+            let at = slot * MSG as usize;
+            let n = at + self.msg as usize;
+            assert!(
+                self.a.mem.region(0).bytes[at..n] == self.b.mem.region(0).bytes[at..n],
+                "the data of slot {slot} arrived intact"
+            );
+        }
     }
 
     /// Counter `c` of host a since the warm-up.
@@ -598,6 +614,97 @@ fn at_five_percent_loss_both_ways_the_qp_never_waits_for_its_own_timeout() {
         );
         assert_eq!(
             p.count(Counter::retransmit_timeouts) - warmed,
+            0,
+            "seed {seed}: the QP's own timeout expired"
+        );
+        let end = p.now + Duration::from_millis(20);
+        let posted = p.next_wr;
+        p.run(end, 0, posted, &mut |_, _| false);
+        p.check_all_delivered();
+    }
+}
+
+/// A ping-pong of one-packet messages (one in flight at a time, as a latency test keeps)
+/// on a path that never lost a packet, warmed until the smallest round trip is measured.
+fn ping_pong() -> Path {
+    let mut p = Path::new(14, 7);
+    p.msg = 64;
+    p.post_at_once = true;
+    let step = Duration::from_micros(100);
+    while p
+        .a
+        .endpoint
+        .qp(QA)
+        .is_none_or(|qp| qp.path_estimate().min_rtt.is_none())
+    {
+        let next = p.now + step;
+        p.run(next, 1, u64::MAX, &mut |_, _| false);
+        assert!(
+            p.now < at(WARM_UP),
+            "the probe ended during the warm-up: {:?} {} {:?}",
+            p.a.endpoint.qp(QA).map(|qp| qp.path_estimate()),
+            p.completions.len(),
+            p.now
+        );
+    }
+    let end = p.now + Duration::from_millis(5);
+    p.run(end, 1, u64::MAX, &mut |_, _| false);
+    p.warmed = p.a.endpoint.counters().clone();
+    p
+}
+
+#[test]
+fn a_lone_packet_lost_before_the_path_ever_lost_one_is_resent_on_the_measured_timer() {
+    // The request, or the acknowledgement that answers it: nothing else is in flight to
+    // draw a NAK, and the path never lost a packet before. A latency test must not wait
+    // the QP's own timeout (67 ms here; seconds through rdma_cm) for it.
+    for lose_request in [true, false] {
+        let mut p = ping_pong();
+        let mut lost = None;
+        let end = p.now + Duration::from_millis(20);
+        p.run(end, 1, u64::MAX, &mut |s, request| {
+            if lost.is_none() && request == lose_request && !s.again {
+                lost = Some(s.psn);
+                return true;
+            }
+            false
+        });
+        let lost = lost.expect("a packet was lost");
+        let times = p.times_of(lost);
+        assert!(times.len() >= 2, "request lost {lose_request}: {times:?}");
+        let wait = times[1] - times[0];
+        assert!(
+            wait >= FLOOR && wait < QP_TIMEOUT_14 / 20,
+            "request lost {lose_request}: resent after {wait:?}"
+        );
+        assert_eq!(p.count(Counter::retransmit_timeouts), 0);
+        assert!(p.count(Counter::adaptive_timeouts) >= 1);
+        let end = p.now + Duration::from_millis(20);
+        let posted = p.next_wr;
+        p.run(end, 0, posted, &mut |_, _| false);
+        p.check_all_delivered();
+    }
+}
+
+#[test]
+fn a_ping_pong_at_one_percent_loss_both_ways_never_waits_for_the_qps_timeout() {
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+    for seed in 1..=4 {
+        let mut p = ping_pong();
+        let before = p.completions.len();
+        let mut rng = StdRng::seed_from_u64(seed);
+        let end = p.now + Duration::from_millis(400);
+        p.run(end, 1, u64::MAX, &mut |_, _| rng.random_bool(0.01));
+        let done = p.completions.len() - before;
+        eprintln!(
+            "seed {seed}: {done} messages, {} adaptive, {} qp timeouts, {} spurious",
+            p.count(Counter::adaptive_timeouts),
+            p.count(Counter::retransmit_timeouts),
+            p.count(Counter::spurious_timeouts)
+        );
+        assert_eq!(
+            p.count(Counter::retransmit_timeouts),
             0,
             "seed {seed}: the QP's own timeout expired"
         );
