@@ -38,7 +38,9 @@
 //!   most [`TAIL_PACKETS`] in flight, which nothing but a timer finds when it is lost, and
 //!   whose needless resend costs a few packets: a ping-pong is all tails, and the QP's
 //!   own timer, seconds through rdma_cm, would cost a latency test that much per loss;
-//!   such an expiry is not taken for a loss): the smoothed round trip
+//!   such a timer waits twice the measured timeout, since on a path that never lost a
+//!   packet a late answer is likelier than a loss, and its expiry is not taken for a
+//!   loss): the smoothed round trip
 //!   plus four variations, at least
 //!   one and a half times the largest of the last 32 round trips and, for a second, of the
 //!   time an answer took that came after a needless expiry (an answer sooner after the
@@ -812,8 +814,11 @@ impl Recovery {
             .saturating_mul(1_000_000_000)
             .checked_div(self.rate())
             .unwrap_or(0);
+        // A tail's timer before the path lost a packet waits twice as long: on a path that
+        // never lost one, a late answer is likelier than a loss.
+        let shift = self.backoff + u32::from(self.loss_interval.is_none());
         rto.max(floor)
-            .saturating_mul(1 << self.backoff.min(MAX_BACKOFF))
+            .saturating_mul(1 << shift.min(MAX_BACKOFF))
             .saturating_add(Duration::from_nanos(drain))
             .min(qp_timeout)
     }
