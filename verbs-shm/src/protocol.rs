@@ -361,6 +361,10 @@ pub struct QpStat {
     pub state: String,
     /// `(name, value)` for every transport counter.
     pub counters: Vec<(String, u64)>,
+    /// `(name, value)` for what its requester measured of the path and how it recovers
+    /// from loss: `selective_repeat` (1: on), and once measured `srtt_us`, `min_rtt_us`,
+    /// `rto_us` (before backoff) and `window` (packets in flight allowed).
+    pub path: Vec<(String, u64)>,
 }
 
 /// QP capacities (`ibv_qp_cap`).
@@ -631,6 +635,7 @@ mod tests {
             counters: (0..64)
                 .map(|i| (format!("a_rather_long_counter_name_{i}"), u64::MAX - i))
                 .collect(),
+            path: vec![("srtt_us".into(), u64::MAX)],
         }
     }
 

@@ -100,7 +100,16 @@ fn one_daemon_per_name_stat_and_restart_after_kill_9() {
         .find(|l| l.starts_with(&format!("qp {qpn:#08x} ")))
         .unwrap_or_else(|| panic!("no line for QP {qpn:#x}: {text}"));
     assert!(qp_line.contains(" RC RTS "), "{qp_line}");
+    assert!(qp_line.contains(" selective_repeat 0 "), "{qp_line}");
     assert_eq!(rcvd(qp_line), 64, "{qp_line}");
+    // The requester's QP shows what it measured of the path.
+    let out = xroced_output(&hosts, Side::A, &["stat", DEVICE, "--qp"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("qp ") && l.contains(" srtt_us ") && l.contains(" rto_us ")),
+        "{text}"
+    );
     drop((objects, ca, cb));
 
     // kill -9: no cleanup runs. The restarted daemon takes the name, the interface and its

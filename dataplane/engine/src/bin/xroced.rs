@@ -542,10 +542,12 @@ fn stat(name: &str, per_qp: bool, all: bool) -> Result<()> {
     println!("link {name}/1 {}", line.join(" "));
     if per_qp {
         for qp in ctx.qp_stats()? {
+            // The path first (whether zero or not: selective repeat off is news), then the
+            // counters.
             let line: Vec<String> = qp
-                .counters
+                .path
                 .iter()
-                .filter(|(_, v)| all || *v != 0)
+                .chain(qp.counters.iter().filter(|(_, v)| all || *v != 0))
                 .map(|(k, v)| format!("{k} {v}"))
                 .collect();
             println!(

@@ -392,6 +392,7 @@ impl Poller {
                     qp_type: qp.qp_type().name().to_owned(),
                     state: state.name().to_owned(),
                     counters: counters.iter().map(|(n, v)| (n.to_owned(), v)).collect(),
+                    path: path_of(qp),
                 })
             })
             .collect()
@@ -441,4 +442,27 @@ impl Poller {
             daemon,
         }
     }
+}
+
+/// What `xroced stat --qp` shows of a QP's path: whether it runs selective repeat, and what
+/// its requester measured (absent until measured).
+fn path_of(qp: &xroce_transport::QueuePair) -> Vec<(String, u64)> {
+    let e = qp.path_estimate();
+    let us = |d: Option<std::time::Duration>| d.map(|d| d.as_micros() as u64);
+    let mut path = vec![(
+        "selective_repeat".to_owned(),
+        u64::from(qp.selective_repeat()),
+    )];
+    let measured = [
+        ("srtt_us", us(e.srtt)),
+        ("min_rtt_us", us(e.min_rtt)),
+        ("rto_us", us(e.rto)),
+        ("window", e.window.map(u64::from)),
+    ];
+    path.extend(
+        measured
+            .into_iter()
+            .filter_map(|(name, v)| v.map(|v| (name.to_owned(), v))),
+    );
+    path
 }
