@@ -235,6 +235,9 @@ pub(crate) struct Recovery {
     expired_again: bool,
     /// The last progress showed the latest expiry needless.
     spurious: bool,
+    /// Since the last progress, a tail's timer expired before the path lost a packet: the
+    /// progress that follows says whether the tail was lost (then the path has lost one).
+    tail_expired: bool,
     /// Packets that were in flight when the requester last went back and that no
     /// progress has shown answered since: they are still ahead of the resend on the path
     /// (the peer drops them, but only once they arrive), so the resend's answer waits for
@@ -293,6 +296,7 @@ impl Default for Recovery {
             expired: None,
             expired_again: false,
             spurious: false,
+            tail_expired: false,
             drain: 0,
             retry_due: None,
             resend_until: None,
@@ -522,6 +526,11 @@ impl Recovery {
             && !again
         {
             self.on_answer_after_expiry(armed, expired, now);
+        }
+        // A tail's expiry the answer did not show needless: the tail was lost, and the
+        // path has lost a packet (its timer is the measured one from now on, at once).
+        if std::mem::take(&mut self.tail_expired) && !self.spurious {
+            self.on_loss();
         }
         self.retry_due = match qp_timeout {
             Some(t) if !idle => Some(now + t),
@@ -846,8 +855,9 @@ impl Recovery {
     /// The retransmission timer expired at `now`: whether this expiry spends the retry
     /// count (the QP's own timeout has passed since the last progress). Either way the
     /// timer backs off. The expiry of a tail's timer before the path lost a packet is not
-    /// taken for a loss: it may be a late peer (the spurious-timeout check says so when
-    /// the answer comes), and a path that loses nothing keeps the device's window.
+    /// taken for a loss yet: it may be a late peer, and a path that loses nothing keeps
+    /// the device's window. The answer decides: unless it shows the expiry needless, the
+    /// tail was lost.
     pub(crate) fn on_expiry(&mut self, now: Instant, qp_timeout: Duration) -> bool {
         self.backoff = (self.backoff + 1).min(MAX_BACKOFF);
         self.expired_again = self.expired.is_some();
@@ -860,6 +870,8 @@ impl Recovery {
                 self.congest();
             }
             self.on_loss();
+        } else {
+            self.tail_expired = true;
         }
         if spends {
             self.retry_due = Some(now + qp_timeout);
@@ -1033,10 +1045,24 @@ mod tests {
         assert!(!r.on_expiry(at(2_000), qp));
         assert_eq!(r.loss_interval, None);
         assert_eq!(r.retransmit_after_for(qp, floor, tail + 1), qp);
-        // A real loss (a NAK) hands every flight to the measured timer.
-        r.on_gap_shown();
+        // The answer comes a round trip after the resend: the tail was lost, and every
+        // flight has the measured timer from now on.
+        r.on_progress(Psn::new(12), at(2_100), true, Some(qp));
+        assert!(r.loss_interval.is_some());
         assert!(r.retransmit_after_for(qp, floor, tail + 1) < qp);
         assert_eq!(r.tail_outgrown(at(3_000), tail + 1), None);
+        // An answer sooner after the expiry than the path allows shows it needless: a late
+        // peer, and the path has still lost nothing.
+        let mut r = Recovery::default();
+        round_trip(&mut r, 10, 9, 0, 11, 100);
+        r.on_armed(at(1_000), qp);
+        assert!(!r.on_expiry(at(2_000), qp));
+        r.on_progress(Psn::new(12), at(2_010), true, Some(qp));
+        assert!(r.take_spurious());
+        assert_eq!(r.loss_interval, None);
+        // A NAK is a loss at once.
+        r.on_gap_shown();
+        assert!(r.retransmit_after_for(qp, floor, tail + 1) < qp);
     }
 
     #[test]
