@@ -31,7 +31,7 @@ use xroce_lab::{Family, LabConfig};
 
 use crate::poll;
 use crate::progress::{Expect, Progress};
-use crate::workload::{BwSpec, Op, Timing, Xroce, frames};
+use crate::workload::{BwSpec, LatSpec, Op, Timing, Xroce, frames};
 
 /// The message size of every point.
 pub(crate) const SIZE: usize = 64 << 10;
@@ -79,7 +79,32 @@ pub(crate) struct LossPoint {
     /// Host a's loss recovery counters over the point: how it resent and what held it.
     #[serde(default)]
     pub(crate) recovery: Recovery,
+    /// A ping-pong through the same loss after the stream (none: not run, or failed).
+    #[serde(default)]
+    pub(crate) ping: Option<Ping>,
 }
+
+/// A ping-pong of 64-byte WRITEs, one at a time, on a queue pair of its own, through the
+/// loss of its point: what a latency-bound application sees (a lost packet of a
+/// ping-pong is a tail: nothing follows it to draw a NAK, so only a timer finds it).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub(crate) struct Ping {
+    /// Round trips measured.
+    pub(crate) iterations: usize,
+    /// Round trip: median, 99th percentile, 99.9th and largest.
+    pub(crate) rtt_p50_us: f64,
+    pub(crate) rtt_p99_us: f64,
+    pub(crate) rtt_p999_us: f64,
+    pub(crate) rtt_max_us: f64,
+    /// Why it failed, if it did.
+    pub(crate) error: Option<String>,
+}
+
+/// Round trips of each point's ping-pong.
+pub(crate) const PING_ITERS: usize = 2000;
+
+/// The ping-pong's message size.
+const PING_SIZE: usize = 64;
 
 /// Host a's loss recovery counters over one point (the transport's counters of the same
 /// names).
@@ -264,9 +289,15 @@ pub(crate) fn run(
             time_completions: true,
         };
         let measured = x.bandwidth_measured(&pairs, &spec, &plan.timing, progress);
-        let counters = impair.stop().context("stopping the impairment router")?;
         let after = x.a.ctx.stats()?;
         let b_after = x.b.ctx.stats()?;
+        // The ping-pong after the stream's counters are taken, through the same loss.
+        progress.step(
+            format!("{what}: ping-pong"),
+            Expect::Count(PING_ITERS as u64),
+        );
+        let ping = ping(&mut x, plan, progress);
+        let counters = impair.stop().context("stopping the impairment router")?;
         let delta = |name: &str| counter(&after, name).saturating_sub(counter(&before, name));
         let b_delta = |name: &str| counter(&b_after, name).saturating_sub(counter(&b_before, name));
         let mut p = LossPoint {
@@ -292,6 +323,7 @@ pub(crate) fn run(
                 sr_packets_held: b_delta("sr_packets_held"),
                 sr_held_dropped_full: b_delta("sr_held_dropped_full"),
             },
+            ping: Some(ping),
             ..LossPoint::default()
         };
         match measured {
@@ -323,6 +355,38 @@ pub(crate) fn run(
         points.push(p);
     }
     Ok(points)
+}
+
+/// The ping-pong of one point, on a queue pair of its own (a new one each point: the
+/// stream's losses are not its history).
+fn ping(x: &mut Xroce<'_>, plan: &LossPlan, progress: &Progress) -> Ping {
+    let mut run = || -> Result<crate::report::LatPoint> {
+        let pairs = x.pairs(1, 128, 128)?;
+        x.prepare_lat(&pairs[0], Op::Write, PING_SIZE)?;
+        let spec = LatSpec {
+            op: Op::Write,
+            size: PING_SIZE,
+            max_size: PING_SIZE,
+            iters: PING_ITERS,
+            max_time: plan.timing.duration,
+        };
+        x.latency(&pairs[0], &spec, progress)
+    };
+    match run() {
+        // The latency test reports half the round trip of a WRITE ping-pong.
+        Ok(l) => Ping {
+            iterations: l.iterations,
+            rtt_p50_us: 2.0 * l.median_us,
+            rtt_p99_us: 2.0 * l.p99_us,
+            rtt_p999_us: 2.0 * l.p999_us,
+            rtt_max_us: 2.0 * l.max_us,
+            error: None,
+        },
+        Err(e) => Ping {
+            error: Some(format!("{e:#}")),
+            ..Ping::default()
+        },
+    }
 }
 
 /// The targets for the loss test, judged on `points` (reported, never asserted):

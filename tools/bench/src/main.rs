@@ -248,7 +248,8 @@ struct Plan {
     daemon_cores: [Vec<usize>; 2],
     app_cores: [Option<usize>; 2],
     timing: Timing,
-    /// Points of the loss test (its lab's start is one more step).
+    /// Points of the loss test (its lab's start is one more step, and each point's
+    /// ping-pong one more).
     loss_points: usize,
     /// The loss test's modes (a lab each).
     loss_modes: usize,
@@ -575,7 +576,7 @@ fn steps(plan: &Plan, flood_frames: usize) -> usize {
             "msg_rate" => plan.msg_sizes.len(),
             "qp_scaling" => plan.qps.len() * (1 + plan.scaling_sizes.len()),
             "xsk" | "udp" => flood_frames + 1,
-            "loss" => plan.loss_points + plan.loss_modes,
+            "loss" => 2 * plan.loss_points + plan.loss_modes,
             // Counted once for both (see congestion::CongestionPlan::steps).
             "incast" => plan.congestion_steps,
             "all_to_all" if !plan.has("incast") => plan.congestion_steps,

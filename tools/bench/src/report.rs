@@ -586,6 +586,39 @@ impl Report {
                     r.sr_held_dropped_full
                 );
             }
+            let _ = writeln!(
+                o,
+                "\nPing-pong through the same loss after each point's stream ({} round trips of a 64 B WRITE, one at a time, on a queue pair of its own), round trip in µs",
+                crate::loss::PING_ITERS
+            );
+            let _ = writeln!(
+                o,
+                "{:>7} {:>6} {:>7} {:>16} | {:>9} {:>9} {:>9} {:>9}",
+                "loss %", "burst", "reord %", "mode", "p50", "p99", "p99.9", "max"
+            );
+            for p in self.loss.iter() {
+                let Some(ping) = &p.ping else { continue };
+                if let Some(e) = &ping.error {
+                    let _ = writeln!(
+                        o,
+                        "{:>7} {:>6} {:>7} {:>16} | failed: {e}",
+                        p.loss_percent, p.loss_burst, p.reorder_percent, p.mode
+                    );
+                    continue;
+                }
+                let _ = writeln!(
+                    o,
+                    "{:>7} {:>6} {:>7} {:>16} | {:>9.0} {:>9.0} {:>9.0} {:>9.0}",
+                    p.loss_percent,
+                    p.loss_burst,
+                    p.reorder_percent,
+                    p.mode,
+                    ping.rtt_p50_us,
+                    ping.rtt_p99_us,
+                    ping.rtt_p999_us,
+                    ping.rtt_max_us
+                );
+            }
             let targets = crate::loss::targets(&self.loss);
             if !targets.is_empty() {
                 let _ = writeln!(o, "\nLoss targets (reported, never asserted)");
