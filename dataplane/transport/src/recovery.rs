@@ -39,8 +39,8 @@
 //!   whose needless resend costs a few packets: a ping-pong is all tails, and the QP's
 //!   own timer, seconds through rdma_cm, would cost a latency test that much per loss;
 //!   such a timer waits twice the measured timeout, since on a path that never lost a
-//!   packet a late answer is likelier than a loss, and its expiry is not taken for a
-//!   loss): the smoothed round trip
+//!   packet a late answer is likelier than a loss, and its expiry is taken for the path's
+//!   first loss only once the answer does not show it needless): the smoothed round trip
 //!   plus four variations, at least
 //!   one and a half times the largest of the last 32 round trips and, for a second, of the
 //!   time an answer took that came after a needless expiry (an answer sooner after the
