@@ -519,20 +519,13 @@ impl Report {
             );
             for p in &self.loss {
                 if let Some(e) = &p.error {
-                    let _ = writeln!(
-                        o,
-                        "{:>7} {:>6} {:>7} {:>16} | failed: {e}",
-                        p.loss_percent, p.loss_burst, p.reorder_percent, p.mode
-                    );
+                    let _ = writeln!(o, "{} | failed: {e}", loss_key(p));
                     continue;
                 }
                 let _ = writeln!(
                     o,
-                    "{:>7} {:>6} {:>7} {:>16} | {:>7.3} {:>6.3} | {:>8} {:>10} {:>8} {:>6} | {:>9.0} {:>9.0}",
-                    p.loss_percent,
-                    p.loss_burst,
-                    p.reorder_percent,
-                    p.mode,
+                    "{} | {:>7.3} {:>6.3} | {:>8} {:>10} {:>8} {:>6} | {:>9.0} {:>9.0}",
+                    loss_key(p),
                     p.gbit_per_sec,
                     p.ratio,
                     p.frames_dropped,
@@ -569,11 +562,8 @@ impl Report {
                 let r = &p.recovery;
                 let _ = writeln!(
                     o,
-                    "{:>7} {:>6} {:>7} {:>16} | {:>8} {:>8} {:>6} | {:>8} | {:>10} {:>10} | {:>8} {:>8} {:>8} {:>6}",
-                    p.loss_percent,
-                    p.loss_burst,
-                    p.reorder_percent,
-                    p.mode,
+                    "{} | {:>8} {:>8} {:>6} | {:>8} | {:>10} {:>10} | {:>8} {:>8} {:>8} {:>6}",
+                    loss_key(p),
                     r.prompt_retries,
                     r.adaptive_timeouts,
                     r.gap_retries,
@@ -599,20 +589,13 @@ impl Report {
             for p in self.loss.iter() {
                 let Some(ping) = &p.ping else { continue };
                 if let Some(e) = &ping.error {
-                    let _ = writeln!(
-                        o,
-                        "{:>7} {:>6} {:>7} {:>16} | failed: {e}",
-                        p.loss_percent, p.loss_burst, p.reorder_percent, p.mode
-                    );
+                    let _ = writeln!(o, "{} | failed: {e}", loss_key(p));
                     continue;
                 }
                 let _ = writeln!(
                     o,
-                    "{:>7} {:>6} {:>7} {:>16} | {:>9.0} {:>9.0} {:>9.0} {:>9.0}",
-                    p.loss_percent,
-                    p.loss_burst,
-                    p.reorder_percent,
-                    p.mode,
+                    "{} | {:>9.0} {:>9.0} {:>9.0} {:>9.0}",
+                    loss_key(p),
                     ping.rtt_p50_us,
                     ping.rtt_p99_us,
                     ping.rtt_p999_us,
@@ -824,6 +807,14 @@ impl Report {
         }
         o
     }
+}
+
+/// The columns that name a loss point in the loss tables: loss, burst, reordering, mode.
+fn loss_key(p: &crate::loss::LossPoint) -> String {
+    format!(
+        "{:>7} {:>6} {:>7} {:>16}",
+        p.loss_percent, p.loss_burst, p.reorder_percent, p.mode
+    )
 }
 
 #[cfg(test)]
