@@ -473,7 +473,8 @@ impl QueuePair {
             }
             return;
         };
-        if let Some(due) = self.sq.recovery.tail_outgrown(cx.now, self.sq.in_flight()) {
+        let in_flight = self.sq.window().max(0) as u64;
+        if let Some(due) = self.sq.recovery.tail_outgrown(cx.now, in_flight) {
             self.sq.set_retransmit(Some(due));
             return;
         }

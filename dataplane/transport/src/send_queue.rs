@@ -634,16 +634,10 @@ impl SendQueue {
         qp_timeout: Option<Duration>,
         floor: Duration,
     ) -> Duration {
-        let in_flight = self.in_flight();
+        let in_flight = self.window().max(0) as u64;
         qp_timeout.map_or(STALL_AFTER, |t| {
             self.recovery.retransmit_after_for(t, floor, in_flight)
         })
-    }
-
-    /// Packets sent and not acknowledged (PSNs).
-    #[inline]
-    pub(crate) fn in_flight(&self) -> u64 {
-        self.next_psn.distance(self.unacked_psn).max(0) as u64
     }
 
     /// Starts the retransmit timer at `now` unless it runs (the wait is computed only
