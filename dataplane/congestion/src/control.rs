@@ -36,6 +36,10 @@
 //!   is not congestion). The delay controller cuts for it; under [`Algorithm::Auto`]
 //!   DCQCN halves the rate for it ([`ReactionPoint::handle_loss`]: a CNP would cut by
 //!   alpha, which sparse marks keep small), under [`Algorithm::Dcqcn`] it counts as a CNP.
+//!   Not every loss is congestion: in selective repeat a few per cent of a round trip's
+//!   packets are tolerated ([`CongestionConfig::loss_tolerance_per_mille`]), and under
+//!   `Auto` a go-back-N loss that comes without a rise of the round trip, and seldom, is
+//!   taken for random loss ([`CongestionConfig::calm_losses`]).
 //! - **Pacing**: the rate feeds the queue pair's token bucket ([`crate::pacer`]), and a
 //!   bucket in debt is the instant the transport must hold the queue pair until.
 //!
@@ -149,6 +153,16 @@ pub struct CongestionConfig {
     /// packets or more lost in a row (a queue that overflows drops runs of what its senders
     /// send; random loss rarely does).
     pub loss_tolerance_per_mille: u32,
+    /// Under [`Algorithm::Auto`], a go-back-N loss (any peer; selective repeat has the
+    /// tolerance above) that comes without a rise of the round trip, and at most one per
+    /// 50 new packets on average, is taken for random loss and cuts nothing (counted in
+    /// `cc_losses_tolerated`); `false`: every loss is congestion. Go-back-N resends its
+    /// window at every loss whatever the rate: halving the rate as well for each loss
+    /// on a path that loses a percent at random cost a WRITE stream two thirds of what
+    /// loss recovery alone leaves it. A queue that overflows does so at the top of a
+    /// rise of the round trip (or more than a millisecond above the base), and is still
+    /// congestion.
+    pub calm_losses: bool,
     /// Send xroce's hello and watch for the peer's even when neither ECN nor a rate
     /// controller asks for it: what else the endpoint agrees with an xroce peer (selective
     /// repeat) needs to know who its peer is. [`Congestion::poll_xroce_peer`] tells.
@@ -173,6 +187,7 @@ impl CongestionConfig {
             dscps: DscpSet::ALL,
             burst: DEFAULT_BURST,
             loss_tolerance_per_mille: 0,
+            calm_losses: true,
             announce: true,
         }
     }
@@ -229,8 +244,9 @@ counters!(CongestionCounters {
     cc_hello_packets,
     /// Queue pairs whose peer showed xroce's hello.
     cc_xroce_peers,
-    /// Losses not taken for congestion (the round trip's packets sent again within
-    /// `loss_tolerance_per_mille` of its packets, peer xroce).
+    /// Losses not taken for congestion: in selective repeat, the round trip's packets
+    /// sent again within `loss_tolerance_per_mille` of its packets (peer xroce); in
+    /// go-back-N, a loss without a rise of the round trip (`calm_losses`).
     cc_losses_tolerated,
     /// Losses taken as congestion (the requester going back to a PSN sent before).
     cc_loss_events,
@@ -300,7 +316,9 @@ struct QpControl {
     rp: Option<ReactionPoint>,
     delay: DelayControl,
     pacer: Pacer,
-    probe: Option<(Psn, Instant)>,
+    /// The packet whose acknowledgement is the next round-trip sample, when it was sent,
+    /// and whether it was its first sending.
+    probe: Option<(Psn, Instant, bool)>,
     /// The PSN acknowledged at the last round-trip sample, and when.
     delivered_mark: Option<(Psn, Instant)>,
     /// The length of the last new request frame.
@@ -313,6 +331,14 @@ struct QpControl {
     /// loss tolerance's), and the last round trip measured, whoever has the rate.
     round: (Option<Instant>, u64, u64),
     last_rtt: Duration,
+    /// The last few round-trip samples (the smallest is the go-back-N loss rule's delay),
+    /// their moving average (gain 1/16) and the smallest of a packet sent once.
+    recent_rtts: [Duration; CALM_SAMPLES],
+    rtt_samples: usize,
+    typical_rtt: Duration,
+    min_rtt: Option<Duration>,
+    /// Credit of the go-back-N loss rule, in new packets sent (see [`CALM_SPACING`]).
+    calm_credit: u64,
     /// When the latest CNP for the queue pair was handled.
     last_cnp: Option<Instant>,
     /// The last packet sent again, and how many sent again in a row before it, each the
@@ -353,6 +379,11 @@ impl QpControl {
             rnr: false,
             round: (None, 0, 0),
             last_rtt: Duration::ZERO,
+            recent_rtts: [Duration::ZERO; CALM_SAMPLES],
+            rtt_samples: 0,
+            typical_rtt: Duration::ZERO,
+            min_rtt: None,
+            calm_credit: CALM_SPACING,
             last_cnp: None,
             last_resent: None,
             resend_run: 0,
@@ -360,6 +391,48 @@ impl QpControl {
             lossy: false,
             counters: CongestionCounters::default(),
         }
+    }
+
+    /// A round-trip sample was taken (`last_rtt`), of a packet sent for the first time
+    /// (`first`) or again (whose acknowledgement may be the first sending's).
+    fn note_rtt(&mut self, first: bool) {
+        let rtt = self.last_rtt;
+        self.recent_rtts[self.rtt_samples % CALM_SAMPLES] = rtt;
+        self.typical_rtt = if self.rtt_samples == 0 {
+            rtt
+        } else {
+            (self.typical_rtt * 15 + rtt) / 16
+        };
+        self.rtt_samples += 1;
+        if first {
+            self.min_rtt = Some(self.min_rtt.map_or(rtt, |m| m.min(rtt)));
+        }
+    }
+
+    /// Whether a go-back-N loss is taken for a random one, not for congestion: the round
+    /// trip did not rise before it (the smallest of the last [`CALM_SAMPLES`] within half
+    /// as much again as their moving average, and within [`CALM_CEILING`] of the base),
+    /// and losses are rare (at most one per [`CALM_SPACING`] new packets, on average).
+    /// Spends the credit if so.
+    ///
+    /// A queue that overflows does so at the top of a rise: the senders filled it faster
+    /// than it drains, and the round trips grew with it. Random loss comes at any round
+    /// trip, and on a host whose pollers share cores the round trip under load is many
+    /// times the base without any queue: the rise, not the height, is the signal.
+    fn calm_loss(&mut self) -> bool {
+        let n = self.rtt_samples.min(CALM_SAMPLES);
+        let (Some(recent), Some(base)) =
+            (self.recent_rtts[..n].iter().copied().min(), self.min_rtt)
+        else {
+            return false;
+        };
+        let risen = recent > self.typical_rtt + self.typical_rtt / 2;
+        let deep = recent > base + base.max(CALM_CEILING);
+        if risen || deep || self.calm_credit < CALM_SPACING {
+            return false;
+        }
+        self.calm_credit -= CALM_SPACING;
+        true
     }
 
     fn controller(&self, algorithm: Algorithm) -> Controller {
@@ -376,6 +449,17 @@ impl QpControl {
         }
     }
 }
+
+/// Round-trip samples whose smallest is the go-back-N loss rule's delay (one sample may be
+/// a host's hiccup; a queue lasts).
+const CALM_SAMPLES: usize = 4;
+/// A go-back-N loss is congestion when the round trip is more than this much above the
+/// base (or the base itself, when longer), whatever else: a queue that deep overflowed.
+const CALM_CEILING: Duration = Duration::from_millis(1);
+/// New packets per loss the go-back-N loss rule takes for random loss, on average.
+const CALM_SPACING: u64 = 50;
+/// The most credit it keeps (three losses close together).
+const CALM_CREDIT: u64 = 3 * CALM_SPACING;
 
 /// The loss tolerance counts a round as at least this many packets.
 const TOLERANCE_PACKETS: u64 = 64;
@@ -538,12 +622,13 @@ impl Congestion {
                 p.syndrome,
                 Some(Syndrome::Nak(_) | Syndrome::RnrNak { .. } | Syndrome::Reserved(_))
             );
-            if let Some((psn, sent)) = qc.probe
+            if let Some((psn, sent, first)) = qc.probe
                 && acked
                 && !p.psn.precedes(psn)
             {
                 qc.probe = None;
                 qc.last_rtt = now.saturating_duration_since(sent);
+                qc.note_rtt(first);
                 if matches!(
                     qc.controller(self.config.algorithm),
                     Controller::Delay | Controller::Loss
@@ -639,6 +724,7 @@ impl Congestion {
             if new {
                 qc.highest_psn = Some(p.psn);
                 qc.frame_bytes = frame.len() as u64;
+                qc.calm_credit = (qc.calm_credit + 1).min(CALM_CREDIT);
             }
             let mut burst = false;
             if !new {
@@ -663,12 +749,18 @@ impl Congestion {
                 let marking = qc.last_cnp.is_some_and(|at| {
                     now.saturating_duration_since(at) < (4 * qc.last_rtt).max(CNP_MEMORY)
                 });
-                let tolerated = qc.peer_xroce
-                    && !marking
-                    && config.loss_tolerance_per_mille > 0
-                    && qc.round.2 * 1000
-                        <= u64::from(config.loss_tolerance_per_mille)
-                            * qc.round.1.max(TOLERANCE_PACKETS);
+                let selective = qc.peer_xroce && config.loss_tolerance_per_mille > 0;
+                let tolerated = if selective {
+                    !marking
+                        && qc.round.2 * 1000
+                            <= u64::from(config.loss_tolerance_per_mille)
+                                * qc.round.1.max(TOLERANCE_PACKETS)
+                } else {
+                    !marking
+                        && config.calm_losses
+                        && config.algorithm == Algorithm::Auto
+                        && qc.calm_loss()
+                };
                 if qc.rnr {
                     qc.rnr = false;
                     qc.batch_tolerated = false;
@@ -680,7 +772,11 @@ impl Congestion {
                     qc.batch_tolerated = false;
                     loss_event(qc, &mut self.counters, config, now);
                 }
-            } else if burst && qc.batch_tolerated {
+            } else if burst
+                && qc.batch_tolerated
+                && qc.peer_xroce
+                && config.loss_tolerance_per_mille > 0
+            {
                 // The resends of this going back are of consecutive packets: a queue that
                 // overflowed drops a run of what its senders send, random loss rarely does.
                 qc.batch_tolerated = false;
@@ -689,7 +785,7 @@ impl Congestion {
                 // Retransmissions too: go-back-N discards what followed a loss, so their
                 // acknowledgements are theirs (and without them a lossy flow has no
                 // samples, the signal it needs most).
-                qc.probe = Some((p.psn, now));
+                qc.probe = Some((p.psn, now, new));
             }
         }
         let bytes = frame.len() as u64;

@@ -447,7 +447,11 @@ fn a_traffic_class_outside_the_dscp_set_is_left_alone() {
 #[test]
 fn under_auto_nothing_limits_a_qp_until_it_loses_a_packet() {
     let (mut a, mut b) = hosts();
-    let mut ca = Congestion::new(CongestionConfig::new(GBIT));
+    // Every loss congestion (the test below has the rule for calm ones).
+    let mut ca = Congestion::new(CongestionConfig {
+        calm_losses: false,
+        ..CongestionConfig::new(GBIT)
+    });
     // Round trips far above any target: no sample is taken, nothing is cut.
     for t in 0..4u64 {
         write(&mut a, QA, 1024, at(t * 10_000));
@@ -479,6 +483,79 @@ fn under_auto_nothing_limits_a_qp_until_it_loses_a_packet() {
     let st = ca.qp(QA, timeout).unwrap();
     assert_eq!(st.controller, Controller::Loss);
     assert_eq!(st.rate, Some(Rate::from_mbit(500)));
+}
+
+/// Under Auto, one-packet WRITEs whose round trips are `rtts` (µs), then four packets lost
+/// and sent again by the retransmission timer, `expiries` times in a row: a's congestion
+/// state and counters after the last.
+fn go_back_after_round_trips(
+    rtts: &[u64],
+    expiries: usize,
+) -> (
+    xroce_congestion::QpCongestion,
+    xroce_congestion::CongestionCounters,
+) {
+    let (mut a, mut b) = hosts();
+    let mut ca = Congestion::new(CongestionConfig::new(GBIT));
+    let mut t = 0;
+    for &rtt in rtts {
+        write(&mut a, QA, 1024, at(t));
+        let f = send(&mut a, Some(&mut ca), at(t));
+        receive(&mut b, None, &f, at(t + rtt / 2));
+        let acks = send(&mut b, None, at(t + rtt / 2));
+        receive(&mut a, Some(&mut ca), &acks, at(t + rtt));
+        t += rtt + 10;
+    }
+    write(&mut a, QA, 4096, at(t));
+    assert_eq!(send(&mut a, Some(&mut ca), at(t)).len(), 4);
+    let mut now = at(t);
+    for _ in 0..expiries {
+        let mut again = Vec::new();
+        for _ in 0..4 {
+            now = a.endpoint.poll_timeout().unwrap();
+            a.endpoint.handle_timeout(now, &mut a.mem);
+            again = send(&mut a, Some(&mut ca), now);
+            if !again.is_empty() {
+                break;
+            }
+        }
+        assert_eq!(again.len(), 4, "the four sent again");
+    }
+    (ca.qp(QA, now).unwrap(), *ca.counters())
+}
+
+#[test]
+fn a_go_back_n_loss_without_a_rise_of_the_round_trip_is_not_congestion() {
+    // Steady round trips, then a loss: random, tolerated; nothing limits the QP.
+    let (st, c) = go_back_after_round_trips(&[100; 6], 1);
+    assert_eq!((c.cc_losses_tolerated, c.cc_loss_events), (1, 0), "{c:?}");
+    assert_eq!((st.controller, st.rate), (Controller::None, None));
+    // Round trips many times a base that came once, for long (a busy host's round trips
+    // under load, noisy): no rise.
+    let mut rtts = vec![20];
+    rtts.extend([300, 320, 280, 310, 900, 290].repeat(8));
+    let (_, c) = go_back_after_round_trips(&rtts, 1);
+    assert_eq!((c.cc_losses_tolerated, c.cc_loss_events), (1, 0), "{c:?}");
+    // The resends lost again at once: losses that close together are congestion.
+    let (st, c) = go_back_after_round_trips(&[100; 6], 2);
+    assert_eq!((c.cc_losses_tolerated, c.cc_loss_events), (1, 1), "{c:?}");
+    assert_eq!(st.controller, Controller::Loss);
+    assert!(st.rate.is_some());
+}
+
+#[test]
+fn a_go_back_n_loss_at_the_top_of_a_rise_of_the_round_trip_is_congestion() {
+    // A queue builds (the round trips grow four-fold), then overflows: halved.
+    let (st, c) = go_back_after_round_trips(&[100, 100, 100, 100, 400, 400, 400, 400], 1);
+    assert_eq!((c.cc_losses_tolerated, c.cc_loss_events), (0, 1), "{c:?}");
+    assert_eq!(st.controller, Controller::Loss);
+    assert_eq!(st.rate, Some(Rate::from_mbit(500)));
+    // A queue more than a millisecond above the base is congestion however slowly it
+    // grew: the moving average has caught up with it here.
+    let mut rtts = vec![100; 4];
+    rtts.extend([1500; 40]);
+    let (_, c) = go_back_after_round_trips(&rtts, 1);
+    assert_eq!((c.cc_losses_tolerated, c.cc_loss_events), (0, 1), "{c:?}");
 }
 
 #[test]
@@ -538,6 +615,9 @@ fn lossy_marked_selective_transfer(
     let (mut a, mut b) = hosts();
     let config = CongestionConfig {
         loss_tolerance_per_mille: tolerance,
+        // Without a tolerance every loss is congestion, go-back-N's rule for calm losses
+        // included.
+        calm_losses: false,
         ..CongestionConfig::new(GBIT)
     };
     let mut ca = Congestion::new(config.clone());

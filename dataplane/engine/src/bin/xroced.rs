@@ -119,6 +119,12 @@ struct Args {
     /// (no pacing, no ECN, no CNPs).
     #[arg(long, value_enum)]
     cc: Option<Cc>,
+    /// Under `--cc auto`, a go-back-N loss that comes without a rise of the round trip
+    /// (and at most one per 50 new packets) is random loss, not congestion: `on` (the
+    /// default; go-back-N already resends its window for it) or `off` (every loss halves
+    /// the rate: for paths whose switches drop before their queue adds to the round trip).
+    #[arg(long, value_enum)]
+    calm_losses: Option<OnOff>,
     /// ECN-capable packets and CNPs for CE marks: `auto` (toward peers known to take part:
     /// their packets are ECN-capable, as an RDMA NIC's with ECN on, or carry xroce's hello,
     /// a UDP checksum on a connection's first packets; never toward Linux rxe), `on`
@@ -290,6 +296,7 @@ struct FileConfig {
     yield_us: Option<u64>,
     device_node: Option<bool>,
     cc: Option<Cc>,
+    calm_losses: Option<OnOff>,
     ecn: Option<Ecn>,
     selective_repeat: Option<OnOff>,
     line_rate_mbit: Option<u64>,
@@ -355,6 +362,7 @@ fn congestion_config(args: &Args, file: &FileConfig) -> Result<CongestionConfig>
     config.dcqcn = dcqcn;
     config.dscps = dscps;
     config.cnp_dscp = cnp_dscp;
+    config.calm_losses = !matches!(args.calm_losses.or(file.calm_losses), Some(OnOff::Off));
     if let Some(us) = args.cnp_interval_us.or(file.cnp_interval_us) {
         config.cnp_interval = Duration::from_micros(us);
     }
@@ -638,6 +646,7 @@ mod tests {
         let file = parse_config(
             "cc = \"delay\"\necn = \"on\"\nline_rate_mbit = 25000\ncc_dscp = [26]\n\
              cnp_interval_us = 4\ncnp_dscp = 46\ndcqcn_timers = \"paper\"\n\
+             calm_losses = \"off\"\n\
              [dcqcn]\nrpg_ai_rate = 10\nrpg_hai_rate = 100\n",
         )
         .unwrap();
@@ -656,6 +665,7 @@ mod tests {
         assert!(cc.dscps.contains(26) && !cc.dscps.contains(0));
         assert_eq!(cc.cnp_interval, Duration::from_micros(4));
         assert_eq!(cc.cnp_dscp, 46);
+        assert!(!cc.calm_losses, "from the file");
         let mut want = DcqcnParams::paper_timers();
         want.rpg_ai_rate = Rate::from_mbit(20);
         want.rpg_hai_rate = Rate::from_mbit(100);
@@ -665,6 +675,12 @@ mod tests {
         let off = Args::try_parse_from(["xroced", "--cc", "off"]).unwrap();
         let cc = congestion_config(&off, &FileConfig::default()).unwrap();
         assert_eq!((cc.algorithm, cc.ecn), (Algorithm::Off, EcnMode::Off));
+        assert!(cc.calm_losses, "on by default");
+        let calm = Args::try_parse_from(["xroced", "--calm-losses", "on"]).unwrap();
+        assert!(
+            congestion_config(&calm, &file).unwrap().calm_losses,
+            "over the file"
+        );
         // A line rate left to the interface.
         assert_eq!(cc.line_rate, Rate::ZERO);
         // Mistakes are refused with the name at fault.
