@@ -135,6 +135,12 @@ pub(crate) struct CongestionPoint {
     pub(crate) cnps_handled: u64,
     pub(crate) retransmit_timeouts: u64,
     pub(crate) seq_naks: u64,
+    /// Losses the senders' congestion control took for congestion, and those it took for
+    /// random loss (JSON only).
+    #[serde(default)]
+    pub(crate) loss_events: u64,
+    #[serde(default)]
+    pub(crate) losses_tolerated: u64,
     /// The 64-byte ping-pong's round trip through the port, during the point and on the
     /// idle port just before (median, 99th percentile).
     pub(crate) ping_p50_us: f64,
@@ -674,6 +680,8 @@ fn summarise(
         cnps_handled: delta("rp_cnp_handled"),
         retransmit_timeouts: delta("retransmit_timeouts"),
         seq_naks: delta("rcvd_seq_err"),
+        loss_events: delta("cc_loss_events"),
+        losses_tolerated: delta("cc_losses_tolerated"),
         ping_p50_us: percentile(&pings, 0.5),
         ping_p99_us: percentile(&pings, 0.99),
         series,
