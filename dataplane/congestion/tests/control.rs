@@ -612,7 +612,6 @@ fn lossy_marked_selective_transfer(
     burst: usize,
     mark_every: usize,
 ) -> xroce_congestion::CongestionCounters {
-    let (mut a, mut b) = hosts();
     let config = CongestionConfig {
         loss_tolerance_per_mille: tolerance,
         // Without a tolerance every loss is congestion, go-back-N's rule for calm losses
@@ -620,11 +619,28 @@ fn lossy_marked_selective_transfer(
         calm_losses: false,
         ..CongestionConfig::new(GBIT)
     };
+    lossy_transfer(config, true, lose_every, burst, mark_every, 0)
+}
+
+/// 256 KiB WRITEs from a to b under `config`, in selective repeat or go-back-N, a's
+/// frames each `lose_every`th lost (`burst` in a row), every `mark_every`-th frame that
+/// arrives marked CE (none with 0), b's answers reaching a `delay` µs after they leave;
+/// returns a's congestion counters.
+fn lossy_transfer(
+    config: CongestionConfig,
+    selective: bool,
+    lose_every: usize,
+    burst: usize,
+    mark_every: usize,
+    delay: u64,
+) -> xroce_congestion::CongestionCounters {
+    let (mut a, mut b) = hosts();
     let mut ca = Congestion::new(config.clone());
     let mut cb = Congestion::new(config);
-    a.endpoint.set_selective_repeat(QA, true).unwrap();
-    b.endpoint.set_selective_repeat(QB, true).unwrap();
+    a.endpoint.set_selective_repeat(QA, selective).unwrap();
+    b.endpoint.set_selective_repeat(QB, selective).unwrap();
     let mut n = 0usize;
+    let mut in_flight: std::collections::VecDeque<(u64, Vec<Vec<u8>>)> = Default::default();
     for round in 0..200u64 {
         let t = round * 100;
         if round % 10 == 0 {
@@ -657,14 +673,40 @@ fn lossy_marked_selective_transfer(
                 }
             }
             receive(&mut a, Some(&mut ca), &cnps, now);
-            let answers = send(&mut b, Some(&mut cb), now);
-            receive(&mut a, Some(&mut ca), &answers, now);
+            in_flight.push_back((t + step + delay, send(&mut b, Some(&mut cb), now)));
+            while in_flight.front().is_some_and(|(due, _)| *due <= t + step) {
+                let (_, answers) = in_flight.pop_front().unwrap();
+                receive(&mut a, Some(&mut ca), &answers, now);
+            }
             if a.endpoint.poll_timeout().is_some_and(|d| d <= now) {
                 a.endpoint.handle_timeout(now, &mut a.mem);
             }
         }
     }
     *ca.counters()
+}
+
+#[test]
+fn random_losses_on_a_steady_path_do_not_cut_a_go_back_n_rate_under_auto() {
+    // Go-back-N, one frame in 100 lost, answers 20 µs after they leave: the round trip
+    // never rises, so each loss is taken for random loss; every one is without the rule.
+    let calm = lossy_transfer(CongestionConfig::new(GBIT), false, 100, 1, 0, 20);
+    assert!(calm.cc_losses_tolerated > 10, "{calm:?}");
+    assert!(
+        calm.cc_loss_events * 10 <= calm.cc_losses_tolerated,
+        "{calm:?}"
+    );
+    let strict = CongestionConfig {
+        calm_losses: false,
+        ..CongestionConfig::new(GBIT)
+    };
+    let strict = lossy_transfer(strict, false, 100, 1, 0, 20);
+    assert_eq!(strict.cc_losses_tolerated, 0, "{strict:?}");
+    assert!(strict.cc_loss_events > 10, "{strict:?}");
+    assert!(strict.cc_delay_cuts > 0, "{strict:?}");
+    // One frame in 10 lost: losses far closer together than random loss leaves them.
+    let heavy = lossy_transfer(CongestionConfig::new(GBIT), false, 10, 1, 0, 20);
+    assert!(heavy.cc_loss_events > 10, "{heavy:?}");
 }
 
 #[test]
