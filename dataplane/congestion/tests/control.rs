@@ -339,6 +339,22 @@ fn cnps_for_unknown_or_uncontrolled_qps_are_ignored_and_bad_ones_go_to_the_trans
     assert_eq!(delay_only.counters().rp_cnp_handled, 0);
 }
 
+/// Runs `a`'s retransmission timer until it sends something (its earliest entry may be an
+/// older one, re-armed when run): when, and what it sent.
+fn resend_on_timer(a: &mut Host, ca: &mut Congestion) -> (Instant, Vec<Vec<u8>>) {
+    let mut again = Vec::new();
+    let mut now = Instant::ZERO;
+    for _ in 0..4 {
+        now = a.endpoint.poll_timeout().unwrap();
+        a.endpoint.handle_timeout(now, &mut a.mem);
+        again = send(a, Some(&mut *ca), now);
+        if !again.is_empty() {
+            break;
+        }
+    }
+    (now, again)
+}
+
 #[test]
 fn a_retransmission_is_a_loss_once_per_recovery_and_an_rnr_wait_is_not() {
     let (mut a, mut b) = hosts();
@@ -363,17 +379,7 @@ fn a_retransmission_is_a_loss_once_per_recovery_and_an_rnr_wait_is_not() {
     write(&mut a, QA, 8192, at(1000));
     let lost = send(&mut a, Some(&mut ca), at(1000));
     assert_eq!(lost.len(), 8);
-    // The retransmit timer (its earliest entry may be an older one, re-armed when run).
-    let mut again = Vec::new();
-    let mut timeout = at(1000);
-    for _ in 0..4 {
-        timeout = a.endpoint.poll_timeout().unwrap();
-        a.endpoint.handle_timeout(timeout, &mut a.mem);
-        again = send(&mut a, Some(&mut ca), timeout);
-        if !again.is_empty() {
-            break;
-        }
-    }
+    let (timeout, again) = resend_on_timer(&mut a, &mut ca);
     assert!(!again.is_empty());
     assert_eq!(
         ca.counters().cc_loss_events,
@@ -468,16 +474,7 @@ fn under_auto_nothing_limits_a_qp_until_it_loses_a_packet() {
     write(&mut a, QA, 4096, at(50_000));
     let lost = send(&mut a, Some(&mut ca), at(50_000));
     assert_eq!(lost.len(), 4);
-    let mut again = Vec::new();
-    let mut timeout = at(50_000);
-    for _ in 0..4 {
-        timeout = a.endpoint.poll_timeout().unwrap();
-        a.endpoint.handle_timeout(timeout, &mut a.mem);
-        again = send(&mut a, Some(&mut ca), timeout);
-        if !again.is_empty() {
-            break;
-        }
-    }
+    let (timeout, again) = resend_on_timer(&mut a, &mut ca);
     assert!(!again.is_empty());
     assert_eq!(ca.counters().cc_loss_events, 1);
     let st = ca.qp(QA, timeout).unwrap();
@@ -510,15 +507,8 @@ fn go_back_after_round_trips(
     assert_eq!(send(&mut a, Some(&mut ca), at(t)).len(), 4);
     let mut now = at(t);
     for _ in 0..expiries {
-        let mut again = Vec::new();
-        for _ in 0..4 {
-            now = a.endpoint.poll_timeout().unwrap();
-            a.endpoint.handle_timeout(now, &mut a.mem);
-            again = send(&mut a, Some(&mut ca), now);
-            if !again.is_empty() {
-                break;
-            }
-        }
+        let again;
+        (now, again) = resend_on_timer(&mut a, &mut ca);
         assert_eq!(again.len(), 4, "the four sent again");
     }
     (ca.qp(QA, now).unwrap(), *ca.counters())
