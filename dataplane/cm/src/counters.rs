@@ -28,7 +28,8 @@ xroce_transport::counter_set! {
     /// Messages for a known connection in a state where they mean nothing.
     rcvd_wrong_state,
     /// Copies of messages already handled (REQ, REP, RTU, DREQ, MRA, SIDR_REQ): answered
-    /// with an MRA, RTU or DREP where the Linux CM answers, ignored otherwise.
+    /// with an MRA, RTU or DREP where the Linux CM answers, a SIDR_REQ answered lately with
+    /// its SIDR_REP again, ignored otherwise.
     rcvd_duplicate,
     /// DREQs whose QPN is not the connection's (dropped).
     rcvd_dreq_wrong_qpn,

@@ -159,3 +159,40 @@ fn a_duplicate_sidr_req_is_dropped_while_pending() {
     assert_eq!(p.b.count(EventKind::ConnectRequest), 1);
     assert_eq!(p.b.cm.counters().rcvd_duplicate, 1);
 }
+
+#[test]
+fn a_copy_of_an_answered_sidr_req_gets_the_same_answer_even_once_nobody_listens() {
+    let mut p = Pair::new(36);
+    let listener = listen(&mut p.b, OWNER_B, PortSpace::Udp, UD_PORT);
+    ud_connect(&mut p, &[]);
+    let req = p.a.cm.poll_transmit().unwrap();
+    p.inject(Side::B, &req.mad);
+    let asked = p.b.any(EventKind::ConnectRequest).unwrap().id;
+    let now = p.now;
+    let accept = ConnParam {
+        qp_num: Qpn::new(0x44),
+        ..ConnParam::default()
+    };
+    p.b.cm.accept(now, asked, &accept).unwrap();
+    p.settle();
+    let is_rep = |m: &CmMessage<'_>| matches!(m, CmMessage::SidrRep(_));
+    assert_eq!(p.sent_by(Side::B, is_rep).len(), 1);
+    // The listener is gone (its server took what it waited for) when a copy of the request
+    // comes: the requester lost the answer, or the path duplicated its request.
+    p.b.cm.destroy_id(now, listener).unwrap();
+    p.inject(Side::B, &req.mad);
+    let reps = p.sent_by(Side::B, is_rep);
+    assert_eq!(reps.len(), 2, "answered again");
+    assert_eq!(reps[0].mad, reps[1].mad, "with the same answer");
+    let Some(CmMessage::SidrRep(rep)) = reps[1].message() else {
+        unreachable!()
+    };
+    assert_eq!((rep.status, rep.qpn), (SidrStatus::SUCCESS, Qpn::new(0x44)));
+    assert_eq!(p.b.count(EventKind::ConnectRequest), 1, "no second request");
+    let c = p.b.cm.counters();
+    assert_eq!((c.rcvd_duplicate, c.sidr_req_no_listener), (1, 0));
+    // The requester, which did get an answer, resolves once.
+    let ev = wait(&mut p, PATIENCE, false, EventKind::Established);
+    assert_eq!(ev.ud().unwrap().qp_num, 0x44);
+    assert_eq!(p.a.count(EventKind::Established), 1);
+}

@@ -68,6 +68,24 @@ pub struct IbCmConfig {
 /// [`IbCmConfig::listen_grace`] lasts since it was first sent.
 pub const LISTEN_RETRY: Duration = Duration::from_millis(50);
 
+/// How long a SIDR_REP sent is kept to answer a copy of its request (a requester that did
+/// not get it sends the request again: librdmacm 15 times, 4096 ms apart), and how many
+/// are kept at most.
+pub const ANSWERED_SIDR_LIFETIME: Duration = Duration::from_secs(64);
+/// See [`ANSWERED_SIDR_LIFETIME`].
+pub const ANSWERED_SIDRS: usize = 256;
+
+/// A SIDR_REP sent: the request it answered (request ID, requester, transaction ID), when,
+/// and the MAD.
+#[derive(Debug)]
+struct AnsweredSidr {
+    key: (CommId, IpAddr),
+    tid: u64,
+    at: Instant,
+    to: MadAddress,
+    mad: [u8; MAD_LEN],
+}
+
 /// A REQ or SIDR_REQ waiting for a listener ([`IbCmConfig::listen_grace`]).
 #[derive(Debug, Clone)]
 struct HeldReq {
@@ -94,6 +112,8 @@ pub struct IbCm {
     remote_qps: HashMap<(Guid, Qpn), CommId>,
     /// Pending SIDR requests by (request ID, requester): catches duplicate SIDR_REQs.
     remote_sidr: HashMap<(CommId, IpAddr), CommId>,
+    /// SIDR_REPs sent lately, oldest first: a copy of their request gets the same answer.
+    answered_sidr: VecDeque<AnsweredSidr>,
     /// REQs and SIDR_REQs that found no listener, waiting for one.
     held: Vec<HeldReq>,
     /// GIDs of this port: a REQ for another is refused (REJ 12).
@@ -117,6 +137,7 @@ impl IbCm {
             remote_ids: HashMap::new(),
             remote_qps: HashMap::new(),
             remote_sidr: HashMap::new(),
+            answered_sidr: VecDeque::new(),
             held: Vec::new(),
             local_gids: HashSet::new(),
             timers: Timers::default(),

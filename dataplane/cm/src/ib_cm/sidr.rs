@@ -1,6 +1,8 @@
 //! Service ID resolution (IBTA 12.11): a UD client asks which QP and Q_Key serve a
 //! service ID; no connection state is kept beyond the request.
 
+use std::net::IpAddr;
+
 use xroce_transport::Instant;
 use xroce_wire::cm::{
     SIDR_REP_INFO_LEN, SIDR_REP_PRIVATE_DATA_LEN, SIDR_REQ_PRIVATE_DATA_LEN, SidrRepRepr,
@@ -8,11 +10,11 @@ use xroce_wire::cm::{
 };
 use xroce_wire::{CmMessage, CommId, Guid, Qkey, Qpn, SidrStatus};
 
-use super::IbCm;
 use super::connection::{CmState, Connection};
 use super::params::{
     CmError, CmEventKind, SidrRepParams, SidrRepReceived, SidrReqParams, SidrReqReceived, check_len,
 };
+use super::{ANSWERED_SIDR_LIFETIME, ANSWERED_SIDRS, AnsweredSidr, IbCm};
 use crate::address::MadAddress;
 use crate::counters::Counter;
 
@@ -48,8 +50,9 @@ impl IbCm {
         Ok(id)
     }
 
-    /// A SIDR_REQ (`cm_sidr_req_handler`): a copy of one still pending is dropped; one for
-    /// a service ID nobody listens on is answered with status 1 (unsupported).
+    /// A SIDR_REQ (`cm_sidr_req_handler`): a copy of one still pending is dropped, a copy
+    /// of one answered lately gets the same answer again; one for a service ID nobody
+    /// listens on is answered with status 1 (unsupported).
     pub(super) fn handle_sidr_req(
         &mut self,
         now: Instant,
@@ -60,6 +63,9 @@ impl IbCm {
     ) -> Counter {
         let key = (req.request_id, from.remote);
         if self.remote_sidr.contains_key(&key) {
+            return Counter::rcvd_duplicate;
+        }
+        if self.answer_sidr_again(now, key, tid) {
             return Counter::rcvd_duplicate;
         }
         if !self.listeners.contains_key(&req.service_id) {
@@ -104,10 +110,11 @@ impl IbCm {
     }
 
     /// Answers a SIDR_REQ (`ib_send_cm_sidr_rep`); the resolution is over (idle), and a
-    /// later copy of the request counts as a new one, as in Linux.
+    /// later copy of the request gets the same answer for [`ANSWERED_SIDR_LIFETIME`] (in
+    /// Linux it counts as a new request).
     pub fn send_sidr_rep(
         &mut self,
-        _now: Instant,
+        now: Instant,
         id: CommId,
         p: &SidrRepParams<'_>,
     ) -> Result<(), CmError> {
@@ -140,9 +147,45 @@ impl IbCm {
         let mad = IbCm::mad(tid, CmMessage::SidrRep(rep));
         if let Some(key) = key {
             self.remote_sidr.remove(&key);
+            if self.answered_sidr.len() == ANSWERED_SIDRS {
+                self.answered_sidr.pop_front();
+            }
+            self.answered_sidr.push_back(AnsweredSidr {
+                key,
+                tid,
+                at: now,
+                to: av,
+                mad,
+            });
         }
         self.queue(av, mad);
         Ok(())
+    }
+
+    /// A copy of a SIDR_REQ answered lately (same request ID, requester and transaction
+    /// ID: the requester did not get the answer, or the path duplicated the request): the
+    /// same SIDR_REP is sent again. Linux's CM takes such a copy for a new request once it
+    /// answered, so a listener hears of the same requester twice, and one that stopped
+    /// listening meanwhile answers status 1 (no listener): a requester that lost the answer
+    /// is told the service is gone.
+    fn answer_sidr_again(&mut self, now: Instant, key: (CommId, IpAddr), tid: u64) -> bool {
+        while self
+            .answered_sidr
+            .front()
+            .is_some_and(|a| now.saturating_duration_since(a.at) > ANSWERED_SIDR_LIFETIME)
+        {
+            self.answered_sidr.pop_front();
+        }
+        let Some(a) = self
+            .answered_sidr
+            .iter()
+            .find(|a| a.key == key && a.tid == tid)
+        else {
+            return false;
+        };
+        let (to, mad) = (a.to, a.mad);
+        self.queue(to, mad);
+        true
     }
 
     /// A SIDR_REP (`cm_sidr_rep_handler`).
