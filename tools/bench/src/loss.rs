@@ -137,6 +137,12 @@ pub(crate) struct Recovery {
     /// Selective repeat, host b: packets that found its store full.
     #[serde(default)]
     pub(crate) sr_held_dropped_full: u64,
+    /// Congestion control: losses taken for congestion (each may cut the rate), and those
+    /// taken for random loss.
+    #[serde(default)]
+    pub(crate) cc_loss_events: u64,
+    #[serde(default)]
+    pub(crate) cc_losses_tolerated: u64,
 }
 
 /// A loss recovery mode the loss test measures.
@@ -322,6 +328,8 @@ pub(crate) fn run(
                 sr_packets_resent: delta("sr_packets_resent"),
                 sr_packets_held: b_delta("sr_packets_held"),
                 sr_held_dropped_full: b_delta("sr_held_dropped_full"),
+                cc_loss_events: delta("cc_loss_events"),
+                cc_losses_tolerated: delta("cc_losses_tolerated"),
             },
             ping: Some(ping),
             ..LossPoint::default()

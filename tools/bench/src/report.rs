@@ -538,11 +538,11 @@ impl Report {
             }
             let _ = writeln!(
                 o,
-                "\nLoss recovery at host a (the transport's counters): resends started at once, on the measured timer, of a persisting gap; round trips measured; packets held by the window and by pacing; selective repeat: NAKs saying what b held, holes resent, packets b held ahead of a gap, and those that found b's store full"
+                "\nLoss recovery at host a (the transport's counters): resends started at once, on the measured timer, of a persisting gap; round trips measured; packets held by the window and by pacing; selective repeat: NAKs saying what b held, holes resent, packets b held ahead of a gap, and those that found b's store full; congestion control: losses taken for congestion and for random loss"
             );
             let _ = writeln!(
                 o,
-                "{:>7} {:>6} {:>7} {:>16} | {:>8} {:>8} {:>6} | {:>8} | {:>10} {:>10} | {:>8} {:>8} {:>8} {:>6}",
+                "{:>7} {:>6} {:>7} {:>16} | {:>8} {:>8} {:>6} | {:>8} | {:>10} {:>10} | {:>8} {:>8} {:>8} {:>6} | {:>8} {:>8}",
                 "loss %",
                 "burst",
                 "reord %",
@@ -556,13 +556,15 @@ impl Report {
                 "SR NAKs",
                 "holes",
                 "b held",
-                "full"
+                "full",
+                "congest",
+                "random"
             );
             for p in self.loss.iter().filter(|p| p.error.is_none()) {
                 let r = &p.recovery;
                 let _ = writeln!(
                     o,
-                    "{} | {:>8} {:>8} {:>6} | {:>8} | {:>10} {:>10} | {:>8} {:>8} {:>8} {:>6}",
+                    "{} | {:>8} {:>8} {:>6} | {:>8} | {:>10} {:>10} | {:>8} {:>8} {:>8} {:>6} | {:>8} {:>8}",
                     loss_key(p),
                     r.prompt_retries,
                     r.adaptive_timeouts,
@@ -573,7 +575,9 @@ impl Report {
                     r.sr_naks_received,
                     r.sr_packets_resent,
                     r.sr_packets_held,
-                    r.sr_held_dropped_full
+                    r.sr_held_dropped_full,
+                    r.cc_loss_events,
+                    r.cc_losses_tolerated
                 );
             }
             let _ = writeln!(
