@@ -102,12 +102,18 @@ fn one_daemon_per_name_stat_and_restart_after_kill_9() {
     assert!(qp_line.contains(" RC RTS "), "{qp_line}");
     assert!(qp_line.contains(" selective_repeat 0 "), "{qp_line}");
     assert_eq!(rcvd(qp_line), 64, "{qp_line}");
-    // The requester's QP shows what it measured of the path.
+    // The requester's QP shows what it measured of the path, and its congestion control:
+    // the peer is an xroce daemon (its hello came back on the acknowledgements), so the
+    // QP's packets go out ECN-capable after its own 8 hello packets.
     let out = xroced_output(&hosts, Side::A, &["stat", DEVICE, "--qp"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.lines()
-            .any(|l| l.starts_with("qp ") && l.contains(" srtt_us ") && l.contains(" rto_us ")),
+        text.lines().any(|l| l.starts_with("qp ")
+            && l.contains(" srtt_us ")
+            && l.contains(" rto_us ")
+            && l.contains(" ecn_capable 1 ")
+            && l.contains(" peer_xroce 1 ")
+            && l.contains(" cc_hello_packets 8 ")),
         "{text}"
     );
     drop((objects, ca, cb));

@@ -375,7 +375,8 @@ impl Poller {
 
     /// The state and counters of the first `most` QPs numbered `from` or more. Only the
     /// QPs asked for are described (a page of a few dozen, out of thousands).
-    fn qp_stats(&self, from: u32, most: usize) -> Vec<QpStat> {
+    fn qp_stats(&mut self, from: u32, most: usize) -> Vec<QpStat> {
+        let now = self.now();
         let mut wanted: Vec<_> = self
             .endpoint
             .qp_stats()
@@ -387,12 +388,19 @@ impl Poller {
             .into_iter()
             .filter_map(|(qpn, state, counters)| {
                 let qp = self.endpoint.qp(qpn)?;
+                let mut counters: Vec<(String, u64)> =
+                    counters.iter().map(|(n, v)| (n.to_owned(), v)).collect();
+                let mut path = path_of(qp);
+                if let Some(cc) = self.cc.qp(qpn, now) {
+                    path.extend(congestion_of(&cc));
+                    counters.extend(cc.counters.iter().map(|(n, v)| (n.to_owned(), v)));
+                }
                 Some(QpStat {
                     qpn: qpn.value(),
                     qp_type: qp.qp_type().name().to_owned(),
                     state: state.name().to_owned(),
-                    counters: counters.iter().map(|(n, v)| (n.to_owned(), v)).collect(),
-                    path: path_of(qp),
+                    counters,
+                    path,
                 })
             })
             .collect()
@@ -442,6 +450,23 @@ impl Poller {
             daemon,
         }
     }
+}
+
+/// What `xroced stat --qp` shows of a QP's congestion control, after its path: whether its
+/// packets go out ECN-capable and its peer showed xroce's hello, and, while a controller
+/// limits it, the rate (Mbit/s) and DCQCN's alpha (1/1024ths).
+fn congestion_of(cc: &xroce_congestion::QpCongestion) -> Vec<(String, u64)> {
+    let mut v = vec![
+        ("ecn_capable".to_owned(), u64::from(cc.ecn_capable)),
+        ("peer_xroce".to_owned(), u64::from(cc.peer_xroce)),
+    ];
+    if let Some(rate) = cc.rate {
+        v.push(("cc_rate_mbit".to_owned(), rate.bits_per_sec() / 1_000_000));
+    }
+    if let Some(alpha) = cc.alpha {
+        v.push(("cc_alpha".to_owned(), u64::from(alpha)));
+    }
+    v
 }
 
 /// What `xroced stat --qp` shows of a QP's path: whether it runs selective repeat, and what
