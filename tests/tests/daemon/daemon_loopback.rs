@@ -157,7 +157,8 @@ fn rc_scenario(h: &TwoHosts, loopback: bool) -> RcOutcome {
 /// it did: packet totals (ACK coalescing), packets that met a QP already in the error
 /// state (how far the sender got before the NAK came back) and what loss recovery measured
 /// of the path (round trips timed, packets its window or pacing held back) depend on
-/// timing, on the wire as in loopback.
+/// timing, on the wire as in loopback; congestion control's (`cc_*`, `np_*`, `rp_*`) are
+/// the wire's alone (loopback frames cross no network).
 fn semantic(counters: Vec<(String, u64)>) -> Vec<(String, u64)> {
     counters
         .into_iter()
@@ -170,7 +171,7 @@ fn semantic(counters: Vec<(String, u64)>) -> Vec<(String, u64)> {
                     | "rtt_samples"
                     | "req_held_by_window"
                     | "req_held_by_pacing"
-            )
+            ) && !["cc_", "np_", "rp_"].iter().any(|p| name.starts_with(p))
         })
         .collect()
 }
