@@ -505,6 +505,18 @@ impl Scoreboard {
         self.held.last().map(|&(_, last)| last)
     }
 
+    /// The held range at `index` (in PSN order), if there are that many.
+    #[inline]
+    pub(crate) fn range(&self, index: usize) -> Option<(Psn, Psn)> {
+        self.held.get(index).copied()
+    }
+
+    /// The PSNs of the holes known, in PSN order.
+    #[cfg(test)]
+    pub(crate) fn hole_psns(&self) -> Vec<Psn> {
+        self.holes.iter().map(|h| h.psn).collect()
+    }
+
     /// Whether every PSN of `first..=last` is held.
     pub(crate) fn holds(&self, first: Psn, last: Psn) -> bool {
         self.held
