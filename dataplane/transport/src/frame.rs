@@ -261,12 +261,11 @@ impl Emit for FrameWriter<'_> {
     #[inline(never)]
     fn begin(&mut self, headers: &Headers, path: &Path, payload_len: usize) -> Option<&mut [u8]> {
         self.pending = None;
-        let ib = headers.to_wire()?;
         self.refresh(path, headers.dest_qpn, headers.transport)?;
         let repr = self.cache.as_ref()?.template.repr();
         let start = repr.header_len();
         let ipv4 = matches!(repr.ip, IpRepr::Ipv4(_));
-        let header_len = ib.emit(self.buf.get_mut(start..)?, payload_len).ok()?;
+        let header_len = headers.write(self.buf.get_mut(start..)?, payload_len)?;
         let payload = start + header_len;
         if repr.frame_len(header_len + payload_len) > self.buf.len() {
             return None;

@@ -9,8 +9,8 @@
 //! does ([`Opcode::find`]).
 
 use xroce_wire::{
-    AethRepr, AtomicAckEthRepr, AtomicEthRepr, BthRepr, DethRepr, Gid, IbRepr, IethRepr, ImmDtRepr,
-    Opcode, OpcodeInfo, Operation, Pkey, Position, Psn, Qpn, RethRepr, Transport,
+    AethRepr, AtomicAckEthRepr, AtomicEthRepr, DethRepr, Gid, IbRepr, IethRepr, ImmDtRepr, Opcode,
+    OpcodeInfo, Operation, Pkey, Position, Psn, Qpn, RethRepr, Transport,
 };
 
 use crate::attributes::QpType;
@@ -278,13 +278,86 @@ impl Headers {
         )
     }
 
+    /// Writes the BTH and the extension headers of a packet with `payload_len` payload
+    /// bytes at the start of `buf`, byte for byte what [`Headers::to_wire`] and
+    /// [`IbRepr::emit`] write (the pad count from the payload's length), without building
+    /// the wire crate's representation first: the headers of every packet sent are written
+    /// here. Returns their length; `None` if no opcode has this shape, the AtomicETH or
+    /// DETH the opcode carries is not set, the opcode carries no payload and `payload_len`
+    /// is not 0, or `buf` is too short.
+    #[inline]
+    pub(crate) fn write(&self, buf: &mut [u8], payload_len: usize) -> Option<usize> {
+        use xroce_wire::ExtHeader as X;
+        use xroce_wire::{AethPacket, AtomicAckEth, AtomicEth, DethPacket, Ieth, ImmDt, Reth};
+        let opcode = self.opcode()?;
+        let info = opcode.info();
+        if payload_len > 0 && !info.has_payload() {
+            return None;
+        }
+        let header_len = info.header_len();
+        let buf = buf.get_mut(..header_len)?;
+        // BTH (IBTA 9.2): opcode; SE, MigReq (0), pad count, TVer (0); P_Key; FECN, BECN
+        // and reserved bits (0); DestQP; AckReq and reserved bits; PSN.
+        let mut flags = (IbRepr::pad_for(payload_len) & 0x03) << 4;
+        if self.solicited {
+            flags |= 0x80;
+        }
+        let word0 = u32::from(opcode.0) << 24 | u32::from(flags) << 16 | u32::from(self.pkey.0);
+        let word1 = self.dest_qpn.value() & 0x00ff_ffff;
+        let word2 = u32::from(self.ack_req) << 31 | (self.psn.value() & 0x00ff_ffff);
+        buf[0..4].copy_from_slice(&word0.to_be_bytes());
+        buf[4..8].copy_from_slice(&word1.to_be_bytes());
+        buf[8..12].copy_from_slice(&word2.to_be_bytes());
+        for &header in info.headers() {
+            let at = info.offset(header)?;
+            let bytes = buf.get_mut(at..at + header.len())?;
+            match header {
+                X::Reth => self
+                    .reth
+                    .unwrap_or(RethRepr {
+                        va: 0,
+                        rkey: xroce_wire::Rkey(0),
+                        dma_len: 0,
+                    })
+                    .emit(Reth::new_checked_mut(bytes).ok()?),
+                X::Aeth => self
+                    .aeth
+                    .unwrap_or(AethRepr {
+                        syndrome: xroce_wire::Syndrome::ACK_UNLIMITED,
+                        msn: 0,
+                    })
+                    .emit(&mut AethPacket::new_unchecked(bytes)),
+                X::Deth => self.deth?.emit(&mut DethPacket::new_unchecked(bytes)),
+                X::AtomicEth => self.atomic?.emit(AtomicEth::new_checked_mut(bytes).ok()?),
+                X::AtomicAckEth => self
+                    .atomic_ack
+                    .unwrap_or(AtomicAckEthRepr { orig_data: 0 })
+                    .emit(AtomicAckEth::new_checked_mut(bytes).ok()?),
+                X::ImmDt => self
+                    .imm
+                    .unwrap_or(ImmDtRepr { data: 0 })
+                    .emit(ImmDt::new_checked_mut(bytes).ok()?),
+                X::Ieth => self
+                    .ieth
+                    .unwrap_or(IethRepr {
+                        rkey: xroce_wire::Rkey(0),
+                    })
+                    .emit(Ieth::new_checked_mut(bytes).ok()?),
+                // No opcode the transport sends carries them (RD, CNP).
+                X::Rdeth | X::CnpReserved => return None,
+            }
+        }
+        Some(header_len)
+    }
+
     /// The wire representation of these headers, or `None` if no opcode has this shape
     /// (a bug in the caller). A header the opcode carries and the caller did not set is
     /// sent zeroed (an AETH as a plain ACK); the AtomicETH and the DETH must be set.
-    #[inline]
+    /// What [`Headers::write`] must write, byte for byte (its test compares them).
+    #[cfg(test)]
     pub(crate) fn to_wire(self) -> Option<IbRepr> {
         let opcode = self.opcode()?;
-        let mut bth = BthRepr::new(opcode, self.dest_qpn, self.psn);
+        let mut bth = xroce_wire::BthRepr::new(opcode, self.dest_qpn, self.psn);
         bth.solicited_event = self.solicited;
         bth.ack_request = self.ack_req;
         bth.pad_count = self.pad;
@@ -369,6 +442,64 @@ mod tests {
             }
             let ib = h.to_wire().expect("an opcode for every classified shape");
             assert_eq!(ib.bth.opcode, Opcode(byte), "{}", info.name);
+            // The headers written straight are those of the wire crate's representation,
+            // byte for byte, with and without the optional headers set, for payloads of
+            // every pad.
+            let mut full = h;
+            full.solicited = byte % 2 == 0;
+            full.ack_req = byte % 3 == 0;
+            full.pkey = Pkey(0x8000 | u16::from(byte));
+            full.dest_qpn = Qpn::new(0x00ab_cdef ^ u32::from(byte));
+            full.psn = Psn::new(0x00fe_dcba ^ u32::from(byte));
+            full.reth = Some(RethRepr {
+                va: 0x0123_4567_89ab_cdef,
+                rkey: Rkey(0xdead_beef),
+                dma_len: 0x0001_0203,
+            });
+            full.aeth = Some(AethRepr {
+                syndrome: xroce_wire::Syndrome::Ack { credit_count: 5 },
+                msn: 0x00aa_bbcc,
+            });
+            full.atomic_ack = Some(AtomicAckEthRepr {
+                orig_data: 0x1122_3344_5566_7788,
+            });
+            if k.is_atomic() {
+                full.atomic = Some(AtomicEthRepr {
+                    va: 0x99,
+                    rkey: Rkey(0x77),
+                    swap_add: 0x1234,
+                    compare: 0x5678,
+                });
+            }
+            for headers in [h, full] {
+                let payloads: &[usize] = if Opcode(byte).info().has_payload() {
+                    &[0, 1, 2, 3, 4, 1023, 4096]
+                } else {
+                    &[0]
+                };
+                for &payload in payloads {
+                    let mut expected = [0x5au8; 64];
+                    let mut written = [0xa5u8; 64];
+                    let wire = headers.to_wire().unwrap();
+                    let len = wire.emit(&mut expected, payload).unwrap();
+                    assert_eq!(
+                        headers.write(&mut written, payload),
+                        Some(len),
+                        "{}",
+                        info.name
+                    );
+                    assert_eq!(
+                        written[..len],
+                        expected[..len],
+                        "{} payload {payload}",
+                        info.name
+                    );
+                    assert_eq!(headers.write(&mut written[..len - 1], payload), None);
+                }
+                if !Opcode(byte).info().has_payload() {
+                    assert_eq!(headers.write(&mut [0u8; 64], 1), None, "{}", info.name);
+                }
+            }
             seen += 1;
         }
         // RC: 23 implemented opcodes (not FLUSH, ATOMIC WRITE), UC: 12, UD: 2.
