@@ -539,8 +539,13 @@ impl SendQueue {
                     range += 1;
                 }
                 let gap_end = match self.scoreboard.range(range) {
-                    // Held: on past the range.
+                    // Held: on past the range, unless it reaches the end. (A range may
+                    // reach far beyond what was sent, a peer's word for it: stepping past
+                    // it could wrap the PSN around to before the end.)
                     Some((first, last)) if first.distance(psn) <= 0 => {
+                        if last.distance(end) >= 0 {
+                            break;
+                        }
                         psn = last.next();
                         continue;
                     }
@@ -883,5 +888,44 @@ mod tests {
             holes += sq.scoreboard.hole_psns().len();
         }
         assert!(holes > 2000, "the rounds had holes to find ({holes})");
+    }
+
+    /// A selective acknowledgement whose range starts at the oldest unacknowledged PSN and
+    /// reaches as far as a range can (2^23 - 1 PSNs on) holds everything in flight: no
+    /// hole, and the walk ends at once instead of stepping past the range and around the
+    /// PSN space.
+    #[test]
+    fn a_range_from_the_oldest_psn_as_long_as_a_range_can_be_holds_everything() {
+        for (sent, unacked) in [(1, 0), (3, 0), (3, 2), (5, 4)] {
+            let start = Psn::new(0xff_fffe);
+            let mut sq = SendQueue::with_capacity(4);
+            sq.on_sq_psn(start);
+            let mut e = SendEntry::new(wqe(
+                SendOp::Write {
+                    remote_addr: 0,
+                    rkey: 1,
+                },
+                5 * 1024,
+            ));
+            e.state = EntryState::Sent;
+            e.first_psn = start;
+            e.last_psn = start.wrapping_add(4);
+            sq.entries.push_back(e);
+            sq.next_psn = start.wrapping_add(sent);
+            sq.unacked_psn = start.wrapping_add(unacked);
+            let mut sack = xroce_wire::SackRepr::new();
+            assert!(sack.push(sq.unacked_psn, sq.unacked_psn.wrapping_add((1 << 23) - 1)));
+            sq.scoreboard.merge(&sack, sq.unacked_psn);
+            let timing = HoleTiming {
+                reorder: Duration::ZERO,
+                again: Duration::ZERO,
+                backoff: None,
+            };
+            assert_eq!(sq.scan_holes(Instant::ZERO, timing), 0);
+            assert!(
+                sq.scoreboard.hole_psns().is_empty(),
+                "{sent} sent, {unacked} acknowledged"
+            );
+        }
     }
 }
