@@ -19,6 +19,12 @@
 //! with daemons of its own: `go-back-N`, the standard's (`xroced --selective-repeat off`),
 //! and `selective repeat` between the two xroce daemons (the default). Each mode's ratio is
 //! to its own loss-free point.
+//!
+//! On a host whose throughput moves from one run to the next (threads sharing cores, other
+//! work), one ratio says little: `--loss-rounds N` runs the whole list of points N times in
+//! turn, each round's ratios to that round's own loss-free point, and reports per point the
+//! median ratio over the rounds with the smallest and the largest (a failed round counts
+//! as 0). The targets are judged on the medians.
 
 use std::time::Duration;
 
@@ -39,6 +45,9 @@ pub(crate) const SIZE: usize = 64 << 10;
 /// One point of the loss test.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub(crate) struct LossPoint {
+    /// The round the point ran in, from 1 (0: a report from before rounds existed).
+    #[serde(default)]
+    pub(crate) round: usize,
     /// Percent of frames the router lost (long-run rate).
     pub(crate) loss_percent: f64,
     /// Mean length of a run of lost frames (1: independent losses).
@@ -204,6 +213,8 @@ pub(crate) struct LossPlan {
     pub(crate) seed: u64,
     /// The hosts' addresses the queue pair uses (through the router either way).
     pub(crate) family: Family,
+    /// How many times the whole list of points runs (at least once).
+    pub(crate) rounds: usize,
 }
 
 impl LossPlan {
@@ -255,112 +266,123 @@ pub(crate) fn run(
     let mut x = Xroce::new(hosts, spin, bw_then, app_cores, plan.family)?;
     let mut points: Vec<LossPoint> = Vec::new();
     let mut pairs = x.pairs(1, plan.depth, 1)?;
-    let mut loss_free = None;
     let mode = plan.mode.label();
-    for Point {
-        loss: loss_percent,
-        burst: loss_burst,
-        reorder: reorder_percent,
-    } in plan.points()
-    {
-        let what = if reorder_percent > 0.0 {
-            format!("{mode}, {reorder_percent} % reordered, none lost")
-        } else if loss_burst > 1.0 {
-            format!("{mode}, loss {loss_percent} % in bursts of {loss_burst}")
-        } else {
-            format!("{mode}, loss {loss_percent} %")
-        };
-        progress.step(what.clone(), Expect::Secs(plan.timing.expected_secs()));
-        let impairment = Impairment {
-            loss: loss_percent / 100.0,
-            loss_burst,
-            reorder: reorder_percent / 100.0,
-            reorder_gap: REORDER_GAP,
-            seed: plan.seed,
-            ..Impairment::default()
-        };
-        let impair = ImpairProcess::start(&hosts.lab, &impairment)
-            .with_context(|| format!("starting the impairment router ({what})"))?;
-        let before = x.a.ctx.stats()?;
-        let b_before = x.b.ctx.stats()?;
-        let spec = BwSpec {
-            test: "loss",
-            op: Op::Write,
-            size: SIZE,
-            depth: plan.depth,
-            cq_mod: 1,
-            post_list: 1,
-            inline: false,
-            recv_len: 0,
-            time_completions: true,
-        };
-        let measured = x.bandwidth_measured(&pairs, &spec, &plan.timing, progress);
-        let after = x.a.ctx.stats()?;
-        let b_after = x.b.ctx.stats()?;
-        // The ping-pong after the stream's counters are taken, through the same loss.
-        progress.step(
-            format!("{what}: ping-pong"),
-            Expect::Count(PING_ITERS as u64),
-        );
-        let ping = ping(&mut x, plan, progress);
-        let counters = impair.stop().context("stopping the impairment router")?;
-        let delta = |name: &str| counter(&after, name).saturating_sub(counter(&before, name));
-        let b_delta = |name: &str| counter(&b_after, name).saturating_sub(counter(&b_before, name));
-        let mut p = LossPoint {
-            loss_percent,
-            loss_burst,
-            reorder_percent,
-            mode: mode.into(),
-            size: SIZE,
-            depth: plan.depth,
-            frames_dropped: counters.a_to_b.dropped + counters.b_to_a.dropped,
-            retransmit_timeouts: delta("retransmit_timeouts"),
-            seq_naks: delta("rcvd_seq_err"),
-            recovery: Recovery {
-                prompt_retries: delta("prompt_retries"),
-                adaptive_timeouts: delta("adaptive_timeouts"),
-                gap_retries: delta("gap_retries"),
-                spurious_timeouts: delta("spurious_timeouts"),
-                rtt_samples: delta("rtt_samples"),
-                held_by_window: delta("req_held_by_window"),
-                held_by_pacing: delta("req_held_by_pacing"),
-                sr_naks_received: delta("sr_naks_received"),
-                sr_packets_resent: delta("sr_packets_resent"),
-                sr_packets_held: b_delta("sr_packets_held"),
-                sr_held_dropped_full: b_delta("sr_held_dropped_full"),
-                cc_loss_events: delta("cc_loss_events"),
-                cc_losses_tolerated: delta("cc_losses_tolerated"),
-            },
-            ping: Some(ping),
-            ..LossPoint::default()
-        };
-        match measured {
-            Ok(m) => {
-                let needed = m.posted * packets(SIZE, x.path_mtu);
-                p.sent_packets = delta("sent_pkts");
-                p.retransmitted_packets = p.sent_packets.saturating_sub(needed);
-                p.retransmitted_bytes = p.retransmitted_packets * x.path_mtu as u64;
-                p.messages = m.point.messages;
-                p.secs = m.point.secs;
-                p.gbit_per_sec = m.point.gbit_per_sec;
-                let mut c = m.completion_us;
-                c.sort_by(f64::total_cmp);
-                p.completion_p50_us = percentile(&c, 0.5);
-                p.completion_p99_us = percentile(&c, 0.99);
-                if loss_percent == 0.0 && reorder_percent == 0.0 && loss_free.is_none() {
-                    loss_free = Some(p.gbit_per_sec);
+    let rounds = plan.rounds.max(1);
+    let plan_points = plan.points();
+    for round in 1..=rounds {
+        // Each round's ratios are to its own loss-free point.
+        let mut loss_free = None;
+        for &Point {
+            loss: loss_percent,
+            burst: loss_burst,
+            reorder: reorder_percent,
+        } in &plan_points
+        {
+            let mut what = if reorder_percent > 0.0 {
+                format!("{mode}, {reorder_percent} % reordered, none lost")
+            } else if loss_burst > 1.0 {
+                format!("{mode}, loss {loss_percent} % in bursts of {loss_burst}")
+            } else {
+                format!("{mode}, loss {loss_percent} %")
+            };
+            if rounds > 1 {
+                what = format!("{what} (round {round} of {rounds})");
+            }
+            progress.step(what.clone(), Expect::Secs(plan.timing.expected_secs()));
+            let impairment = Impairment {
+                loss: loss_percent / 100.0,
+                loss_burst,
+                reorder: reorder_percent / 100.0,
+                reorder_gap: REORDER_GAP,
+                seed: plan.seed,
+                ..Impairment::default()
+            };
+            let impair = ImpairProcess::start(&hosts.lab, &impairment)
+                .with_context(|| format!("starting the impairment router ({what})"))?;
+            let before = x.a.ctx.stats()?;
+            let b_before = x.b.ctx.stats()?;
+            let spec = BwSpec {
+                test: "loss",
+                op: Op::Write,
+                size: SIZE,
+                depth: plan.depth,
+                cq_mod: 1,
+                post_list: 1,
+                inline: false,
+                recv_len: 0,
+                time_completions: true,
+            };
+            let measured = x.bandwidth_measured(&pairs, &spec, &plan.timing, progress);
+            let after = x.a.ctx.stats()?;
+            let b_after = x.b.ctx.stats()?;
+            // The ping-pong after the stream's counters are taken, through the same loss.
+            progress.step(
+                format!("{what}: ping-pong"),
+                Expect::Count(PING_ITERS as u64),
+            );
+            let ping = ping(&mut x, plan, progress);
+            let counters = impair.stop().context("stopping the impairment router")?;
+            let delta = |name: &str| counter(&after, name).saturating_sub(counter(&before, name));
+            let b_delta =
+                |name: &str| counter(&b_after, name).saturating_sub(counter(&b_before, name));
+            let mut p = LossPoint {
+                round,
+                loss_percent,
+                loss_burst,
+                reorder_percent,
+                mode: mode.into(),
+                size: SIZE,
+                depth: plan.depth,
+                frames_dropped: counters.a_to_b.dropped + counters.b_to_a.dropped,
+                retransmit_timeouts: delta("retransmit_timeouts"),
+                seq_naks: delta("rcvd_seq_err"),
+                recovery: Recovery {
+                    prompt_retries: delta("prompt_retries"),
+                    adaptive_timeouts: delta("adaptive_timeouts"),
+                    gap_retries: delta("gap_retries"),
+                    spurious_timeouts: delta("spurious_timeouts"),
+                    rtt_samples: delta("rtt_samples"),
+                    held_by_window: delta("req_held_by_window"),
+                    held_by_pacing: delta("req_held_by_pacing"),
+                    sr_naks_received: delta("sr_naks_received"),
+                    sr_packets_resent: delta("sr_packets_resent"),
+                    sr_packets_held: b_delta("sr_packets_held"),
+                    sr_held_dropped_full: b_delta("sr_held_dropped_full"),
+                    cc_loss_events: delta("cc_loss_events"),
+                    cc_losses_tolerated: delta("cc_losses_tolerated"),
+                },
+                ping: Some(ping),
+                ..LossPoint::default()
+            };
+            match measured {
+                Ok(m) => {
+                    let needed = m.posted * packets(SIZE, x.path_mtu);
+                    p.sent_packets = delta("sent_pkts");
+                    p.retransmitted_packets = p.sent_packets.saturating_sub(needed);
+                    p.retransmitted_bytes = p.retransmitted_packets * x.path_mtu as u64;
+                    p.messages = m.point.messages;
+                    p.secs = m.point.secs;
+                    p.gbit_per_sec = m.point.gbit_per_sec;
+                    let mut c = m.completion_us;
+                    c.sort_by(f64::total_cmp);
+                    p.completion_p50_us = percentile(&c, 0.5);
+                    p.completion_p99_us = percentile(&c, 0.99);
+                    if loss_percent == 0.0 && reorder_percent == 0.0 && loss_free.is_none() {
+                        loss_free = Some(p.gbit_per_sec);
+                    }
+                    p.ratio =
+                        loss_free.map_or(0.0, |f| if f > 0.0 { p.gbit_per_sec / f } else { 0.0 });
                 }
-                p.ratio = loss_free.map_or(0.0, |f| if f > 0.0 { p.gbit_per_sec / f } else { 0.0 });
+                Err(e) => {
+                    p.error = Some(format!("{e:#}"));
+                    // Its QP is gone to error: the next point gets new ones.
+                    x.a.drain_cqs()?;
+                    x.b.drain_cqs()?;
+                    pairs = x.pairs(1, plan.depth, 1)?;
+                }
             }
-            Err(e) => {
-                p.error = Some(format!("{e:#}"));
-                // Its QP is gone to error: the next point gets new ones.
-                x.a.drain_cqs()?;
-                x.b.drain_cqs()?;
-                pairs = x.pairs(1, plan.depth, 1)?;
-            }
+            points.push(p);
         }
-        points.push(p);
     }
     Ok(points)
 }
@@ -397,12 +419,88 @@ fn ping(x: &mut Xroce<'_>, plan: &LossPlan, progress: &Progress) -> Ping {
     }
 }
 
-/// The targets for the loss test, judged on `points` (reported, never asserted):
-/// `(mode, what, the figure, met)`.
+/// One point of the plan over every round it ran in.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct LossSummary {
+    pub(crate) loss_percent: f64,
+    pub(crate) loss_burst: f64,
+    pub(crate) reorder_percent: f64,
+    pub(crate) mode: String,
+    /// Rounds it ran in, and those whose QP ended in error.
+    pub(crate) rounds: usize,
+    pub(crate) failed: usize,
+    /// Each round's ratio to its own loss-free point (a failed round: 0): the median, the
+    /// smallest and the largest.
+    pub(crate) ratio_median: f64,
+    pub(crate) ratio_min: f64,
+    pub(crate) ratio_max: f64,
+    /// The median goodput of the rounds that did not fail.
+    pub(crate) gbit_median: f64,
+    /// Request packets sent, and sent again, over the rounds that did not fail.
+    pub(crate) sent_packets: u64,
+    pub(crate) retransmitted_packets: u64,
+}
+
+/// The median of `v` (the mean of the two middle values of an even count; 0 if empty).
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// The points gathered per mode and point of the plan, in the order they first ran.
+pub(crate) fn summarize(points: &[LossPoint]) -> Vec<LossSummary> {
+    let same = |a: &LossPoint, s: &LossSummary| {
+        a.mode == s.mode
+            && a.loss_percent == s.loss_percent
+            && a.loss_burst == s.loss_burst
+            && a.reorder_percent == s.reorder_percent
+    };
+    let mut out: Vec<LossSummary> = Vec::new();
+    for p in points {
+        if out.iter().any(|s| same(p, s)) {
+            continue;
+        }
+        let mut s = LossSummary {
+            loss_percent: p.loss_percent,
+            loss_burst: p.loss_burst,
+            reorder_percent: p.reorder_percent,
+            mode: p.mode.clone(),
+            ..LossSummary::default()
+        };
+        let all: Vec<&LossPoint> = points.iter().filter(|q| same(q, &s)).collect();
+        let ratios: Vec<f64> = all
+            .iter()
+            .map(|q| if q.error.is_some() { 0.0 } else { q.ratio })
+            .collect();
+        let ok: Vec<&&LossPoint> = all.iter().filter(|q| q.error.is_none()).collect();
+        s.rounds = all.len();
+        s.failed = all.len() - ok.len();
+        s.ratio_min = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+        s.ratio_max = ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        s.ratio_median = median(ratios);
+        s.gbit_median = median(ok.iter().map(|q| q.gbit_per_sec).collect());
+        s.sent_packets = ok.iter().map(|q| q.sent_packets).sum();
+        s.retransmitted_packets = ok.iter().map(|q| q.retransmitted_packets).sum();
+        out.push(s);
+    }
+    out
+}
+
+/// The targets for the loss test, judged on `points` (reported, never asserted;
+/// over several rounds, on each point's median ratio): `(mode, what, the figure, met)`.
 pub(crate) fn targets(points: &[LossPoint]) -> Vec<(String, String, f64, bool)> {
+    let summaries = summarize(points);
     let mut out = Vec::new();
     let at = |mode: &str, loss: f64| {
-        points.iter().find(|p| {
+        summaries.iter().find(|p| {
             p.mode == mode
                 && p.loss_percent == loss
                 && p.loss_burst <= 1.0
@@ -411,7 +509,7 @@ pub(crate) fn targets(points: &[LossPoint]) -> Vec<(String, String, f64, bool)> 
     };
     let mut ratio = |mode: Mode, loss: f64, least: f64| {
         if let Some(p) = at(mode.label(), loss) {
-            let r = if p.error.is_some() { 0.0 } else { p.ratio };
+            let r = p.ratio_median;
             out.push((
                 mode.label().to_string(),
                 format!("goodput at {loss} % loss >= {least} of loss-free"),
@@ -425,10 +523,12 @@ pub(crate) fn targets(points: &[LossPoint]) -> Vec<(String, String, f64, bool)> 
     ratio(Mode::SelectiveRepeat, 1.0, 0.9);
     ratio(Mode::SelectiveRepeat, 5.0, 0.75);
     for mode in [Mode::GoBackN, Mode::SelectiveRepeat] {
-        let mine: Vec<&LossPoint> = points.iter().filter(|p| p.mode == mode.label()).collect();
-        let within: Vec<&&LossPoint> = mine.iter().filter(|p| p.loss_percent <= 5.0).collect();
+        let within: Vec<&LossSummary> = summaries
+            .iter()
+            .filter(|p| p.mode == mode.label() && p.loss_percent <= 5.0)
+            .collect();
         if !within.is_empty() {
-            let failed = within.iter().filter(|p| p.error.is_some()).count();
+            let failed: usize = within.iter().map(|p| p.failed).sum();
             out.push((
                 mode.label().to_string(),
                 "QPs in retry exceeded at <= 5 % loss: none".into(),
@@ -437,10 +537,9 @@ pub(crate) fn targets(points: &[LossPoint]) -> Vec<(String, String, f64, bool)> 
             ));
         }
     }
-    if let Some(p) = points.iter().find(|p| {
+    if let Some(p) = summaries.iter().find(|p| {
         p.mode == Mode::SelectiveRepeat.label() && p.reorder_percent > 0.0 && p.loss_percent == 0.0
-    }) && p.error.is_none()
-        && p.sent_packets > 0
+    }) && p.sent_packets > 0
     {
         let share = p.retransmitted_packets as f64 / p.sent_packets as f64;
         out.push((
@@ -457,12 +556,14 @@ pub(crate) fn targets(points: &[LossPoint]) -> Vec<(String, String, f64, bool)> 
 }
 
 /// Draws the loss test into an SVG file at `path`: each mode's goodput as a fraction of its
-/// loss-free point against the random loss rate (the bursty and reordering points are in
-/// the table). Returns `false` (and draws nothing) when there is nothing to plot.
+/// loss-free point (the median over the rounds) against the random loss rate (the bursty
+/// and reordering points are in the table). Returns `false` (and draws nothing) when there
+/// is nothing to plot.
 pub(crate) fn draw(points: &[LossPoint], path: &std::path::Path) -> Result<bool> {
     use plotters::prelude::*;
     let err = |e: &dyn std::fmt::Display| anyhow::anyhow!("drawing the loss plot: {e}");
-    let random: Vec<&LossPoint> = points
+    let summaries = summarize(points);
+    let random: Vec<&LossSummary> = summaries
         .iter()
         .filter(|p| p.loss_burst <= 1.0 && p.reorder_percent == 0.0)
         .collect();
@@ -511,12 +612,7 @@ pub(crate) fn draw(points: &[LossPoint], path: &std::path::Path) -> Result<bool>
         let line: Vec<(f64, f64)> = random
             .iter()
             .filter(|p| p.mode == mode.label())
-            .map(|p| {
-                (
-                    x(p.loss_percent),
-                    if p.error.is_some() { 0.0 } else { p.ratio },
-                )
-            })
+            .map(|p| (x(p.loss_percent), p.ratio_median))
             .collect();
         if line.is_empty() {
             continue;
@@ -569,6 +665,7 @@ mod tests {
             },
             seed: 1,
             family: Family::Ipv4,
+            rounds: 1,
         };
         let points: Vec<(f64, f64, f64)> = plan
             .points()
@@ -620,6 +717,72 @@ mod tests {
         assert_eq!(met, [true, false, true, false, false, true, true], "{t:?}");
         assert_eq!(t[1].2, 0.0);
         assert_eq!(t[6].2, 0.005);
+    }
+
+    /// `point` of round `round`.
+    fn in_round(round: usize, mut p: LossPoint) -> LossPoint {
+        p.round = round;
+        p
+    }
+
+    #[test]
+    fn rounds_are_summarized_per_point_and_the_targets_judge_their_medians() {
+        let mut points = Vec::new();
+        // Go-back-N at 0.1 %: 0.97, 0.80 (a bad round), failed (0), 0.96: median 0.88.
+        for (round, ratio) in [(1, 0.97), (2, 0.80), (3, 0.5), (4, 0.96)] {
+            points.push(in_round(round, point(Mode::GoBackN, 0.0, 1.0)));
+            let mut p = in_round(round, point(Mode::GoBackN, 0.1, ratio));
+            p.gbit_per_sec = ratio;
+            p.sent_packets = 1000;
+            p.retransmitted_packets = 10;
+            if round == 3 {
+                p.error = Some("retry exceeded".into());
+            }
+            points.push(p);
+        }
+        // Selective repeat at 1 %: 0.95, 0.70, 0.92: median 0.92 (met although one round
+        // was not).
+        for (round, ratio) in [(1, 0.95), (2, 0.70), (3, 0.92)] {
+            points.push(in_round(round, point(Mode::SelectiveRepeat, 0.0, 1.0)));
+            points.push(in_round(round, point(Mode::SelectiveRepeat, 1.0, ratio)));
+        }
+        let s = summarize(&points);
+        let keys: Vec<(&str, f64, usize)> = s
+            .iter()
+            .map(|p| (p.mode.as_str(), p.loss_percent, p.rounds))
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                ("go-back-N", 0.0, 4),
+                ("go-back-N", 0.1, 4),
+                ("selective repeat", 0.0, 3),
+                ("selective repeat", 1.0, 3)
+            ]
+        );
+        let g = &s[1];
+        assert_eq!(g.failed, 1);
+        assert!((g.ratio_median - 0.88).abs() < 1e-9, "{g:?}");
+        assert_eq!((g.ratio_min, g.ratio_max), (0.0, 0.97));
+        // The failed round's goodput and packets are left out.
+        assert_eq!(g.gbit_median, 0.96);
+        assert_eq!((g.sent_packets, g.retransmitted_packets), (3000, 30));
+        assert_eq!(s[3].ratio_median, 0.92);
+        let t = targets(&points);
+        let judged: Vec<(&str, f64, bool)> = t.iter().map(|x| (x.1.as_str(), x.2, x.3)).collect();
+        assert_eq!(
+            judged,
+            [
+                (
+                    "goodput at 0.1 % loss >= 0.95 of loss-free",
+                    g.ratio_median,
+                    false
+                ),
+                ("goodput at 1 % loss >= 0.9 of loss-free", 0.92, true),
+                ("QPs in retry exceeded at <= 5 % loss: none", 1.0, false),
+                ("QPs in retry exceeded at <= 5 % loss: none", 0.0, true),
+            ]
+        );
     }
 
     #[test]

@@ -187,6 +187,11 @@ pub(crate) struct Args {
     /// Seed of the loss test's impairment router.
     #[arg(long, default_value_t = 1)]
     loss_seed: u64,
+    /// Times the loss test runs its whole list of points, in turn (each round's ratios to
+    /// its own loss-free point; the report gives each point's median, smallest and
+    /// largest): on a host whose throughput varies from run to run one round says little.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    loss_rounds: u32,
     /// Hosts of the congestion tests' star (at least 5).
     #[arg(long, default_value_t = 5)]
     hosts: usize,
@@ -497,6 +502,7 @@ fn plan(args: &Args) -> Result<Plan> {
         daemon_cores,
         app_cores,
         loss_points: args.loss_modes.len()
+            * args.loss_rounds as usize
             * (args.loss_rates.len()
                 + usize::from(args.loss_burst > 1.0)
                 + usize::from(args.loss_reorder > 0.0)),
@@ -933,6 +939,7 @@ fn run_loss(
             timing: plan.timing,
             seed: args.loss_seed,
             family: family(args),
+            rounds: args.loss_rounds as usize,
         };
         let points = loss::run(
             &hosts,
@@ -944,6 +951,7 @@ fn run_loss(
         )?;
         report.loss.extend(points);
     }
+    report.loss_summary = loss::summarize(&report.loss);
     Ok(())
 }
 

@@ -32,6 +32,10 @@ pub(crate) struct Report {
     /// Goodput through a router that loses frames (`--tests loss`).
     #[serde(default)]
     pub(crate) loss: Vec<crate::loss::LossPoint>,
+    /// The loss test's points over their rounds (`--loss-rounds`): median, smallest and
+    /// largest ratio.
+    #[serde(default)]
+    pub(crate) loss_summary: Vec<crate::loss::LossSummary>,
     /// Incast and all-to-all through a bottleneck (`--tests incast,all_to_all`).
     #[serde(default)]
     pub(crate) congestion: Vec<crate::congestion::CongestionPoint>,
@@ -495,6 +499,8 @@ impl Report {
 
         if !self.loss.is_empty() {
             let l = &self.loss[0];
+            let rounds = self.loss.iter().map(|p| p.round).max().unwrap_or(0);
+            let loss_key = |p: &crate::loss::LossPoint| loss_key(p, rounds > 1);
             let _ = writeln!(
                 o,
                 "\nLoss: WRITE {} on 1 QP (depth {}) through a router losing frames; goodput as a fraction of the loss-free point's",
@@ -503,11 +509,8 @@ impl Report {
             );
             let _ = writeln!(
                 o,
-                "{:>7} {:>6} {:>7} {:>16} | {:>7} {:>6} | {:>8} {:>10} {:>8} {:>6} | {:>9} {:>9}",
-                "loss %",
-                "burst",
-                "reord %",
-                "mode",
+                "{} | {:>7} {:>6} | {:>8} {:>10} {:>8} {:>6} | {:>9} {:>9}",
+                loss_head(rounds > 1),
                 "Gbit/s",
                 "ratio",
                 "dropped",
@@ -542,11 +545,8 @@ impl Report {
             );
             let _ = writeln!(
                 o,
-                "{:>7} {:>6} {:>7} {:>16} | {:>8} {:>8} {:>6} | {:>8} | {:>10} {:>10} | {:>8} {:>8} {:>8} {:>6} | {:>8} {:>8}",
-                "loss %",
-                "burst",
-                "reord %",
-                "mode",
+                "{} | {:>8} {:>8} {:>6} | {:>8} | {:>10} {:>10} | {:>8} {:>8} {:>8} {:>6} | {:>8} {:>8}",
+                loss_head(rounds > 1),
                 "prompt",
                 "timer",
                 "gap",
@@ -587,8 +587,12 @@ impl Report {
             );
             let _ = writeln!(
                 o,
-                "{:>7} {:>6} {:>7} {:>16} | {:>9} {:>9} {:>9} {:>9}",
-                "loss %", "burst", "reord %", "mode", "p50", "p99", "p99.9", "max"
+                "{} | {:>9} {:>9} {:>9} {:>9}",
+                loss_head(rounds > 1),
+                "p50",
+                "p99",
+                "p99.9",
+                "max"
             );
             for p in self.loss.iter() {
                 let Some(ping) = &p.ping else { continue };
@@ -605,6 +609,39 @@ impl Report {
                     ping.rtt_p999_us,
                     ping.rtt_max_us
                 );
+            }
+            if rounds > 1 {
+                let _ = writeln!(
+                    o,
+                    "\nLoss over {rounds} rounds: each round's goodput as a fraction of that round's loss-free point, median (smallest, largest); a failed round counts 0"
+                );
+                let _ = writeln!(
+                    o,
+                    "{} | {:>6} {:>6} | {:>6} {:>6} {:>6} | {:>12}",
+                    loss_head(false),
+                    "rounds",
+                    "failed",
+                    "median",
+                    "min",
+                    "max",
+                    "Gbit/s med."
+                );
+                for s in crate::loss::summarize(&self.loss) {
+                    let _ = writeln!(
+                        o,
+                        "{:>7} {:>6} {:>7} {:>16} | {:>6} {:>6} | {:>6.3} {:>6.3} {:>6.3} | {:>12.3}",
+                        s.loss_percent,
+                        s.loss_burst,
+                        s.reorder_percent,
+                        s.mode,
+                        s.rounds,
+                        s.failed,
+                        s.ratio_median,
+                        s.ratio_min,
+                        s.ratio_max,
+                        s.gbit_median
+                    );
+                }
             }
             let targets = crate::loss::targets(&self.loss);
             if !targets.is_empty() {
@@ -813,12 +850,31 @@ impl Report {
     }
 }
 
-/// The columns that name a loss point in the loss tables: loss, burst, reordering, mode.
-fn loss_key(p: &crate::loss::LossPoint) -> String {
-    format!(
+/// The columns that name a loss point in the loss tables: loss, burst, reordering, mode,
+/// and its round when there were several.
+fn loss_key(p: &crate::loss::LossPoint, rounds: bool) -> String {
+    let key = format!(
         "{:>7} {:>6} {:>7} {:>16}",
         p.loss_percent, p.loss_burst, p.reorder_percent, p.mode
-    )
+    );
+    if rounds {
+        format!("{key} {:>5}", p.round)
+    } else {
+        key
+    }
+}
+
+/// The heading of [`loss_key`]'s columns.
+fn loss_head(rounds: bool) -> String {
+    let head = format!(
+        "{:>7} {:>6} {:>7} {:>16}",
+        "loss %", "burst", "reord %", "mode"
+    );
+    if rounds {
+        format!("{head} {:>5}", "round")
+    } else {
+        head
+    }
 }
 
 #[cfg(test)]

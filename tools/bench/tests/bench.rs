@@ -420,3 +420,77 @@ fn bench_loss_test_writes_its_points() {
         "go-back-N held: {gbn}"
     );
 }
+
+/// `--loss-rounds`: the points run once per round, each round's ratios to its own
+/// loss-free point, and the report sums each point up over the rounds.
+#[test]
+#[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]
+fn bench_loss_rounds_are_summed_up_per_point() {
+    xroce_lab::require_root();
+    let json = TempFile::new("xroce-xtask-bench-loss-rounds", "json");
+    let svg = TempFile::new("xroce-xtask-bench-loss-rounds", "svg");
+    let (stdout, report) = run_bench(
+        &[
+            "--debug-build",
+            "--tests",
+            "loss",
+            "--loss-modes",
+            "selective-repeat",
+            "--loss-rates",
+            "0,2",
+            "--loss-burst",
+            "0",
+            "--loss-reorder",
+            "0",
+            "--loss-rounds",
+            "2",
+            "--iters",
+            "64",
+            "--tx-depth",
+            "8",
+        ],
+        &json,
+        &svg,
+    );
+    assert!(stdout.contains("Loss over 2 rounds"), "{stdout}");
+    let points = report["loss"].as_array().expect("a loss section");
+    let got: Vec<(Option<u64>, Option<f64>)> = points
+        .iter()
+        .map(|p| (p["round"].as_u64(), p["loss_percent"].as_f64()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (Some(1), Some(0.0)),
+            (Some(1), Some(2.0)),
+            (Some(2), Some(0.0)),
+            (Some(2), Some(2.0))
+        ],
+        "{points:?}"
+    );
+    // Each round's loss-free point is its own reference.
+    for p in [&points[0], &points[2]] {
+        assert_eq!(p["ratio"].as_f64(), Some(1.0), "{p}");
+    }
+    let summary = report["loss_summary"].as_array().expect("a loss summary");
+    assert_eq!(summary.len(), 2, "{summary:?}");
+    for s in summary {
+        assert_eq!(s["rounds"].as_u64(), Some(2), "{s}");
+        let (lo, med, hi) = (
+            s["ratio_min"].as_f64().unwrap(),
+            s["ratio_median"].as_f64().unwrap(),
+            s["ratio_max"].as_f64().unwrap(),
+        );
+        assert!(lo <= med && med <= hi, "{s}");
+    }
+    assert_eq!(summary[0]["ratio_median"].as_f64(), Some(1.0));
+    let lossy: Vec<f64> = [&points[1], &points[3]]
+        .iter()
+        .map(|p| p["ratio"].as_f64().unwrap())
+        .collect();
+    assert_eq!(
+        summary[1]["ratio_median"].as_f64(),
+        Some((lossy[0] + lossy[1]) / 2.0),
+        "{summary:?}"
+    );
+}
