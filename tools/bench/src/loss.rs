@@ -20,6 +20,14 @@
 //! and `selective repeat` between the two xroce daemons (the default). Each mode's ratio is
 //! to its own loss-free point.
 //!
+//! Without a bottleneck the path is as fast as the hosts' cores move frames, so on a small
+//! machine a point measures what its losses cost those cores (the resends, the NAKs, the
+//! packets a responder holds) as much as what they cost the path. `--loss-bottleneck-mbit
+//! M` gives the router's egress each way a rate of M Mbit/s and a queue of
+//! `--loss-queue-kib` (tail drop; its drops are counted apart from the loss asked for): a
+//! path slower than the hosts, as a network is, where a point measures what loss recovery
+//! leaves of the path.
+//!
 //! On a host whose throughput moves from one run to the next (threads sharing cores, other
 //! work), one ratio says little: `--loss-rounds N` runs the whole list of points N times in
 //! turn, each round's ratios to that round's own loss-free point, and reports per point the
@@ -68,6 +76,12 @@ pub(crate) struct LossPoint {
     pub(crate) ratio: f64,
     /// Frames the router dropped, both directions.
     pub(crate) frames_dropped: u64,
+    /// The router's egress rate each way, Mbit/s (0: none; `--loss-bottleneck-mbit`).
+    #[serde(default)]
+    pub(crate) bottleneck_mbit: u64,
+    /// Frames its full queue dropped, both directions (beside the loss asked for).
+    #[serde(default)]
+    pub(crate) queue_dropped: u64,
     /// Request packets host a sent.
     #[serde(default)]
     pub(crate) sent_packets: u64,
@@ -215,6 +229,9 @@ pub(crate) struct LossPlan {
     pub(crate) family: Family,
     /// How many times the whole list of points runs (at least once).
     pub(crate) rounds: usize,
+    /// The router's egress rate each way, Mbit/s (0: none), and its queue in KiB.
+    pub(crate) bottleneck_mbit: u64,
+    pub(crate) queue_kib: usize,
 }
 
 impl LossPlan {
@@ -295,6 +312,8 @@ pub(crate) fn run(
                 reorder: reorder_percent / 100.0,
                 reorder_gap: REORDER_GAP,
                 seed: plan.seed,
+                rate_bps: plan.bottleneck_mbit * 1_000_000,
+                queue_bytes: plan.queue_kib * 1024,
                 ..Impairment::default()
             };
             let impair = ImpairProcess::start(&hosts.lab, &impairment)
@@ -334,6 +353,8 @@ pub(crate) fn run(
                 size: SIZE,
                 depth: plan.depth,
                 frames_dropped: counters.a_to_b.dropped + counters.b_to_a.dropped,
+                bottleneck_mbit: plan.bottleneck_mbit,
+                queue_dropped: counters.a_to_b.queue_dropped + counters.b_to_a.queue_dropped,
                 retransmit_timeouts: delta("retransmit_timeouts"),
                 seq_naks: delta("rcvd_seq_err"),
                 recovery: Recovery {
@@ -666,6 +687,8 @@ mod tests {
             seed: 1,
             family: Family::Ipv4,
             rounds: 1,
+            bottleneck_mbit: 0,
+            queue_kib: 128,
         };
         let points: Vec<(f64, f64, f64)> = plan
             .points()

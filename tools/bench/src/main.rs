@@ -192,6 +192,14 @@ pub(crate) struct Args {
     /// largest): on a host whose throughput varies from run to run one round says little.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
     loss_rounds: u32,
+    /// The loss test's router sends each way at most this many Mbit/s of frames, through a
+    /// queue of --loss-queue-kib with tail drop (0: no bottleneck; the path is then as fast
+    /// as the hosts' cores)
+    #[arg(long, default_value_t = 0)]
+    loss_bottleneck_mbit: u64,
+    /// The queue of the loss test's bottleneck, KiB (at least 9)
+    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u64).range(9..=65536))]
+    loss_queue_kib: u64,
     /// Hosts of the congestion tests' star (at least 5).
     #[arg(long, default_value_t = 5)]
     hosts: usize,
@@ -940,6 +948,8 @@ fn run_loss(
             seed: args.loss_seed,
             family: family(args),
             rounds: args.loss_rounds as usize,
+            bottleneck_mbit: args.loss_bottleneck_mbit,
+            queue_kib: args.loss_queue_kib as usize,
         };
         let points = loss::run(
             &hosts,

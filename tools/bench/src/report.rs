@@ -503,17 +503,26 @@ impl Report {
             let loss_key = |p: &crate::loss::LossPoint| loss_key(p, rounds > 1);
             let _ = writeln!(
                 o,
-                "\nLoss: WRITE {} on 1 QP (depth {}) through a router losing frames; goodput as a fraction of the loss-free point's",
+                "\nLoss: WRITE {} on 1 QP (depth {}) through a router losing frames{}; goodput as a fraction of the loss-free point's",
                 size_text(l.size),
-                l.depth
+                l.depth,
+                if l.bottleneck_mbit > 0 {
+                    format!(
+                        ", its egress {} Mbit/s each way (frames its full queue dropped: the queue column)",
+                        l.bottleneck_mbit
+                    )
+                } else {
+                    String::new()
+                }
             );
             let _ = writeln!(
                 o,
-                "{} | {:>7} {:>6} | {:>8} {:>10} {:>8} {:>6} | {:>9} {:>9}",
+                "{} | {:>7} {:>6} | {:>8} {:>7} {:>10} {:>8} {:>6} | {:>9} {:>9}",
                 loss_head(rounds > 1),
                 "Gbit/s",
                 "ratio",
                 "dropped",
+                "queue",
                 "resent",
                 "timeouts",
                 "NAKs",
@@ -527,11 +536,12 @@ impl Report {
                 }
                 let _ = writeln!(
                     o,
-                    "{} | {:>7.3} {:>6.3} | {:>8} {:>10} {:>8} {:>6} | {:>9.0} {:>9.0}",
+                    "{} | {:>7.3} {:>6.3} | {:>8} {:>7} {:>10} {:>8} {:>6} | {:>9.0} {:>9.0}",
                     loss_key(p),
                     p.gbit_per_sec,
                     p.ratio,
                     p.frames_dropped,
+                    p.queue_dropped,
                     p.retransmitted_packets,
                     p.retransmit_timeouts,
                     p.seq_naks,

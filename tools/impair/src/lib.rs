@@ -153,6 +153,11 @@ pub struct DirectionCounters {
     pub malformed: u64,
     /// Frames dropped because every transmit frame was busy: loss nobody asked for.
     pub tx_full: u64,
+    /// Frames the bottleneck's full queue dropped (tail drop; see
+    /// [`Impairment::rate_bps`]).
+    pub queue_dropped: u64,
+    /// The most bytes the bottleneck's queue held.
+    pub queue_max_bytes: u64,
 }
 
 impl DirectionCounters {
@@ -165,6 +170,8 @@ impl DirectionCounters {
         self.ttl_expired += o.ttl_expired;
         self.malformed += o.malformed;
         self.tx_full += o.tx_full;
+        self.queue_dropped += o.queue_dropped;
+        self.queue_max_bytes = self.queue_max_bytes.max(o.queue_max_bytes);
     }
 }
 
@@ -173,7 +180,7 @@ impl fmt::Display for DirectionCounters {
         write!(
             f,
             "received {} forwarded {} dropped {} duplicated {} reordered {} ttl_expired {} \
-             malformed {} tx_full {}",
+             malformed {} tx_full {} queue_dropped {} queue_max_bytes {}",
             self.received,
             self.forwarded,
             self.dropped,
@@ -181,7 +188,9 @@ impl fmt::Display for DirectionCounters {
             self.reordered,
             self.ttl_expired,
             self.malformed,
-            self.tx_full
+            self.tx_full,
+            self.queue_dropped,
+            self.queue_max_bytes
         )
     }
 }
@@ -234,6 +243,8 @@ impl std::str::FromStr for DirectionCounters {
                 "ttl_expired" => &mut c.ttl_expired,
                 "malformed" => &mut c.malformed,
                 "tx_full" => &mut c.tx_full,
+                "queue_dropped" => &mut c.queue_dropped,
+                "queue_max_bytes" => &mut c.queue_max_bytes,
                 other => return Err(format!("{text:?}: unknown counter {other}")),
             };
             *field = value;
@@ -403,11 +414,16 @@ struct Direction {
     overtaken: u32,
     /// Routing scratch space.
     scratch: Vec<u8>,
+    /// The egress bottleneck, if the impairment has one.
+    bottleneck: Option<route::Bottleneck>,
 }
 
 impl Direction {
-    fn new() -> Direction {
+    fn new(impairment: &Impairment) -> Direction {
         Direction {
+            bottleneck: (impairment.rate_bps > 0).then(|| {
+                route::Bottleneck::new(impairment.rate_bps, impairment.queue_bytes, Instant::now())
+            }),
             counters: DirectionCounters::default(),
             held: vec![0; xroce_engine::umem::FRAME_CAPACITY],
             held_len: 0,
@@ -424,9 +440,29 @@ impl Direction {
             return;
         }
         let len = std::mem::take(&mut self.held_len);
-        if send(tx, &self.held[..len], &mut self.counters) && self.overtaken > 0 {
+        let frame = &self.held[..len];
+        if forward(tx, &mut self.bottleneck, frame, &mut self.counters) && self.overtaken > 0 {
             self.counters.reordered += 1;
         }
+    }
+}
+
+/// Sends `frame`, or queues it behind the bottleneck when there is one (a frame its full
+/// queue drops is counted there). Returns whether it went on.
+fn forward(
+    tx: &mut Transmitter,
+    bottleneck: &mut Option<route::Bottleneck>,
+    frame: &[u8],
+    counters: &mut DirectionCounters,
+) -> bool {
+    match bottleneck {
+        Some(b) => {
+            let queued = b.offer(frame, Instant::now());
+            counters.queue_dropped = b.dropped;
+            counters.queue_max_bytes = b.max_bytes as u64;
+            queued
+        }
+        None => send(tx, frame, counters),
     }
 }
 
@@ -479,7 +515,7 @@ impl Ports {
     ) -> Result<(), ImpairError> {
         // Index = the port frames arrive on: 0 (from a, to b), 1 (from b, to a).
         let links = [&router.toward_b, &router.toward_a];
-        let mut dirs = [Direction::new(), Direction::new()];
+        let mut dirs = [Direction::new(&impairment), Direction::new(&impairment)];
         let mut dice = Dice::new(impairment);
         let mut idle_since: Option<Instant> = None;
         let publish = |dirs: &[Direction; 2]| {
@@ -535,8 +571,9 @@ impl Ports {
                         continue;
                     }
                     let scratch = &dir.scratch[..frame.len()];
-                    let sent = send(tx, scratch, &mut dir.counters);
-                    if fate == Fate::Duplicate && sent && send(tx, scratch, &mut dir.counters) {
+                    let (b, c) = (&mut dir.bottleneck, &mut dir.counters);
+                    let sent = forward(tx, b, scratch, c);
+                    if fate == Fate::Duplicate && sent && forward(tx, b, scratch, c) {
                         dir.counters.duplicated += 1;
                     }
                     if sent && dir.held_len > 0 {
@@ -551,6 +588,12 @@ impl Ports {
                 if dir.held_len > 0 && dir.held_since.elapsed() >= REORDER_HOLD {
                     dir.release(tx);
                 }
+                if let Some(b) = dir.bottleneck.as_mut() {
+                    let counters = &mut dir.counters;
+                    b.release(Instant::now(), |frame| {
+                        send(tx, frame, counters);
+                    });
+                }
                 tx.flush();
                 tx.poll_completions();
             }
@@ -564,7 +607,13 @@ impl Ports {
             let idle = idle_since.get_or_insert_with(Instant::now).elapsed();
             let busy = dirs.iter().any(|d| d.held_len > 0)
                 || self.ports.iter_mut().any(|p| p.tx().in_flight() > 0);
-            if idle < Duration::from_micros(50) {
+            if dirs
+                .iter()
+                .any(|d| d.bottleneck.as_ref().is_some_and(|b| !b.is_empty()))
+            {
+                // Frames wait for the bottleneck's time: never asleep then.
+                std::thread::yield_now();
+            } else if idle < Duration::from_micros(50) {
                 std::hint::spin_loop();
             } else if idle < Duration::from_millis(1) || busy {
                 std::thread::yield_now();

@@ -4,6 +4,7 @@
 //! ```text
 //! cargo xtask lab up --router
 //! xroce-impair --loss 1 --duplicate 0.5 --reorder 0.5     # until Ctrl-C, then the counters
+//! xroce-impair --loss 1 --rate-mbit 500 --queue-kib 128    # and a 500 Mbit/s port each way
 //! ```
 //!
 //! Percentages are of frames, per direction. It prints the counters every `--every`
@@ -19,7 +20,7 @@ use xroce_impair::{Impairer, Impairment, Link, Router};
 #[derive(Debug, Parser)]
 #[command(
     name = "xroce-impair",
-    about = "Lose, duplicate and reorder RoCEv2 frames on a lab's router (AF_XDP forwarder)"
+    about = "Lose, duplicate and reorder RoCEv2 frames on a lab's router, and limit their rate (AF_XDP forwarder)"
 )]
 struct Args {
     /// The router's network namespace.
@@ -52,6 +53,14 @@ struct Args {
     /// Print the counters every this many seconds (0: only at the end).
     #[arg(long, default_value_t = 5)]
     every: u64,
+    /// Each direction's egress a bottleneck of this many Mbit/s of frame bytes (0: none):
+    /// frames wait in a queue of --queue-kib and leave at this rate; a frame that does not
+    /// fit is dropped (counted in queue_dropped)
+    #[arg(long, default_value_t = 0)]
+    rate_mbit: u64,
+    /// The bottleneck's queue, KiB of frames
+    #[arg(long, default_value_t = 128)]
+    queue_kib: usize,
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -78,6 +87,8 @@ fn main() -> Result<()> {
         reorder: args.reorder / 100.0,
         reorder_gap: args.gap,
         seed: args.seed,
+        rate_bps: args.rate_mbit.saturating_mul(1_000_000),
+        queue_bytes: args.queue_kib.saturating_mul(1024),
     };
     let router = Router {
         netns: Some(args.netns.clone()),
@@ -101,8 +112,21 @@ fn main() -> Result<()> {
     let [ma, mb] = impairer.attach_modes();
     eprintln!(
         "impairing RoCEv2 between the hosts of {} (XDP {ma} toward a, {mb} toward b): loss \
-         {}%, duplicate {}%, reorder {}% (gap {}), seed {}; Ctrl-C stops",
-        args.netns, args.loss, args.duplicate, args.reorder, args.gap, args.seed
+         {}%, duplicate {}%, reorder {}% (gap {}), seed {}{}; Ctrl-C stops",
+        args.netns,
+        args.loss,
+        args.duplicate,
+        args.reorder,
+        args.gap,
+        args.seed,
+        if args.rate_mbit > 0 {
+            format!(
+                ", a {} Mbit/s port each way with a {} KiB queue",
+                args.rate_mbit, args.queue_kib
+            )
+        } else {
+            String::new()
+        }
     );
     let mut last = Instant::now();
     while !STOP.load(Ordering::Relaxed) && impairer.is_running() {

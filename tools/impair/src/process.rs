@@ -47,6 +47,13 @@ impl ImpairProcess {
             .router
             .as_ref()
             .ok_or_else(|| io::Error::other("the lab has no router"))?;
+        if !impairment.rate_bps.is_multiple_of(1_000_000)
+            || !impairment.queue_bytes.is_multiple_of(1024)
+        {
+            return Err(io::Error::other(
+                "xroce-impair takes a bottleneck's rate in whole Mbit/s and its queue in whole KiB",
+            ));
+        }
         let bin = xroce_impair()?;
         let dir = std::env::temp_dir();
         let stdout = dir.join(format!("xroce-impair-{}.out", router.netns));
@@ -61,6 +68,11 @@ impl ImpairProcess {
             .args(["--reorder", &(impairment.reorder * 100.0).to_string()])
             .args(["--gap", &impairment.reorder_gap.to_string()])
             .args(["--seed", &impairment.seed.to_string()])
+            .args([
+                "--rate-mbit",
+                &(impairment.rate_bps / 1_000_000).to_string(),
+            ])
+            .args(["--queue-kib", &(impairment.queue_bytes / 1024).to_string()])
             .args(["--every", "0"])
             .stdin(Stdio::null())
             .stdout(std::fs::File::create(&stdout)?)

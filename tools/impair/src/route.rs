@@ -116,6 +116,13 @@ pub struct Impairment {
     /// Seed of the random generator: the same seed draws the same fates for the same
     /// sequence of frames.
     pub seed: u64,
+    /// Each direction's egress a bottleneck of this many bits a second of frame bytes,
+    /// after the frames' fates (0: none, frames leave as they come): a queue of
+    /// [`queue_bytes`](Self::queue_bytes) in front of a port of this rate, the frame
+    /// that does not fit dropped (tail drop), as a switch port slower than the hosts does.
+    pub rate_bps: u64,
+    /// The bottleneck's queue, in bytes of frames.
+    pub queue_bytes: usize,
 }
 
 impl Default for Impairment {
@@ -128,6 +135,8 @@ impl Default for Impairment {
             reorder: 0.0,
             reorder_gap: 3,
             seed: 1,
+            rate_bps: 0,
+            queue_bytes: 128 << 10,
         }
     }
 }
@@ -148,7 +157,104 @@ impl Impairment {
         if self.loss_burst > 1.0 && self.loss >= 1.0 {
             return Err("bursty loss needs a loss fraction below 1");
         }
+        if self.rate_bps > 0 && self.queue_bytes < MAX_QUEUED_FRAME {
+            return Err("a bottleneck's queue must hold at least one frame of 9216 bytes");
+        }
         Ok(())
+    }
+}
+
+/// The largest frame a bottleneck's queue must be able to take.
+const MAX_QUEUED_FRAME: usize = 9216;
+
+/// A port slower than what reaches it: frames wait in a queue of bounded bytes and leave
+/// one after another at its rate; a frame that does not fit is dropped (tail drop).
+/// Driven by the caller's clock: [`Bottleneck::offer`] when a frame arrives,
+/// [`Bottleneck::release`] whenever time has passed.
+#[derive(Debug)]
+pub struct Bottleneck {
+    rate_bps: u64,
+    capacity: usize,
+    frames: std::collections::VecDeque<Vec<u8>>,
+    bytes: usize,
+    /// When the port is free to start the next frame.
+    free_at: std::time::Instant,
+    /// Buffers of frames that left, for the next ones.
+    spare: Vec<Vec<u8>>,
+    /// Frames dropped because the queue was full.
+    pub dropped: u64,
+    /// The most bytes queued so far.
+    pub max_bytes: usize,
+}
+
+impl Bottleneck {
+    /// A port of `rate_bps` (more than 0) with a queue of `capacity` bytes, idle at `now`.
+    pub fn new(rate_bps: u64, capacity: usize, now: std::time::Instant) -> Bottleneck {
+        Bottleneck {
+            rate_bps: rate_bps.max(1),
+            capacity,
+            frames: std::collections::VecDeque::new(),
+            bytes: 0,
+            free_at: now,
+            spare: Vec::new(),
+            dropped: 0,
+            max_bytes: 0,
+        }
+    }
+
+    /// Bytes queued now.
+    pub fn queued_bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Whether a frame waits.
+    pub fn is_empty(&self) -> bool {
+        self.frames.is_empty()
+    }
+
+    /// A frame arrives at `now`: queued (a copy) if it fits, else dropped. Returns whether
+    /// it was queued.
+    pub fn offer(&mut self, frame: &[u8], now: std::time::Instant) -> bool {
+        if self.bytes + frame.len() > self.capacity {
+            self.dropped += 1;
+            return false;
+        }
+        if self.frames.is_empty() && self.free_at < now {
+            // An idle port starts the frame at once.
+            self.free_at = now;
+        }
+        let mut buf = self.spare.pop().unwrap_or_default();
+        buf.clear();
+        buf.extend_from_slice(frame);
+        self.bytes += frame.len();
+        self.max_bytes = self.max_bytes.max(self.bytes);
+        self.frames.push_back(buf);
+        true
+    }
+
+    /// Sends (`send`) every frame whose turn has come by `now`: each occupies the port for
+    /// its bytes at the rate, so the frames leave at the rate however late this is called
+    /// (a late call sends those that should have left meanwhile back to back).
+    pub fn release(&mut self, now: std::time::Instant, mut send: impl FnMut(&[u8])) {
+        while self.free_at <= now {
+            let Some(frame) = self.frames.pop_front() else {
+                return;
+            };
+            let nanos =
+                (frame.len() as u128 * 8 * 1_000_000_000).div_ceil(u128::from(self.rate_bps));
+            self.free_at +=
+                std::time::Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX));
+            self.bytes -= frame.len();
+            send(&frame);
+            if self.spare.len() < 64 {
+                self.spare.push(frame);
+            }
+        }
+    }
+
+    /// When the next frame may leave, if one waits.
+    pub fn next_departure(&self) -> Option<std::time::Instant> {
+        (!self.frames.is_empty()).then_some(self.free_at)
     }
 }
 
@@ -223,6 +329,67 @@ impl Dice {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bottleneck_sends_at_its_rate_and_drops_what_its_queue_cannot_take() {
+        use std::time::{Duration, Instant};
+        let t0 = Instant::now();
+        // 8 Mbit/s: a 1000-byte frame takes 1 ms. The queue holds three of them.
+        let mut b = Bottleneck::new(8_000_000, 3000, t0);
+        for i in 0..4u8 {
+            let queued = b.offer(&[i; 1000], t0);
+            assert_eq!(queued, i < 3, "frame {i}");
+        }
+        assert_eq!((b.dropped, b.max_bytes, b.queued_bytes()), (1, 3000, 3000));
+        let mut sent = Vec::new();
+        // The first leaves at once, the second 1 ms later, the third 2 ms later.
+        b.release(t0, |f| sent.push((0, f[0])));
+        b.release(t0 + Duration::from_micros(999), |f| sent.push((999, f[0])));
+        b.release(t0 + Duration::from_millis(1), |f| sent.push((1000, f[0])));
+        assert_eq!(sent, [(0, 0), (1000, 1)]);
+        assert_eq!(b.next_departure(), Some(t0 + Duration::from_millis(2)));
+        // Called late: what should have left meanwhile leaves now, and the port is
+        // busy for its bytes from when it should have started.
+        b.release(t0 + Duration::from_millis(10), |f| {
+            sent.push((10_000, f[0]))
+        });
+        assert_eq!(sent.last(), Some(&(10_000, 2)));
+        assert!(b.is_empty() && b.next_departure().is_none());
+        // An idle port starts a new frame at once, not at its old free time.
+        let later = t0 + Duration::from_millis(50);
+        assert!(b.offer(&[9; 500], later));
+        let mut n = 0;
+        b.release(later, |_| n += 1);
+        assert_eq!(n, 1);
+        // Over many frames queued at once the rate holds: the 100th frame of 1000 bytes
+        // leaves 99 ms after the first.
+        let mut b = Bottleneck::new(8_000_000, 1 << 20, t0);
+        for _ in 0..100 {
+            b.offer(&[0; 1000], t0);
+        }
+        let mut left = 0;
+        let mut t = t0;
+        while left < 100 {
+            t += Duration::from_micros(100);
+            b.release(t, |_| left += 1);
+        }
+        assert_eq!(t - t0, Duration::from_millis(99));
+    }
+
+    #[test]
+    fn a_bottleneck_needs_a_queue_for_a_jumbo_frame() {
+        let small = Impairment {
+            rate_bps: 1_000_000,
+            queue_bytes: 4096,
+            ..Impairment::default()
+        };
+        assert!(small.check().is_err());
+        let fine = Impairment {
+            rate_bps: 1_000_000,
+            ..Impairment::default()
+        };
+        assert_eq!(fine.check(), Ok(()));
+    }
 
     /// Bursty loss keeps the long-run fraction and makes runs of the asked mean length.
     #[test]
@@ -395,6 +562,8 @@ mod tests {
                 ttl_expired: 4,
                 malformed: 5,
                 tx_full: 6,
+                queue_dropped: 8,
+                queue_max_bytes: 131_072,
             },
             b_to_a: crate::DirectionCounters {
                 received: 7,
