@@ -460,6 +460,9 @@ pub(crate) struct LossSummary {
     /// Request packets sent, and sent again, over the rounds that did not fail.
     pub(crate) sent_packets: u64,
     pub(crate) retransmitted_packets: u64,
+    /// Frames the bottleneck's full queue dropped over the same rounds.
+    #[serde(default)]
+    pub(crate) queue_dropped: u64,
 }
 
 /// The median of `v` (the mean of the two middle values of an even count; 0 if empty).
@@ -510,6 +513,7 @@ pub(crate) fn summarize(points: &[LossPoint]) -> Vec<LossSummary> {
         s.gbit_median = median(ok.iter().map(|q| q.gbit_per_sec).collect());
         s.sent_packets = ok.iter().map(|q| q.sent_packets).sum();
         s.retransmitted_packets = ok.iter().map(|q| q.retransmitted_packets).sum();
+        s.queue_dropped = ok.iter().map(|q| q.queue_dropped).sum();
         out.push(s);
     }
     out
@@ -562,12 +566,20 @@ pub(crate) fn targets(points: &[LossPoint]) -> Vec<(String, String, f64, bool)> 
         p.mode == Mode::SelectiveRepeat.label() && p.reorder_percent > 0.0 && p.loss_percent == 0.0
     }) && p.sent_packets > 0
     {
-        let share = p.retransmitted_packets as f64 / p.sent_packets as f64;
+        // Through a bottleneck its full queue drops frames too: resending those is not
+        // spurious (one resend each; the rest is).
+        let spurious = p.retransmitted_packets.saturating_sub(p.queue_dropped);
+        let share = spurious as f64 / p.sent_packets as f64;
         out.push((
             Mode::SelectiveRepeat.label().to_string(),
             format!(
-                "resent under reordering alone ({} %) < 0.01 of sent",
-                p.reorder_percent
+                "resent under reordering alone ({} %) < 0.01 of sent{}",
+                p.reorder_percent,
+                if p.queue_dropped > 0 {
+                    " (less the queue's drops)"
+                } else {
+                    ""
+                }
             ),
             share,
             share < 0.01,
@@ -740,6 +752,12 @@ mod tests {
         assert_eq!(met, [true, false, true, false, false, true, true], "{t:?}");
         assert_eq!(t[1].2, 0.0);
         assert_eq!(t[6].2, 0.005);
+        // Through a bottleneck that dropped 3 frames, 3 of the 5 resends were not
+        // spurious.
+        points[5].queue_dropped = 3;
+        let t = targets(&points);
+        assert_eq!(t[6].2, 0.002);
+        assert!(t[6].1.ends_with("(less the queue's drops)"), "{t:?}");
     }
 
     /// `point` of round `round`.
