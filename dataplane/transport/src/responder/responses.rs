@@ -147,7 +147,9 @@ impl QueuePair {
     }
 
     /// Queues a response and says whether it was. A positive ACK replaces a positive ACK
-    /// still waiting at the tail (coalescing); a full queue drops it, counted in
+    /// still waiting at the tail (coalescing), and a selective acknowledgement is not
+    /// queued while one waits anywhere in the queue (it reports the store as it is when it
+    /// leaves); a full queue drops it, counted in
     /// `response_queue_full` (the requester's timer recovers). The caller counts what the
     /// request was only when the response was queued, so that a request lands in exactly
     /// one counter.
@@ -176,7 +178,9 @@ impl QueuePair {
             *back = r;
             return true;
         }
-        if r == Response::Sack && q.back() == Some(&Response::Sack) {
+        // A selective acknowledgement says what is held when it leaves, not when it was
+        // queued: one already waiting says all a second would.
+        if r == Response::Sack && q.contains(&Response::Sack) {
             return true;
         }
         if !self.resp.has_room() {

@@ -100,6 +100,42 @@ fn held_duplicate_and_full_each_land_in_one_counter() {
     assert_eq!(b.endpoint.qp(QB).unwrap().diagnostics().held, 0);
 }
 
+/// A selective acknowledgement says what is held when it leaves: one waiting in the
+/// response queue, even behind another response, is not queued again (a second would say
+/// the same and take a place a positive acknowledgement needs).
+#[test]
+fn a_selective_acknowledgement_waiting_is_not_queued_twice() {
+    let (mut a, mut b) = selective_pair(16);
+    for _ in 0..4 {
+        a.endpoint.post_send(NOW, QA, write(64)).unwrap();
+    }
+    let f = take(&mut a);
+    assert_eq!(f.len(), 4);
+    // PSN 1 held (a selective acknowledgement queued), PSN 0 fills the gap (an ACK queued
+    // behind it), PSN 3 held beyond the next gap: the one waiting will say so.
+    give(&mut b, &f[1]);
+    give(&mut b, &f[0]);
+    give(&mut b, &f[3]);
+    let before = counters(&b);
+    let out = take(&mut b);
+    assert_counted(&b, &before, &[(Counter::sr_naks_sent, 1)]);
+    let sacks: Vec<(u32, Vec<(u32, u32)>)> = out
+        .iter()
+        .filter(|frame| Frame::parse(frame).is_err())
+        .map(|frame| {
+            let (psn, sack) = sack_of(frame);
+            let ranges = sack
+                .ranges()
+                .iter()
+                .map(|(f, l)| (f.value(), l.value()))
+                .collect();
+            (psn, ranges)
+        })
+        .collect();
+    assert_eq!(sacks, [(PSN_A + 2, vec![(PSN_A + 3, PSN_A + 3)])]);
+    assert_eq!(b.endpoint.counters().response_queue_full, 0);
+}
+
 #[test]
 fn a_selective_acknowledgement_that_does_not_parse_lands_in_sr_sack_malformed() {
     let (mut a, mut b) = selective_pair(8);
