@@ -19,7 +19,10 @@
 //! again; the ICRC masks the TTL, so it stays valid), a frame whose TTL runs out dropped.
 //! Then each frame meets its [`Fate`](route::Fate): lost, sent twice, or held back and
 //! sent after the next `reorder_gap` frames of its direction (or after [`REORDER_HOLD`] if
-//! fewer come).
+//! fewer come). With a rate ([`Impairment::rate_bps`]), each direction's egress is then a
+//! [`Bottleneck`](route::Bottleneck): frames wait in a queue of bounded bytes and leave at
+//! that rate, and the frame that does not fit is dropped (counted in `queue_dropped`), so
+//! the path is slower than its hosts, as a network path is.
 //!
 //! Frames must carry complete checksums: a UDP checksum a sending kernel left to its veth's
 //! offload is never filled in once XDP has taken the frame out of the kernel, and the
