@@ -14,7 +14,9 @@
 //! run, the packets sent again (and their share of all request packets: under reordering
 //! alone every one is spurious), the holes resent, the timeouts and what the requester
 //! measured. The last line of each mode is reordering alone (`REORDER_ONLY`, default 1 %).
-//! `COUNTERS=1` prints both hosts' counters after each run.
+//! `COUNTERS=1` prints both hosts' counters after each run. `MAX_UNACKED`, `MAX_HELD` and
+//! `MAX_HELD_BYTES` set both hosts' `max_unacked_psns`, `max_held_packets` and
+//! `max_held_bytes`.
 //!
 //! ```sh
 //! cargo run --release -p xroce-transport --example goodput
@@ -159,6 +161,9 @@ struct Report {
 fn run(m: Model) -> Report {
     let limits = Limits {
         min_retransmit_timeout: m.min_rto,
+        max_unacked_psns: env("MAX_UNACKED", Limits::default().max_unacked_psns),
+        max_held_packets: env("MAX_HELD", Limits::default().max_held_packets),
+        max_held_bytes: env("MAX_HELD_BYTES", Limits::default().max_held_bytes),
         ..Limits::default()
     };
     let mut a = Host::with_limits(1, limits);

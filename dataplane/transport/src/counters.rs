@@ -217,6 +217,10 @@ counter_set! {
     /// selective repeat (its peer has it on), taken for the PSN sequence error NAK they
     /// are (counted in `rcvd_seq_err` too), their ranges ignored.
     sr_naks_taken_as_standard,
+    /// Selective repeat: times a queue pair had a request packet ready but the PSNs from
+    /// the oldest unacknowledged one already filled what the responder's store holds
+    /// ahead of a gap.
+    sr_held_by_store,
 }
 
 impl Counter {
@@ -251,6 +255,7 @@ impl Counter {
                 | Counter::sr_packets_held
                 | Counter::sr_packets_resent
                 | Counter::sr_naks_taken_as_standard
+                | Counter::sr_held_by_store
         )
     }
 }

@@ -61,7 +61,7 @@ impl QueuePair {
             return false;
         };
         let qp_type = self.config.qp_type;
-        if qp_type == QpType::Rc && !self.window_open(cx) {
+        if qp_type == QpType::Rc && !self.window_open(cx, mtu) {
             return false;
         }
         if state == EntryState::Posted && !self.start_entry(cx) {
@@ -100,7 +100,7 @@ impl QueuePair {
             let measured = limit < self.config.limits.max_unacked_psns as i32;
             h.ack_req = pos.ends_message()
                 || self.sq.noack_pkts() + 1 >= every
-                || (measured && self.sq.window() + 1 >= limit);
+                || (measured && self.sq.in_flight() + 1 >= limit);
         }
 
         let pd = self.config.pd;
@@ -389,6 +389,21 @@ impl QueuePair {
         self.sq.recovery.window(self.config.limits.max_unacked_psns) as i32
     }
 
+    /// Selective repeat: the most PSNs from the oldest unacknowledged one while the peer
+    /// holds packets ahead of a gap. Everything between the gap and the last PSN sent may
+    /// have to wait in the peer's store, which holds `max_held_packets` and
+    /// `max_held_bytes` of payload (the peer's limits are taken to be this endpoint's:
+    /// every xroce daemon has the same); never below the device's window, which is what
+    /// a QP without selective repeat may have unacknowledged.
+    #[inline]
+    fn span_limit(&self, mtu: u32) -> i32 {
+        let limits = &self.config.limits;
+        let store = limits
+            .max_held_packets
+            .min(limits.max_held_bytes / mtu.max(1));
+        limits.max_unacked_psns.max(store).min(i32::MAX as u32) as i32
+    }
+
     /// Packets asked to acknowledge at least every this many.
     #[inline]
     fn ack_req_every(&self) -> u32 {
@@ -401,9 +416,21 @@ impl QueuePair {
     /// Whether an RC request packet may go now: the window has room, and pacing lets it.
     /// A window full of packets none of which asked for an acknowledgement (it shrank
     /// under them) lets one more go, which asks.
+    ///
+    /// In selective repeat the packets a selective acknowledgement showed held have
+    /// arrived: they wait in the responder's store for a gap before them, not on the path,
+    /// so they do not count against the window. What they count against is the store:
+    /// the PSNs from the oldest unacknowledged one stay within what a store holds
+    /// ([`QueuePair::span_limit`]), beyond which the responder would drop what it cannot
+    /// keep. Without this a hole held the window shut for the round trip its resend took,
+    /// however much of the window had long arrived.
     #[inline]
-    fn window_open<M: MemoryTable + ?Sized>(&mut self, cx: &mut Cx<'_, M>) -> bool {
-        let window = self.sq.window();
+    fn window_open<M: MemoryTable + ?Sized>(&mut self, cx: &mut Cx<'_, M>, mtu: u32) -> bool {
+        if !self.sq.scoreboard.is_empty() && self.sq.window() >= self.span_limit(mtu) {
+            cx.count(Counter::sr_held_by_store);
+            return false;
+        }
+        let window = self.sq.in_flight();
         if window >= self.window_limit() {
             let device = window >= self.config.limits.max_unacked_psns as i32;
             if device || window > self.sq.noack_pkts() as i32 {

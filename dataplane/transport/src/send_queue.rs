@@ -290,6 +290,13 @@ impl SendQueue {
         self.next_psn.distance(self.unacked_psn)
     }
 
+    /// Packets in flight: PSNs sent and not acknowledged, less those a selective
+    /// acknowledgement showed held by the responder (they arrived).
+    #[inline]
+    pub(crate) fn in_flight(&self) -> i32 {
+        self.window() - self.scoreboard.held_count() as i32
+    }
+
     /// READ and atomic work requests started and not completed.
     pub(crate) fn rd_atomic(&self) -> u8 {
         self.rd_atomic

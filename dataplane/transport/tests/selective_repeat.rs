@@ -360,3 +360,94 @@ fn what_the_queue_pairs_of_an_endpoint_hold_together_is_bounded() {
     b.endpoint.destroy_qp(QB).unwrap();
     assert_eq!(b.endpoint.diagnostics().held_bytes, 0);
 }
+
+#[test]
+fn packets_shown_held_leave_the_window_and_the_store_bounds_how_far_beyond_a_hole_the_requester_goes()
+ {
+    // A window of 16 packets, a store of 48.
+    let limits = xroce_transport::Limits {
+        max_unacked_psns: 16,
+        max_held_packets: 48,
+        ..xroce_transport::Limits::default()
+    };
+    let mut a = Host::with_limits(1, limits);
+    let mut b = Host::with_limits(2, limits);
+    a.add_region(KEY, BASE, 1 << 20, Access::ALL);
+    b.add_region(KEY, BASE, 1 << 20, Access::ALL);
+    let c = Connection {
+        depth: 128,
+        ..Connection::default()
+    };
+    connect(&mut a, QA, &mut b, QB, QpType::Rc, &c, NOW);
+    a.endpoint.set_selective_repeat(QA, true).unwrap();
+    b.endpoint.set_selective_repeat(QB, true).unwrap();
+    for (i, byte) in a.mem.region_mut(0).bytes.iter_mut().enumerate() {
+        *byte = (i * 7 % 251) as u8;
+    }
+    post_writes(&mut a, 100);
+    let window = take(&mut a);
+    assert_eq!(window.len(), 16, "the device's window");
+    give_all(&mut b, &window[1..]);
+    give_all(&mut a, &take(&mut b));
+
+    // The first packet is lost, and every resend of it too: the rest arrives, and the
+    // selective acknowledgements show it held, so the window keeps opening, until the
+    // PSNs from the hole fill the store.
+    let mut now = NOW;
+    let mut highest = 0;
+    for _ in 0..200 {
+        now = now + std::time::Duration::from_micros(100);
+        fire_timers(&mut a, now);
+        fire_timers(&mut b, now);
+        let sent = take_at(&mut a, now);
+        let arrived: Vec<Vec<u8>> = sent.into_iter().filter(|f| psn(f) != PSN_A).collect();
+        for f in &arrived {
+            highest = highest.max(psn(f));
+            b.endpoint.handle_frame(now, f, &mut b.mem);
+        }
+        for f in take_at(&mut b, now) {
+            a.endpoint.handle_frame(now, &f, &mut a.mem);
+        }
+    }
+    assert_eq!(
+        highest,
+        PSN_A + 47,
+        "as far as the store holds beyond the hole"
+    );
+    assert!(a.endpoint.counters().sr_held_by_store > 0);
+    assert_eq!(b.endpoint.counters().sr_held_dropped_full, 0);
+    assert_eq!(b.endpoint.qp(QB).unwrap().diagnostics().held, 47);
+    assert!(completions(&mut a).is_empty());
+
+    // The hole's next resend arrives: everything completes, in order, exactly once.
+    let mut done = Vec::new();
+    for _ in 0..2000 {
+        now = now + std::time::Duration::from_micros(100);
+        fire_timers(&mut a, now);
+        fire_timers(&mut b, now);
+        for f in take_at(&mut a, now) {
+            b.endpoint.handle_frame(now, &f, &mut b.mem);
+        }
+        for f in take_at(&mut b, now) {
+            a.endpoint.handle_frame(now, &f, &mut a.mem);
+        }
+        done.extend(completions(&mut a));
+        if done.len() == 100 {
+            break;
+        }
+    }
+    assert_eq!(
+        done.iter().map(|c| c.wr_id).collect::<Vec<_>>(),
+        (0..100).collect::<Vec<_>>()
+    );
+    assert!(done.iter().all(|c| c.status == WcStatus::Success));
+    assert!(landed(&a, &b, 100));
+    assert_eq!(b.endpoint.counters().sr_held_dropped_full, 0);
+}
+
+/// Runs `host`'s timers that are due at `now`, as the engine does.
+fn fire_timers(host: &mut Host, now: Instant) {
+    if host.endpoint.poll_timeout().is_some_and(|t| t <= now) {
+        host.endpoint.handle_timeout(now, &mut host.mem);
+    }
+}

@@ -154,6 +154,10 @@ pub(crate) struct Recovery {
     /// Selective repeat: packets resent because they were missing (holes only).
     #[serde(default)]
     pub(crate) sr_packets_resent: u64,
+    /// Selective repeat: times a packet waited because the PSNs beyond a hole filled what
+    /// b's store holds.
+    #[serde(default)]
+    pub(crate) sr_held_by_store: u64,
     /// Selective repeat, host b: packets held ahead of a gap.
     #[serde(default)]
     pub(crate) sr_packets_held: u64,
@@ -367,6 +371,7 @@ pub(crate) fn run(
                     held_by_pacing: delta("req_held_by_pacing"),
                     sr_naks_received: delta("sr_naks_received"),
                     sr_packets_resent: delta("sr_packets_resent"),
+                    sr_held_by_store: delta("sr_held_by_store"),
                     sr_packets_held: b_delta("sr_packets_held"),
                     sr_held_dropped_full: b_delta("sr_held_dropped_full"),
                     cc_loss_events: delta("cc_loss_events"),

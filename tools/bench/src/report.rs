@@ -551,11 +551,11 @@ impl Report {
             }
             let _ = writeln!(
                 o,
-                "\nLoss recovery at host a (the transport's counters): resends started at once, on the measured timer, of a persisting gap; round trips measured; packets held by the window and by pacing; selective repeat: NAKs saying what b held, holes resent, packets b held ahead of a gap, and those that found b's store full; congestion control: losses taken for congestion and for random loss"
+                "\nLoss recovery at host a (the transport's counters): resends started at once, on the measured timer, of a persisting gap; round trips measured; packets held by the window and by pacing; selective repeat: NAKs saying what b held, holes resent, packets held back because the PSNs beyond a hole filled b's store, packets b held ahead of a gap, and those that found b's store full; congestion control: losses taken for congestion and for random loss"
             );
             let _ = writeln!(
                 o,
-                "{} | {:>8} {:>8} {:>6} | {:>8} | {:>10} {:>10} | {:>8} {:>8} {:>8} {:>6} | {:>8} {:>8}",
+                "{} | {:>8} {:>8} {:>6} | {:>8} | {:>10} {:>10} | {:>8} {:>8} {:>8} {:>8} {:>6} | {:>8} {:>8}",
                 loss_head(rounds > 1),
                 "prompt",
                 "timer",
@@ -565,6 +565,7 @@ impl Report {
                 "pacing",
                 "SR NAKs",
                 "holes",
+                "store",
                 "b held",
                 "full",
                 "congest",
@@ -574,7 +575,7 @@ impl Report {
                 let r = &p.recovery;
                 let _ = writeln!(
                     o,
-                    "{} | {:>8} {:>8} {:>6} | {:>8} | {:>10} {:>10} | {:>8} {:>8} {:>8} {:>6} | {:>8} {:>8}",
+                    "{} | {:>8} {:>8} {:>6} | {:>8} | {:>10} {:>10} | {:>8} {:>8} {:>8} {:>8} {:>6} | {:>8} {:>8}",
                     loss_key(p),
                     r.prompt_retries,
                     r.adaptive_timeouts,
@@ -584,6 +585,7 @@ impl Report {
                     r.held_by_pacing,
                     r.sr_naks_received,
                     r.sr_packets_resent,
+                    r.sr_held_by_store,
                     r.sr_packets_held,
                     r.sr_held_dropped_full,
                     r.cc_loss_events,

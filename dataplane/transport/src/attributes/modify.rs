@@ -26,9 +26,15 @@ pub struct Limits {
     /// and an early expiry resends the whole window.
     pub min_retransmit_timeout: Duration,
     /// Selective repeat: the most request packets a responder holds ahead of a gap (see
-    /// [`crate::selective`]); the default is the default window, `max_unacked_psns`.
+    /// [`crate::selective`]). A requester takes its peer's store to be as large as its
+    /// own and keeps the PSNs it has unacknowledged within it while the peer holds
+    /// packets, so this, not `max_unacked_psns`, bounds how far it may send beyond a
+    /// hole; four times the default window, so that a hole open for a few round trips of
+    /// a window does not stop the sender.
     pub max_held_packets: u32,
-    /// Selective repeat: the most payload bytes a responder holds ahead of a gap.
+    /// Selective repeat: the most payload bytes a responder holds ahead of a gap (with
+    /// `max_held_packets`, the bound on a requester's PSNs beyond a hole: this over the
+    /// path MTU).
     pub max_held_bytes: u32,
     /// Selective repeat: the most payload bytes all the queue pairs of one endpoint hold
     /// ahead of their gaps together (a thousand QPs on a lossy path, each within its own
@@ -44,8 +50,8 @@ impl Default for Limits {
             max_unacked_psns: 512,
             ack_req_every: 66,
             min_retransmit_timeout: Duration::from_millis(1),
-            max_held_packets: 512,
-            max_held_bytes: 2 << 20,
+            max_held_packets: 2048,
+            max_held_bytes: 4 << 20,
             max_endpoint_held_bytes: 64 << 20,
         }
     }
