@@ -10,9 +10,13 @@
 //! **The wire.** A responder in selective repeat answers a request packet ahead of the PSN
 //! it expects with a PSN sequence error NAK exactly as the standard has it (the expected PSN
 //! in the BTH, the NAK code in the AETH), followed by xroce's selective acknowledgement
-//! ([`xroce_wire::sack`]): up to eight PSN ranges it holds beyond the gap, in PSN order
-//! (4 + 8 × ranges bytes, so no pad). A held READ request covers the PSNs of all its
-//! responses. The NAK is sent for the first three packets held beyond a gap, for every
+//! ([`xroce_wire::sack`]): the first PSN ranges it holds beyond the gap, in PSN order, up
+//! to thirty, and how far beyond the last of them the highest PSN it holds lies (4 + 8 ×
+//! ranges bytes, so no pad; version 1 of the format, eight ranges at most and nothing
+//! beyond, when that says everything). A held READ request covers the PSNs of all its
+//! responses. A daemon from before version 2 takes one that needed it for malformed
+//! (`sr_sack_malformed`) and finds those holes on its timer: run one version on both
+//! ends. The NAK is sent for the first three packets held beyond a gap, for every
 //! packet that fills a hole below the highest held (a resend), for every eighth packet
 //! beyond the highest reported (a NAK per packet would answer a window packet for packet),
 //! and after a packet filled the gap while others remain held (the next gap: without it the
@@ -77,16 +81,18 @@
 //! acknowledgement, so they stay in posting order. With the switch on, the window of
 //! packets in flight is not narrowed for a random loss ([`recovery`](crate::recovery): a
 //! loss costs only the lost packets), only after a round trip that resent more than random
-//! loss does (a queue that overflows). Packets the scoreboard shows held are not in flight
-//! (they arrived; they wait in the responder's store), so they leave the window; what
-//! bounds the requester beyond a hole is then the store: the PSNs from the oldest
-//! unacknowledged one stay within [`Limits::max_held_packets`] and
-//! [`Limits::max_held_bytes`] over the path MTU (the peer's store is taken to be as large
-//! as the requester's own), never below the device's window (`sr_held_by_store` counts the
-//! packets it held back). Counting them in flight, as go-back-N must, shut the window for
-//! the round trip each hole's resend took, however much of it had long arrived: on a path
-//! whose round trip is a good part of the window that held selective repeat to about
-//! three quarters of its loss-free goodput at 1 % loss.
+//! loss does (a queue that overflows). While the responder holds packets, what the window
+//! counts in flight is what was sent after the highest PSN it holds, and the holes resent
+//! and not yet seen to arrive (FACK's estimate): every other PSN up to that highest one has
+//! arrived (it waits in the store) or was lost, and neither is on the path. What bounds the
+//! requester beyond a hole is then the store: the PSNs from the oldest unacknowledged one
+//! stay within [`Limits::max_held_packets`] and [`Limits::max_held_bytes`] over the path
+//! MTU (the peer's store is taken to be as large as the requester's own), never below the
+//! device's window (`sr_held_by_store` counts the packets it held back). Counting them in
+//! flight, as go-back-N must, shut the window for the round trip each hole's resend took,
+//! however much of it had long arrived: on a path whose round trip is a good part of the
+//! window that held selective repeat to about three quarters of its loss-free goodput at
+//! 1 % loss, and under half at 5 %.
 //!
 //! **What it does not do.** READ responses are not repeated selectively: a lost READ
 //! response makes the requester ask again from the missing one, as the standard does.
@@ -334,7 +340,7 @@ impl ReorderStore {
     }
 
     /// The selective acknowledgement of what is held: its first ranges of consecutive
-    /// PSNs.
+    /// PSNs, and how far beyond the last of them the highest held PSN lies.
     pub(crate) fn sack(&self) -> SackRepr {
         let mut sack = SackRepr::new();
         let mut run: Option<(Psn, Psn)> = None;
@@ -343,6 +349,11 @@ impl ReorderStore {
                 Some((first, last)) if h.psn == last.next() => Some((first, h.last)),
                 Some((first, last)) => {
                     if !sack.push(first, last) {
+                        if let (Some(reported), Some(highest)) = (sack.highest(), self.held.back())
+                        {
+                            let beyond = highest.last.distance(reported).max(0);
+                            sack.set_beyond(beyond.min(i32::from(u16::MAX)) as u16);
+                        }
                         return sack;
                     }
                     Some((h.psn, h.last))
@@ -386,8 +397,11 @@ struct Hole {
 pub(crate) struct Scoreboard {
     /// PSN ranges held, inclusive, in PSN order, merged.
     held: Vec<(Psn, Psn)>,
-    /// Packets in `held`.
-    count: u32,
+    /// The highest PSN the responder said it holds, beyond the ranges kept when its
+    /// selective acknowledgement had more than it carries (forward acknowledgement).
+    forward: Option<Psn>,
+    /// Holes resent whose resend has not been seen to arrive.
+    resent_out: u32,
     /// The holes below the highest held PSN, in PSN order.
     holes: Vec<Hole>,
     /// Holes to resend, oldest first.
@@ -420,24 +434,29 @@ impl Scoreboard {
         !self.queue.is_empty()
     }
 
-    /// Packets known to be held.
+    /// Request packets in flight, with `next` the next PSN to send: those sent after the
+    /// highest PSN the responder holds, and the holes resent whose resend has not been
+    /// seen to arrive. Every other PSN up to that highest one has either arrived (held) or
+    /// been lost: neither is on the path (FACK's estimate). Only while something is held.
     #[inline]
-    pub(crate) fn held_count(&self) -> u32 {
-        self.count
+    pub(crate) fn in_flight(&self, next: Psn) -> i32 {
+        let highest = match (self.highest(), self.forward) {
+            (Some(h), Some(f)) if f.distance(h) > 0 => f,
+            (Some(h), _) => h,
+            (None, f) => f.unwrap_or(next),
+        };
+        next.distance(highest.next()).max(0) + self.resent_out as i32
     }
 
-    /// Counts what `held` holds, after it changed.
+    /// Counts the holes resent, after they changed.
     fn recount(&mut self) {
-        self.count = self
-            .held
-            .iter()
-            .map(|&(f, l)| l.distance(f) as u32 + 1)
-            .sum();
+        self.resent_out = self.holes.iter().filter(|h| h.resent.is_some()).count() as u32;
     }
 
     /// Forgets everything (going back N, or the switch turned off).
     pub(crate) fn clear(&mut self) {
-        self.count = 0;
+        self.forward = None;
+        self.resent_out = 0;
         self.held.clear();
         self.holes.clear();
         self.queue.clear();
@@ -457,7 +476,9 @@ impl Scoreboard {
         {
             *first = unacked;
         }
-        self.recount();
+        if self.forward.is_some_and(|f| f.distance(unacked) < 0) {
+            self.forward = None;
+        }
         let mut arrived = self.arrived;
         self.holes.retain(|h| {
             let keep = h.psn.distance(unacked) >= 0;
@@ -468,6 +489,7 @@ impl Scoreboard {
         });
         self.arrived = arrived;
         self.queue.retain(|&p| p.distance(unacked) >= 0);
+        self.recount();
     }
 
     /// Merges the ranges of a selective acknowledgement, those before `unacked` dropped.
@@ -486,7 +508,12 @@ impl Scoreboard {
         while self.held.len() > MAX_RANGES {
             self.held.pop();
         }
-        self.recount();
+        if let Some(h) = sack.highest()
+            && h.distance(unacked) >= 0
+            && self.forward.is_none_or(|f| h.distance(f) > 0)
+        {
+            self.forward = Some(h);
+        }
         let held = &self.held;
         let mut arrived = self.arrived;
         self.holes.retain(|h| {
@@ -499,6 +526,7 @@ impl Scoreboard {
         self.arrived = arrived;
         self.queue
             .retain(|&p| !held.iter().any(|&(f, l)| within(p, f, l)));
+        self.recount();
     }
 
     fn insert(&mut self, first: Psn, last: Psn) {
@@ -670,6 +698,7 @@ impl Scoreboard {
     /// acknowledged meanwhile, or lies inside a READ's responses): forgotten.
     pub(crate) fn forget(&mut self, psn: Psn) {
         self.holes.retain(|h| h.psn != psn);
+        self.recount();
     }
 
     /// The hole `psn` taken by [`Scoreboard::next_resend`] could not be sent now: it goes
@@ -684,7 +713,11 @@ impl Scoreboard {
             Some(h) => {
                 h.queued = false;
                 h.resends = h.resends.saturating_add(1);
-                h.resent.replace(now).is_none()
+                let first = h.resent.replace(now).is_none();
+                if first {
+                    self.resent_out += 1;
+                }
+                first
             }
             None => true,
         }
@@ -761,6 +794,62 @@ mod tests {
         assert_eq!(s.spare.len(), SPARE_BUFFERS);
         s.clear();
         assert!(s.spare.is_empty());
+    }
+
+    #[test]
+    fn a_store_with_more_ranges_than_an_acknowledgement_carries_says_where_its_highest_lies() {
+        let mut s = ReorderStore::default();
+        // Every other PSN from 11: 40 ranges of one packet.
+        for i in 0..40 {
+            assert!(matches!(
+                hold(&mut s, 11 + 2 * i, 10, 64),
+                Hold::Held { .. }
+            ));
+        }
+        let sack = s.sack();
+        assert_eq!(sack.ranges().len(), xroce_wire::MAX_SACK_RANGES);
+        assert_eq!(sack.ranges()[29], (Psn::new(69), Psn::new(69)));
+        assert_eq!(sack.beyond(), 20, "the highest held is 89");
+        assert_eq!(sack.highest(), Some(Psn::new(89)));
+        // Fewer: nothing beyond.
+        let mut few = ReorderStore::default();
+        for psn in [11, 13] {
+            assert!(matches!(hold(&mut few, psn, 10, 64), Hold::Held { .. }));
+        }
+        assert_eq!(few.sack().beyond(), 0);
+    }
+
+    #[test]
+    fn in_flight_are_the_packets_sent_after_the_highest_held_and_the_holes_resent() {
+        let mut b = Scoreboard::default();
+        let unacked = Psn::new(100);
+        // Held 101..=104 and 110..=112, and (beyond the ranges) up to 150; sent up to 199.
+        let mut sack = SackRepr::new();
+        assert!(sack.push(Psn::new(101), Psn::new(104)));
+        assert!(sack.push(Psn::new(110), Psn::new(112)));
+        sack.set_beyond(38);
+        b.merge(&sack, unacked);
+        let next = Psn::new(200);
+        assert_eq!(b.in_flight(next), 49, "151..=199");
+        // Two holes resent: in flight until seen to arrive.
+        let t = timing(Duration::ZERO, Duration::from_millis(1));
+        assert!(b.on_hole(Psn::new(100), at(0), t));
+        assert!(b.on_hole(Psn::new(105), at(0), t));
+        for psn in [100, 105] {
+            assert_eq!(b.next_resend(), Some(Psn::new(psn)));
+            assert!(b.on_resent(Psn::new(psn), at(1)));
+        }
+        assert_eq!(b.in_flight(next), 51);
+        // 105 arrived; a later acknowledgement says less beyond: the highest stays.
+        let mut later = SackRepr::new();
+        assert!(later.push(Psn::new(101), Psn::new(105)));
+        b.merge(&later, unacked);
+        assert_eq!(b.in_flight(next), 50);
+        // Acknowledged past the highest: nothing is known held (the window counts every
+        // PSN unacknowledged again).
+        b.prune(Psn::new(160));
+        assert!(b.is_empty());
+        assert_eq!((b.forward, b.resent_out), (None, 0));
     }
 
     #[test]

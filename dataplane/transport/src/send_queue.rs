@@ -290,11 +290,15 @@ impl SendQueue {
         self.next_psn.distance(self.unacked_psn)
     }
 
-    /// Packets in flight: PSNs sent and not acknowledged, less those a selective
-    /// acknowledgement showed held by the responder (they arrived).
+    /// Packets in flight: PSNs sent and not acknowledged, or in selective repeat while the
+    /// responder holds packets, those sent after the highest it holds and the holes
+    /// resent (see [`Scoreboard::in_flight`]).
     #[inline]
     pub(crate) fn in_flight(&self) -> i32 {
-        self.window() - self.scoreboard.held_count() as i32
+        if self.scoreboard.is_empty() {
+            return self.window();
+        }
+        self.scoreboard.in_flight(self.next_psn).min(self.window())
     }
 
     /// READ and atomic work requests started and not completed.

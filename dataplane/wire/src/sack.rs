@@ -8,7 +8,7 @@
 //! ```text
 //!  0               1               2               3
 //! +---------------+---------------+-------------------------------+
-//! | version (1)   | count (1..=8) | reserved (0)                  |
+//! | version (1|2) | count         | beyond (version 2; 1: zero)   |
 //! +---------------+---------------+-------------------------------+
 //! | reserved (0)  | first PSN of range 1                          |
 //! +---------------+-----------------------------------------------+
@@ -22,15 +22,28 @@
 //! them again. The ranges follow the NAK's PSN (the one the responder expects), in PSN
 //! order, without overlap. The length, 4 + 8 × count bytes, is a multiple of 4: the
 //! packet needs no pad.
+//!
+//! Version 1 carries 1 to 8 ranges, its reserved bytes zero. Version 2 carries 1 to
+//! [`MAX_SACK_RANGES`] (30: the acknowledgement fits a 256-byte path MTU), and `beyond`:
+//! a responder holding more ranges than one acknowledgement carries reports its first ones
+//! (the oldest holes are what the requester must resend first) and says how far past the
+//! last range reported its highest held PSN lies. Everything the requester sent up to
+//! there has either arrived or been lost, so what it has in flight is what it sent after
+//! it (forward acknowledgement). An acknowledgement that needs neither more than 8 ranges
+//! nor `beyond` is sent as version 1, byte for byte what responders before version 2 sent,
+//! so only one that needs them is one a version-1 parser refuses.
 
 use crate::error::{EmitError, ParseError};
 use crate::psn::Psn;
 
-/// The version this crate emits and accepts.
-pub const VERSION: u8 = 1;
+/// The highest version this crate emits and accepts (see the module's documentation).
+pub const VERSION: u8 = 2;
 
-/// The most ranges one selective acknowledgement carries.
-pub const MAX_SACK_RANGES: usize = 8;
+/// The most ranges one selective acknowledgement carries (version 2).
+pub const MAX_SACK_RANGES: usize = 30;
+
+/// The most ranges a version-1 acknowledgement carries.
+const MAX_V1_RANGES: usize = 8;
 
 /// Length of the fixed part, before the ranges.
 const FIXED_LEN: usize = 4;
@@ -41,13 +54,14 @@ const RANGE_LEN: usize = 8;
 mod field {
     pub(super) const VERSION: usize = 0;
     pub(super) const COUNT: usize = 1;
-    pub(super) const RESERVED: core::ops::Range<usize> = 2..4;
+    pub(super) const BEYOND: core::ops::Range<usize> = 2..4;
 }
 
 /// A selective acknowledgement: up to [`MAX_SACK_RANGES`] PSN ranges, in order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SackRepr {
     count: u8,
+    beyond: u16,
     ranges: [(Psn, Psn); MAX_SACK_RANGES],
 }
 
@@ -62,8 +76,26 @@ impl SackRepr {
     pub const fn new() -> SackRepr {
         SackRepr {
             count: 0,
+            beyond: 0,
             ranges: [(Psn::ZERO, Psn::ZERO); MAX_SACK_RANGES],
         }
+    }
+
+    /// How many PSNs past the last range the highest held one lies (0: the ranges say
+    /// everything held).
+    pub const fn beyond(&self) -> u16 {
+        self.beyond
+    }
+
+    /// Says that the highest PSN held lies `beyond` past the last range.
+    pub fn set_beyond(&mut self, beyond: u16) {
+        self.beyond = beyond;
+    }
+
+    /// The highest PSN held, as far as it says: the last range's last, and `beyond`.
+    pub fn highest(&self) -> Option<Psn> {
+        let &(_, last) = self.ranges().last()?;
+        Some(last.wrapping_add(u32::from(self.beyond)))
     }
 
     /// The ranges, `(first, last)` inclusive, in PSN order.
@@ -99,21 +131,26 @@ impl SackRepr {
     }
 
     /// Parses the bytes between a NAK's AETH and its ICRC: exactly one selective
-    /// acknowledgement of this version, with 1 to [`MAX_SACK_RANGES`] ranges in PSN order,
-    /// reserved bits zero. Anything else is [`ParseError::Sack`] or
-    /// [`ParseError::Truncated`].
+    /// acknowledgement of version 1 (1 to 8 ranges, its reserved bytes zero) or 2 (1 to
+    /// [`MAX_SACK_RANGES`] ranges), its ranges in PSN order. Anything else is
+    /// [`ParseError::Sack`] or [`ParseError::Truncated`].
     pub fn parse(bytes: &[u8]) -> Result<SackRepr, ParseError> {
         if bytes.len() < FIXED_LEN {
             return Err(ParseError::Sack("shorter than its fixed part"));
         }
-        if bytes[field::VERSION] != VERSION {
+        let version = bytes[field::VERSION];
+        if version == 0 || version > VERSION {
             return Err(ParseError::Sack("unknown version"));
         }
         let count = usize::from(bytes[field::COUNT]);
-        if count == 0 || count > MAX_SACK_RANGES {
-            return Err(ParseError::Sack("range count out of 1..=8"));
+        if count == 0 || count > MAX_SACK_RANGES || (version == 1 && count > MAX_V1_RANGES) {
+            return Err(ParseError::Sack(
+                "range count out of 1..=8 (version 1), 1..=30 (2)",
+            ));
         }
-        if bytes[field::RESERVED] != [0, 0] {
+        let beyond =
+            u16::from_be_bytes([bytes[field::BEYOND.start], bytes[field::BEYOND.start + 1]]);
+        if version == 1 && beyond != 0 {
             return Err(ParseError::Sack("reserved bytes not zero"));
         }
         if bytes.len() != FIXED_LEN + RANGE_LEN * count {
@@ -130,6 +167,7 @@ impl SackRepr {
                 return Err(ParseError::Sack("ranges out of order or reversed"));
             }
         }
+        repr.beyond = beyond;
         Ok(repr)
     }
 
@@ -142,9 +180,10 @@ impl SackRepr {
                 available: buf.len(),
             });
         };
-        buf[field::VERSION] = VERSION;
+        let v1 = self.beyond == 0 && usize::from(self.count) <= MAX_V1_RANGES;
+        buf[field::VERSION] = if v1 { 1 } else { 2 };
         buf[field::COUNT] = self.count;
-        buf[field::RESERVED].fill(0);
+        buf[field::BEYOND].copy_from_slice(&self.beyond.to_be_bytes());
         for (out, &(first, last)) in buf[FIXED_LEN..]
             .chunks_exact_mut(RANGE_LEN)
             .zip(self.ranges())
@@ -247,6 +286,61 @@ mod tests {
     }
 
     #[test]
+    fn version_2_says_how_far_beyond_the_last_range_the_highest_held_psn_lies() {
+        let mut r = SackRepr::new();
+        assert!(r.push(Psn::new(5), Psn::new(7)));
+        assert_eq!(r.highest(), Some(Psn::new(7)));
+        r.set_beyond(0x0102);
+        assert_eq!(r.highest(), Some(Psn::new(7 + 0x102)));
+        let mut buf = [0u8; 12];
+        assert_eq!(r.emit(&mut buf), Ok(12));
+        assert_eq!(&buf, &[2, 1, 0x01, 0x02, 0, 0, 0, 5, 0, 0, 0, 7]);
+        assert_eq!(SackRepr::parse(&buf), Ok(r));
+        // Across the wrap.
+        let mut w = SackRepr::new();
+        assert!(w.push(Psn::new(0xff_fff0), Psn::new(0xff_fffe)));
+        w.set_beyond(3);
+        assert_eq!(w.highest(), Some(Psn::new(1)));
+        // Nothing beyond: version 1, as before version 2.
+        r.set_beyond(0);
+        assert_eq!(r.emit(&mut buf), Ok(12));
+        assert_eq!(buf[..4], [1, 1, 0, 0]);
+        assert_eq!(SackRepr::new().highest(), None);
+    }
+
+    #[test]
+    fn version_2_carries_up_to_30_ranges() {
+        let mut r = SackRepr::new();
+        for i in 0..MAX_SACK_RANGES as u32 {
+            assert!(r.push(Psn::new(10 * i), Psn::new(10 * i + 1)));
+        }
+        assert!(!r.push(Psn::new(1000), Psn::new(1000)), "full");
+        let mut buf = [0u8; 4 + 8 * MAX_SACK_RANGES];
+        assert_eq!(r.emit(&mut buf), Ok(244));
+        assert_eq!(buf[..4], [2, 30, 0, 0]);
+        assert_eq!(SackRepr::parse(&buf), Ok(r));
+        // Nine ranges need version 2; version 1 with nine is refused.
+        let mut nine = SackRepr::new();
+        for i in 0..9 {
+            assert!(nine.push(Psn::new(10 * i), Psn::new(10 * i)));
+        }
+        let mut buf = [0u8; 4 + 8 * 9];
+        assert_eq!(nine.emit(&mut buf), Ok(76));
+        assert_eq!(buf[0], 2);
+        assert_eq!(SackRepr::parse(&buf), Ok(nine));
+        buf[0] = 1;
+        assert_eq!(SackRepr::parse(&buf), Err(ParseError::Sack(COUNT)));
+        let mut eight = SackRepr::new();
+        for i in 0..8 {
+            assert!(eight.push(Psn::new(10 * i), Psn::new(10 * i)));
+        }
+        assert_eq!(eight.emit(&mut buf), Ok(68));
+        assert_eq!(buf[0], 1, "eight ranges and nothing beyond: version 1");
+    }
+
+    const COUNT: &str = "range count out of 1..=8 (version 1), 1..=30 (2)";
+
+    #[test]
     fn malformed_input_is_refused() {
         let mut good = [0u8; 12];
         good[..4].copy_from_slice(&[1, 1, 0, 0]);
@@ -255,10 +349,11 @@ mod tests {
         for n in 0..good.len() {
             assert!(SackRepr::parse(&good[..n]).is_err(), "{n} bytes");
         }
-        let cases: [(usize, u8, &str); 6] = [
-            (0, 2, "unknown version"),
-            (1, 0, "range count out of 1..=8"),
-            (1, 9, "range count out of 1..=8"),
+        let cases: [(usize, u8, &str); 7] = [
+            (0, 0, "unknown version"),
+            (0, 3, "unknown version"),
+            (1, 0, COUNT),
+            (1, 9, COUNT),
             (2, 1, "reserved bytes not zero"),
             (4, 1, "reserved byte of a PSN not zero"),
             (8, 1, "reserved byte of a PSN not zero"),

@@ -147,7 +147,8 @@ pub fn describe(number: usize, bytes: &[u8]) -> Option<(String, Verdict)> {
 }
 
 /// xroce's selective acknowledgement after the AETH of `f` (an ACKNOWLEDGE whose ICRC was
-/// verified), as ` sack(first-last, ...)`; or why it is none: the AETH is no PSN sequence
+/// verified), as ` sack(first-last, ...)` (and `, highest PSN` when it says the highest
+/// held PSN lies beyond its ranges); or why it is none: the AETH is no PSN sequence
 /// error NAK, or the bytes do not parse.
 fn selective_ack(f: &Frame<'_>) -> std::result::Result<String, String> {
     use xroce_wire::{NakCode, SackRepr, Syndrome};
@@ -161,7 +162,11 @@ fn selective_ack(f: &Frame<'_>) -> std::result::Result<String, String> {
         .iter()
         .map(|(first, last)| format!("{first}-{last}"))
         .collect();
-    Ok(format!(" sack({})", ranges.join(", ")))
+    let beyond = match sack.highest() {
+        Some(highest) if sack.beyond() > 0 => format!(", highest {highest}"),
+        _ => String::new(),
+    };
+    Ok(format!(" sack({}{beyond})", ranges.join(", ")))
 }
 
 /// The line of a RoCEv2 frame that does not parse (`line` holds its number): the endpoints
