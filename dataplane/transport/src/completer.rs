@@ -301,7 +301,7 @@ impl QueuePair {
 
     /// Whether the bytes after an acknowledgement's AETH are a selective acknowledgement
     /// this QP takes: it is in selective repeat, the acknowledgement is a PSN sequence error
-    /// NAK and the bytes parse.
+    /// NAK, the bytes parse, and it says nothing held beyond the last PSN sent.
     // Cold, out of line: only selective repeat comes here, and the packet path stays as
     // the optimizer laid it out without it (fat LTO inlines across the crates).
     #[cold]
@@ -312,7 +312,12 @@ impl QueuePair {
                 .h
                 .aeth
                 .is_some_and(|a| a.syndrome == Syndrome::Nak(NakCode::PsnSequenceError))
-            && SackRepr::parse(pkt.payload).is_ok()
+            && SackRepr::parse(pkt.payload).is_ok_and(|sack| {
+                // Nothing held beyond what was sent: a peer that says so lies, and what
+                // it says would open the window (see `Scoreboard::in_flight`).
+                sack.highest()
+                    .is_none_or(|h| h.distance(self.sq.sent_high()) < 0)
+            })
     }
 
     /// Selective repeat: a PSN sequence error NAK that says what the responder holds

@@ -211,7 +211,8 @@ counter_set! {
     /// (holes only; going back N counts in `retransmitted_pkts` alone).
     sr_packets_resent,
     /// Selective repeat: acknowledgements dropped because the bytes after their AETH were
-    /// no selective acknowledgement, or came with anything but a PSN sequence error NAK.
+    /// no selective acknowledgement, came with anything but a PSN sequence error NAK, or
+    /// said a PSN never sent was held.
     sr_sack_malformed,
     /// Selective repeat: NAKs with a selective acknowledgement received by a QP without
     /// selective repeat (its peer has it on), taken for the PSN sequence error NAK they

@@ -9,7 +9,7 @@
 use crate::helpers::*;
 use xroce_transport::testing::{Connection, Host, connect};
 use xroce_transport::{Access, Counter, Limits, QpType};
-use xroce_wire::{Frame, NakCode, SackRepr, Syndrome};
+use xroce_wire::{Frame, NakCode, Psn, SackRepr, Syndrome};
 
 /// Two hosts in selective repeat, B holding at most `held` packets.
 fn selective_pair(held: u32) -> (Host, Host) {
@@ -161,6 +161,25 @@ fn a_selective_acknowledgement_that_does_not_parse_lands_in_sr_sack_malformed() 
     });
     let positive = emit_with_trailer(&positive, f2.payload);
     give_counting(&mut a, &positive, &[(Counter::sr_sack_malformed, 1)]);
+    // Saying something held beyond the last PSN sent (PSN_A + 4): a lie, which would open
+    // the window.
+    let mut lie = SackRepr::new();
+    assert!(lie.push(Psn::new(PSN_A + 1), Psn::new(PSN_A + 4)));
+    lie.set_beyond(1);
+    let mut bytes = [0u8; 12];
+    assert_eq!(lie.emit(&mut bytes), Ok(12));
+    give_counting(
+        &mut a,
+        &emit_with_trailer(&f2, &bytes),
+        &[(Counter::sr_sack_malformed, 1)],
+    );
+    lie.set_beyond(0);
+    assert_eq!(lie.emit(&mut bytes), Ok(12));
+    give_counting(
+        &mut a,
+        &emit_with_trailer(&f2, &bytes),
+        &[(Counter::sr_naks_received, 1)],
+    );
     // Without selective repeat (the peer has it on, this end off) a selective
     // acknowledgement is the PSN sequence error NAK it is, its ranges ignored: the
     // requester goes back N at once instead of waiting for its timer. Anything else with
