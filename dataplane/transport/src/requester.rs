@@ -417,10 +417,12 @@ impl QueuePair {
     /// A window full of packets none of which asked for an acknowledgement (it shrank
     /// under them) lets one more go, which asks.
     ///
-    /// In selective repeat the packets a selective acknowledgement showed held have
-    /// arrived: they wait in the responder's store for a gap before them, not on the path,
-    /// so they do not count against the window. What they count against is the store:
-    /// the PSNs from the oldest unacknowledged one stay within what a store holds
+    /// In selective repeat, while the responder holds packets, the window counts in flight
+    /// only what was sent after the highest PSN it holds and the holes resent
+    /// ([`Scoreboard::in_flight`](crate::selective::Scoreboard::in_flight)): the PSNs
+    /// before that highest one have arrived (they wait in its store for a gap) or were
+    /// lost, and neither is on the path. What they count against is the store: the PSNs
+    /// from the oldest unacknowledged one stay within what a store holds
     /// ([`QueuePair::span_limit`]), beyond which the responder would drop what it cannot
     /// keep. Without this a hole held the window shut for the round trip its resend took,
     /// however much of the window had long arrived.
