@@ -4,7 +4,8 @@
 //! A lab of its own, with a router between the hosts, where the impairment router
 //! (`xroce-impair`, release build) forwards the RoCEv2 frames and loses them: at random
 //! (each rate of `--loss-rates`), and in bursts (`--loss-burst` frames on average, at the
-//! first non-zero rate of the list, or 1 %). At every point host a WRITEs 64 KiB messages
+//! first non-zero rate of the list, or 1 %; a pause of the path of
+//! [`xroce_impair::BURST_IDLE`] ends a burst, as time ends a network's). At every point host a WRITEs 64 KiB messages
 //! to host b on one QP at the bandwidth tests' depth for `--duration`, every message timed
 //! from its post to its completion. A point reports the goodput, its ratio to the
 //! loss-free point of the same run, the frames the router dropped, the request packets

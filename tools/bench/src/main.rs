@@ -169,7 +169,8 @@ pub(crate) struct Args {
     #[arg(long, value_delimiter = ',', default_value = "0,0.1,1,2,5")]
     loss_rates: Vec<f64>,
     /// Mean length of a burst of lost frames at the loss test's bursty point (at the
-    /// first non-zero rate); 0: no bursty point.
+    /// first non-zero rate; a pause of the path of 500 µs also ends a burst); 0: no bursty
+    /// point.
     #[arg(long, default_value_t = 8.0)]
     loss_burst: f64,
     /// Percent of frames the loss test's last point reorders (each overtaken by the next

@@ -56,7 +56,7 @@ use xroce_engine::xdp::{AttachMode, AttachRequest, XdpError, XdpProgram};
 use xroce_engine::xsk::{Port, PortConfig, PortError, Transmitter, ZeroCopy};
 use xroce_lab::Lab;
 
-pub use route::{Dice, Fate, Impairment, Routed};
+pub use route::{BURST_IDLE, Dice, Fate, Impairment, Routed};
 
 /// The longest a frame is held back for reordering when fewer than `reorder_gap` frames
 /// follow it (the end of a burst): then it goes out anyway, late.
@@ -541,10 +541,11 @@ impl Ports {
                 let dir = &mut dirs[from];
                 let tx = output.tx();
                 let batch = input.rx().poll();
+                let arrived = Instant::now();
                 work += batch.len();
                 for frame in batch.iter() {
                     dir.counters.received += 1;
-                    let fate = dice.roll();
+                    let fate = dice.roll(arrived);
                     if fate == Fate::Lose {
                         dir.counters.dropped += 1;
                         continue;

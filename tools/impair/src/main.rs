@@ -38,6 +38,10 @@ struct Args {
     /// Mean length of a run of lost frames (1: independent losses; above: bursts).
     #[arg(long, default_value_t = 1.0)]
     loss_burst: f64,
+    /// A pause of the path this many microseconds long ends a burst of loss (0: bursts
+    /// count frames only, however far apart they come).
+    #[arg(long, default_value_t = 500)]
+    burst_idle_us: u64,
     /// Percent of frames sent twice.
     #[arg(long, default_value_t = 0.0)]
     duplicate: f64,
@@ -83,6 +87,7 @@ fn main() -> Result<()> {
     let impairment = Impairment {
         loss: args.loss / 100.0,
         loss_burst: args.loss_burst,
+        burst_idle: Duration::from_micros(args.burst_idle_us),
         duplicate: args.duplicate / 100.0,
         reorder: args.reorder / 100.0,
         reorder_gap: args.gap,
@@ -112,9 +117,17 @@ fn main() -> Result<()> {
     let [ma, mb] = impairer.attach_modes();
     eprintln!(
         "impairing RoCEv2 between the hosts of {} (XDP {ma} toward a, {mb} toward b): loss \
-         {}%, duplicate {}%, reorder {}% (gap {}), seed {}{}; Ctrl-C stops",
+         {}%{}, duplicate {}%, reorder {}% (gap {}), seed {}{}; Ctrl-C stops",
         args.netns,
         args.loss,
+        match (args.loss_burst > 1.0, args.burst_idle_us) {
+            (false, _) => String::new(),
+            (true, 0) => format!(" in bursts of {} frames", args.loss_burst),
+            (true, us) => format!(
+                " in bursts of {} frames, each ended by a pause of {us} µs",
+                args.loss_burst
+            ),
+        },
         args.duplicate,
         args.reorder,
         args.gap,

@@ -64,6 +64,10 @@ impl ImpairProcess {
             .args(["--toward-b", &router.toward_b])
             .args(["--loss", &(impairment.loss * 100.0).to_string()])
             .args(["--loss-burst", &impairment.loss_burst.to_string()])
+            .args([
+                "--burst-idle-us",
+                &impairment.burst_idle.as_micros().to_string(),
+            ])
             .args(["--duplicate", &(impairment.duplicate * 100.0).to_string()])
             .args(["--reorder", &(impairment.reorder * 100.0).to_string()])
             .args(["--gap", &impairment.reorder_gap.to_string()])

@@ -2,6 +2,8 @@
 //!
 //! Pure functions over bytes: no I/O, so that they are tested without a network.
 
+use std::time::{Duration, Instant};
+
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -100,12 +102,22 @@ fn ipv4_checksum(header: &[u8]) -> u16 {
 /// good one, with the chance of leaving the bad state after each frame 1/`loss_burst`
 /// (bursts of `loss_burst` frames on average, geometrically distributed) and the chance
 /// of entering it chosen so that the long-run fraction lost is still `loss`.
+///
+/// A network's burst of loss is a moment of trouble (a queue overflowing, a link's errors)
+/// and ends in time as well: once the path carried nothing for
+/// [`burst_idle`](Self::burst_idle), the next frame meets a state drawn afresh from the
+/// model's long-run share (bad with the chance `loss`). Counted in frames alone, a burst
+/// would last for ever on a path that carries little: a queue pair that sends only its
+/// retransmissions, one per timeout, would find every one of them lost until the burst's
+/// frames were used up, seconds later, which no network does short of a link down.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Impairment {
     /// A frame is dropped (the long-run fraction).
     pub loss: f64,
     /// The mean length of a run of lost frames (1: each loss on its own).
     pub loss_burst: f64,
+    /// A pause of the path this long ends a burst of loss (zero: bursts count frames only).
+    pub burst_idle: Duration,
     /// A frame is sent twice, back to back.
     pub duplicate: f64,
     /// A frame is held back and sent after the next [`reorder_gap`](Self::reorder_gap)
@@ -126,11 +138,13 @@ pub struct Impairment {
 }
 
 impl Default for Impairment {
-    /// A perfect path (nothing lost, duplicated or reordered), seed 1, gap 3.
+    /// A perfect path (nothing lost, duplicated or reordered), seed 1, gap 3, bursts
+    /// ended by [`BURST_IDLE`].
     fn default() -> Self {
         Impairment {
             loss: 0.0,
             loss_burst: 1.0,
+            burst_idle: BURST_IDLE,
             duplicate: 0.0,
             reorder: 0.0,
             reorder_gap: 3,
@@ -140,6 +154,11 @@ impl Default for Impairment {
         }
     }
 }
+
+/// A pause of the path that ends a burst of loss by default: the time a switch's queue of
+/// 64 KiB takes to drain at 1 Gbit/s, and half the smallest retransmission timeout of an
+/// xroce queue pair (so its timer's resends never all fall into one burst).
+pub const BURST_IDLE: Duration = Duration::from_micros(500);
 
 impl Impairment {
     /// Why this impairment cannot be applied, if it cannot.
@@ -178,7 +197,7 @@ pub struct Bottleneck {
     frames: std::collections::VecDeque<Vec<u8>>,
     bytes: usize,
     /// When the port is free to start the next frame.
-    free_at: std::time::Instant,
+    free_at: Instant,
     /// Buffers of frames that left, for the next ones.
     spare: Vec<Vec<u8>>,
     /// Frames dropped because the queue was full.
@@ -189,7 +208,7 @@ pub struct Bottleneck {
 
 impl Bottleneck {
     /// A port of `rate_bps` (more than 0) with a queue of `capacity` bytes, idle at `now`.
-    pub fn new(rate_bps: u64, capacity: usize, now: std::time::Instant) -> Bottleneck {
+    pub fn new(rate_bps: u64, capacity: usize, now: Instant) -> Bottleneck {
         Bottleneck {
             rate_bps: rate_bps.max(1),
             capacity,
@@ -214,7 +233,7 @@ impl Bottleneck {
 
     /// A frame arrives at `now`: queued (a copy) if it fits, else dropped. Returns whether
     /// it was queued.
-    pub fn offer(&mut self, frame: &[u8], now: std::time::Instant) -> bool {
+    pub fn offer(&mut self, frame: &[u8], now: Instant) -> bool {
         if self.bytes + frame.len() > self.capacity {
             self.dropped += 1;
             return false;
@@ -235,15 +254,14 @@ impl Bottleneck {
     /// Sends (`send`) every frame whose turn has come by `now`: each occupies the port for
     /// its bytes at the rate, so the frames leave at the rate however late this is called
     /// (a late call sends those that should have left meanwhile back to back).
-    pub fn release(&mut self, now: std::time::Instant, mut send: impl FnMut(&[u8])) {
+    pub fn release(&mut self, now: Instant, mut send: impl FnMut(&[u8])) {
         while self.free_at <= now {
             let Some(frame) = self.frames.pop_front() else {
                 return;
             };
             let nanos =
                 (frame.len() as u128 * 8 * 1_000_000_000).div_ceil(u128::from(self.rate_bps));
-            self.free_at +=
-                std::time::Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX));
+            self.free_at += Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX));
             self.bytes -= frame.len();
             send(&frame);
             if self.spare.len() < 64 {
@@ -253,7 +271,7 @@ impl Bottleneck {
     }
 
     /// When the next frame may leave, if one waits.
-    pub fn next_departure(&self) -> Option<std::time::Instant> {
+    pub fn next_departure(&self) -> Option<Instant> {
         (!self.frames.is_empty()).then_some(self.free_at)
     }
 }
@@ -278,6 +296,8 @@ pub struct Dice {
     impairment: Impairment,
     /// In the bad state of the burst model (every frame lost).
     bad: bool,
+    /// When the last frame was rolled for.
+    last: Option<Instant>,
 }
 
 impl Dice {
@@ -287,11 +307,12 @@ impl Dice {
             rng: StdRng::seed_from_u64(impairment.seed),
             impairment,
             bad: false,
+            last: None,
         }
     }
 
-    /// The next frame's fate.
-    pub fn roll(&mut self) -> Fate {
+    /// The fate of the next frame, which arrived at `now` (times never go back).
+    pub fn roll(&mut self, now: Instant) -> Fate {
         let i = self.impairment;
         // Three draws every time, whatever the outcome, so that one knob does not shift
         // the others' sequence.
@@ -305,7 +326,13 @@ impl Dice {
             // stationary share of the bad state, p / (p + r), is the loss fraction.
             let r = 1.0 / i.loss_burst;
             let p = i.loss * r / (1.0 - i.loss);
-            self.bad = if self.bad {
+            let paused = !i.burst_idle.is_zero()
+                && self
+                    .last
+                    .is_some_and(|last| now.saturating_duration_since(last) >= i.burst_idle);
+            self.bad = if paused {
+                loss_draw < i.loss
+            } else if self.bad {
                 loss_draw >= r
             } else {
                 loss_draw < p
@@ -314,6 +341,7 @@ impl Dice {
         } else {
             loss_draw < i.loss
         };
+        self.last = Some(now);
         if lose {
             Fate::Lose
         } else if duplicate {
@@ -332,7 +360,6 @@ mod tests {
 
     #[test]
     fn a_bottleneck_sends_at_its_rate_and_drops_what_its_queue_cannot_take() {
-        use std::time::{Duration, Instant};
         let t0 = Instant::now();
         // 8 Mbit/s: a 1000-byte frame takes 1 ms. The queue holds three of them.
         let mut b = Bottleneck::new(8_000_000, 3000, t0);
@@ -404,8 +431,10 @@ mod tests {
         let mut dice = Dice::new(impairment);
         let n = 2_000_000;
         let (mut lost, mut runs, mut previous) = (0u64, 0u64, false);
-        for _ in 0..n {
-            let l = dice.roll() == Fate::Lose;
+        // Frames a microsecond apart: a path that never pauses.
+        let t0 = Instant::now();
+        for k in 0..n {
+            let l = dice.roll(t0 + Duration::from_micros(k)) == Fate::Lose;
             lost += u64::from(l);
             runs += u64::from(l && !previous);
             previous = l;
@@ -523,6 +552,42 @@ mod tests {
         assert_eq!(route(&mut short, OWN, NEXT), Routed::Malformed);
     }
 
+    /// A pause of the path ends a burst: frames that come further apart than `burst_idle`
+    /// are each lost with the long-run chance, on their own; with `burst_idle` zero the
+    /// same frames still come in the model's runs.
+    #[test]
+    fn a_pause_of_the_path_ends_a_burst_of_loss() {
+        let sparse = |burst_idle: Duration| {
+            let mut dice = Dice::new(Impairment {
+                loss: 0.02,
+                loss_burst: 8.0,
+                burst_idle,
+                seed: 5,
+                ..Impairment::default()
+            });
+            let n = 400_000u32;
+            let t0 = Instant::now();
+            let (mut lost, mut run, mut longest) = (0u32, 0u32, 0u32);
+            for k in 0..n {
+                // One frame a millisecond: a queue pair that sends only its resends.
+                if dice.roll(t0 + Duration::from_millis(u64::from(k))) == Fate::Lose {
+                    lost += 1;
+                    run += 1;
+                    longest = longest.max(run);
+                } else {
+                    run = 0;
+                }
+            }
+            (f64::from(lost) / f64::from(n), longest)
+        };
+        let (rate, longest) = sparse(BURST_IDLE);
+        assert!((rate - 0.02).abs() < 0.002, "loss rate {rate}");
+        assert!(longest <= 4, "a run of {longest} frames lost across pauses");
+        let (rate, longest) = sparse(Duration::ZERO);
+        assert!((rate - 0.02).abs() < 0.004, "loss rate {rate}");
+        assert!(longest >= 30, "frame-counted bursts: longest run {longest}");
+    }
+
     #[test]
     fn dice_follow_the_probabilities_and_the_seed() {
         let impairment = Impairment {
@@ -535,7 +600,8 @@ mod tests {
         };
         let mut dice = Dice::new(impairment);
         let n = 1_000_000;
-        let fates: Vec<Fate> = (0..n).map(|_| dice.roll()).collect();
+        let t0 = Instant::now();
+        let fates: Vec<Fate> = (0..n).map(|_| dice.roll(t0)).collect();
         let share = |f: Fate| fates.iter().filter(|&&x| x == f).count() as f64 / n as f64;
         assert!(
             (share(Fate::Lose) - 0.01).abs() < 0.001,
@@ -545,9 +611,9 @@ mod tests {
         assert!((share(Fate::Duplicate) - 0.005).abs() < 0.0007);
         assert!((share(Fate::Reorder) - 0.005).abs() < 0.0007);
         let mut again = Dice::new(impairment);
-        assert!(fates.iter().take(10_000).all(|&f| f == again.roll()));
+        assert!(fates.iter().take(10_000).all(|&f| f == again.roll(t0)));
         let mut perfect = Dice::new(Impairment::default());
-        assert!((0..10_000).all(|_| perfect.roll() == Fate::Pass));
+        assert!((0..10_000).all(|_| perfect.roll(t0) == Fate::Pass));
     }
 
     #[test]
