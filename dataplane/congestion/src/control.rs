@@ -144,7 +144,7 @@ pub struct CongestionConfig {
     pub burst: u64,
     /// A loss of a queue pair whose peer is xroce is not taken for congestion while the
     /// packets it sent again in the round trip are at most this many per thousand of the
-    /// packets it sent in it (counted as at least 64; 0: every loss is). Between xroce
+    /// packets it sent in it (counted as at least 256; 0: every loss is). Between xroce
     /// daemons in selective repeat a random loss costs the packet lost, not a window, and
     /// halving the rate for each (once per round trip) is what collapses a path that loses
     /// a percent at random; a queue that overflows loses far more than a few percent of
@@ -461,8 +461,14 @@ const CALM_SPACING: u64 = 50;
 /// The most credit it keeps (three losses close together).
 const CALM_CREDIT: u64 = 3 * CALM_SPACING;
 
-/// The loss tolerance counts a round as at least this many packets.
-const TOLERANCE_PACKETS: u64 = 64;
+/// The loss tolerance counts a round as at least this many packets. A share of a few
+/// dozen packets cannot tell random loss from a queue that overflows: at 5 % random loss a
+/// round of 64 has 3.2 losses on average and passes a tolerance of 10 % (6.4) in about one
+/// round in twenty, while selective repeat's resends come in batches (an acknowledgement
+/// shows many holes at once), which makes such rounds commoner still. Over 256 the same
+/// tolerance is 3.6 standard deviations above 5 %. A queue that overflows is still found
+/// at once by its runs of losses ([`BURST_LOSSES`]) and by CNPs.
+const TOLERANCE_PACKETS: u64 = 256;
 
 /// Packets lost in a row (resent one after the other, each the PSN after the one before)
 /// that make a loss congestion whatever its share: a queue that overflows drops a run of
