@@ -61,6 +61,10 @@ pub(crate) struct LossPoint {
     pub(crate) loss_percent: f64,
     /// Mean length of a run of lost frames (1: independent losses).
     pub(crate) loss_burst: f64,
+    /// A pause of the path this many µs long ended a burst of loss (0: bursts counted
+    /// frames only, as in reports from before the pause ended them).
+    #[serde(default)]
+    pub(crate) loss_burst_idle_us: u64,
     /// Percent of frames reordered (overtaken by the next three).
     #[serde(default)]
     pub(crate) reorder_percent: f64,
@@ -353,6 +357,7 @@ pub(crate) fn run(
                 round,
                 loss_percent,
                 loss_burst,
+                loss_burst_idle_us: impairment.burst_idle.as_micros() as u64,
                 reorder_percent,
                 mode: mode.into(),
                 size: SIZE,
