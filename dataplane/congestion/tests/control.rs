@@ -12,7 +12,7 @@ use xroce_congestion::{
 use xroce_transport::testing::{Connection, Host, connect};
 use xroce_transport::{Access, Gather, Instant, QpType, SendFlags, SendOp, SendWqe, SgeList};
 use xroce_wire::peek::{self, ECN_CE, ECN_ECT0, ECN_NOT_ECT};
-use xroce_wire::{Frame, Opcode, Qpn};
+use xroce_wire::{BthPacket, Frame, Opcode, Qpn};
 
 const KEY: u32 = 0x1234;
 const RKEY: u32 = KEY | 0x8000_0000;
@@ -756,27 +756,22 @@ fn a_short_round_with_a_few_resends_is_not_taken_for_congestion_in_selective_rep
     let answers = send(&mut b, Some(&mut cb), at(1));
     receive(&mut a, Some(&mut ca), &answers, at(2));
     assert_eq!(ca.poll_xroce_peer(), Some(QA));
-    // Request packets of that QP, with the PSNs of the round below (BTH's PSN: the last
-    // three of its first twelve bytes, after Ethernet, IPv4 and UDP).
+    // Request packets of that QP, with the PSNs of the round below.
     let template = first.last().unwrap().clone();
-    let psn_at = 14 + 20 + 8 + 9;
-    let base = u32::from_be_bytes([
-        0,
-        template[psn_at],
-        template[psn_at + 1],
-        template[psn_at + 2],
-    ]) + 100;
-    let mut packet = |psn: u32| {
+    let peeked = peek::peek(&template).unwrap();
+    let bth_start = peeked.udp_start + xroce_wire::udp::HEADER_LEN;
+    let base = peeked.psn.wrapping_add(100);
+    let mut packet = |k: u32| {
         let mut f = template.clone();
-        f[psn_at..psn_at + 3].copy_from_slice(&psn.to_be_bytes()[1..]);
+        BthPacket::new_unchecked(&mut f[bth_start..]).set_psn(base.wrapping_add(k));
         ca.on_transmit(at(10), QA, &mut f);
     };
     for k in 0..40 {
-        packet(base + k);
+        packet(k);
     }
     for k in 0..8 {
-        packet(base + 3 * k);
-        packet(base + 40 + k);
+        packet(3 * k);
+        packet(40 + k);
     }
     let c = *ca.counters();
     assert_eq!(c.cc_losses_tolerated, 8, "{c:?}");

@@ -440,17 +440,12 @@ impl Scoreboard {
     /// been lost: neither is on the path (FACK's estimate). Only while something is held.
     #[inline]
     pub(crate) fn in_flight(&self, next: Psn) -> i32 {
-        let highest = match (self.highest(), self.forward) {
-            (Some(h), Some(f)) if f.distance(h) > 0 => f,
-            (Some(h), _) => h,
-            (None, f) => f.unwrap_or(next),
+        let held = self.highest().unwrap_or(next);
+        let highest = match self.forward {
+            Some(f) if f.distance(held) > 0 => f,
+            _ => held,
         };
         next.distance(highest.next()).max(0) + self.resent_out as i32
-    }
-
-    /// Counts the holes resent, after they changed.
-    fn recount(&mut self) {
-        self.resent_out = self.holes.iter().filter(|h| h.resent.is_some()).count() as u32;
     }
 
     /// Forgets everything (going back N, or the switch turned off).
@@ -479,17 +474,17 @@ impl Scoreboard {
         if self.forward.is_some_and(|f| f.distance(unacked) < 0) {
             self.forward = None;
         }
-        let mut arrived = self.arrived;
+        let (mut arrived, mut out) = (self.arrived, self.resent_out);
         self.holes.retain(|h| {
             let keep = h.psn.distance(unacked) >= 0;
             if !keep && let Some(t) = h.resent {
                 arrived = arrived.max(Some(t));
+                out = out.saturating_sub(1);
             }
             keep
         });
-        self.arrived = arrived;
+        (self.arrived, self.resent_out) = (arrived, out);
         self.queue.retain(|&p| p.distance(unacked) >= 0);
-        self.recount();
     }
 
     /// Merges the ranges of a selective acknowledgement, those before `unacked` dropped.
@@ -515,18 +510,18 @@ impl Scoreboard {
             self.forward = Some(h);
         }
         let held = &self.held;
-        let mut arrived = self.arrived;
+        let (mut arrived, mut out) = (self.arrived, self.resent_out);
         self.holes.retain(|h| {
             let keep = !held.iter().any(|&(f, l)| within(h.psn, f, l));
             if !keep && let Some(t) = h.resent {
                 arrived = arrived.max(Some(t));
+                out = out.saturating_sub(1);
             }
             keep
         });
-        self.arrived = arrived;
+        (self.arrived, self.resent_out) = (arrived, out);
         self.queue
             .retain(|&p| !held.iter().any(|&(f, l)| within(p, f, l)));
-        self.recount();
     }
 
     fn insert(&mut self, first: Psn, last: Psn) {
@@ -697,8 +692,15 @@ impl Scoreboard {
     /// The hole `psn` taken by [`Scoreboard::next_resend`] cannot be resent alone (it was
     /// acknowledged meanwhile, or lies inside a READ's responses): forgotten.
     pub(crate) fn forget(&mut self, psn: Psn) {
-        self.holes.retain(|h| h.psn != psn);
-        self.recount();
+        let mut out = self.resent_out;
+        self.holes.retain(|h| {
+            let keep = h.psn != psn;
+            if !keep && h.resent.is_some() {
+                out = out.saturating_sub(1);
+            }
+            keep
+        });
+        self.resent_out = out;
     }
 
     /// The hole `psn` taken by [`Scoreboard::next_resend`] could not be sent now: it goes
