@@ -103,7 +103,13 @@ fn a_second_cnp_cuts_by_half_of_alpha_at_the_next_monitor_period() {
     let (alpha, target) = rp.state().unwrap();
     assert_eq!(alpha, 1008);
     assert_eq!(target, GBIT, "no increase yet: the target is not clamped");
-    let expected = 1_000_000_000 - ((1_000_000_000u128 * u128::from(alpha)) >> 11) as u64;
+    // The same updates in alpha's kept scale (1/2^20ths), which the cut uses.
+    let mut fine = 1023u64 << 10;
+    for cnp in [false, false, true, false] {
+        fine = 1019 * fine / 1024 + if cnp { 5 << 10 } else { 0 };
+    }
+    assert_eq!(fine >> 10, 1008);
+    let expected = 1_000_000_000 - ((1_000_000_000u128 * u128::from(fine)) >> 21) as u64;
     assert_eq!(r.bits_per_sec(), expected);
     assert!(r.bits_per_sec() < 520_000_000 && r.bits_per_sec() > 500_000_000);
 }
@@ -132,19 +138,55 @@ fn alpha_follows_the_fixed_point_update() {
     p.rpg_byte_reset = 0;
     let mut rp = ReactionPoint::new(p, GBIT);
     rp.handle_cnp(at(0));
-    let mut alpha = 1023u32;
+    // Kept in 1/2^20ths, shown in 1/1024ths.
+    let mut alpha = 1023u64 << 10;
     for t in 1..=100 {
         alpha = 1019 * alpha / 1024;
         rp.rate(at(t));
-        assert_eq!(rp.state().unwrap().0, alpha, "at {t} µs");
+        assert_eq!(u64::from(rp.state().unwrap().0), alpha >> 10, "at {t} µs");
     }
     rp.handle_cnp(at(100));
     rp.rate(at(101));
-    alpha = 1019 * alpha / 1024 + 5;
-    assert_eq!(rp.state().unwrap().0, alpha);
+    alpha = 1019 * alpha / 1024 + (5 << 10);
+    assert_eq!(u64::from(rp.state().unwrap().0), alpha >> 10);
     // Left alone, alpha decays to 0 and stays there.
     rp.rate(at(10_000));
     assert_eq!(rp.state().unwrap().0, 0);
+}
+
+#[test]
+fn sparse_cnps_keep_alpha_at_the_share_of_updates_that_saw_one() {
+    // The paper's timers (alpha updated every 55 µs, g = 4/1024) and a CNP every fifth
+    // update, for a second: alpha settles near a fifth (about 205/1024), as the paper's
+    // real-valued alpha does, and every cut takes about a tenth of the rate. Rounded in
+    // 1/1024ths, every update without a CNP took at least 1/1024 off: four such updates
+    // outweighed a CNP's 4/1024, and alpha fell to 0.
+    let mut p = DcqcnParams::paper_timers();
+    p.rpg_time_reset = Duration::from_secs(10); // no increases: cuts alone move the rate
+    p.rpg_byte_reset = 0;
+    let mut rp = ReactionPoint::new(p, GBIT);
+    rp.handle_cnp(at(0));
+    let period = 55u64;
+    let mut lowest = u32::MAX;
+    let mut highest = 0;
+    for k in 1..=20_000u64 {
+        if k % 5 == 0 {
+            rp.handle_cnp(at(k * period - 1));
+        }
+        rp.rate(at(k * period));
+        if k > 5_000 {
+            let alpha = rp.state().unwrap().0;
+            lowest = lowest.min(alpha);
+            highest = highest.max(alpha);
+        }
+    }
+    assert!(
+        (150..=260).contains(&lowest) && (150..=260).contains(&highest),
+        "alpha between {lowest} and {highest} 1024ths"
+    );
+    // With no increases, those cuts took the rate to its floor; with alpha at 0 they took
+    // nothing and it stayed at the line rate.
+    assert_eq!(rp.rate(at(20_000 * period + 1)), Rate::from_mbit(1));
 }
 
 #[test]
@@ -236,7 +278,8 @@ mod reference {
         on: bool,
         pub(super) rate: u64,
         target: u64,
-        pub(super) alpha: u32,
+        /// In 1/2^20ths.
+        pub(super) alpha: u64,
         alpha_cnp: bool,
         decrease_cnp: bool,
         bytes: u64,
@@ -298,13 +341,12 @@ mod reference {
                 match kind {
                     Kind::Alpha => {
                         let g = u64::from(p.dce_tcp_g);
-                        let a = u64::from(self.alpha);
-                        let next = if self.alpha_cnp {
-                            (g * a / 1024 + 1024 - g).min(1023)
+                        let a = self.alpha;
+                        self.alpha = if self.alpha_cnp {
+                            (g * a / 1024 + ((1024 - g) << 10)).min(1023 << 10)
                         } else {
                             g * a / 1024
                         };
-                        self.alpha = next as u32;
                         self.alpha_cnp = false;
                         self.schedule(at + p.dce_tcp_rtt.as_nanos() as u64, Kind::Alpha);
                     }
@@ -320,8 +362,9 @@ mod reference {
                             {
                                 self.target = self.rate;
                             }
-                            let by_alpha =
-                                ((self.rate as u128 * self.alpha as u128) >> p.rpg_gd) as u64;
+                            let by_alpha = ((self.rate as u128 * self.alpha as u128)
+                                >> (p.rpg_gd + 10))
+                                as u64;
                             let most = (self.rate as u128 * (100 - p.rpg_min_dec_fac) as u128 / 100)
                                 as u64;
                             self.rate -= by_alpha.min(most);
@@ -374,7 +417,7 @@ mod reference {
             self.on = true;
             self.rate = self.max;
             self.target = self.max;
-            self.alpha = p.initial_alpha_value;
+            self.alpha = u64::from(p.initial_alpha_value) << 10;
             self.alpha_cnp = false;
             self.decrease_cnp = false;
             self.bytes = 0;
@@ -455,7 +498,11 @@ fn matches_the_reference() {
             assert_eq!(rp.is_limited(), model.limited(), "seed {seed} step {step}");
             assert_eq!(rate, model.rate, "seed {seed} step {step} at {now} ns");
             if let Some((alpha, _)) = rp.state() {
-                assert_eq!(alpha, model.alpha, "seed {seed} step {step}");
+                assert_eq!(
+                    u64::from(alpha),
+                    model.alpha >> 10,
+                    "seed {seed} step {step}"
+                );
             }
         }
     }
