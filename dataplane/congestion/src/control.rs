@@ -20,7 +20,10 @@
 //!   itself keeps them.
 //! - **Notification point**: a CE-marked packet for a queue pair is counted and answered
 //!   with a CNP to the peer QP, at most one per `cnp_interval`.
-//! - **Reaction point**: CNPs from the peer drive DCQCN ([`crate::dcqcn`]). On paths that
+//! - **Reaction point**: CNPs from the peer drive DCQCN ([`crate::dcqcn`]), each CNP also
+//!   bounding DCQCN's rate by what the queue pair sent over the last millisecond or two
+//!   ([`ReactionPoint::bound_by_sending`]: a rate above what a window lets it send holds
+//!   nothing back, and neither does a cut of it). On paths that
 //!   never mark, once the queue pair has lost a packet, the delay controller
 //!   ([`crate::delay`]) sets the rate from losses alone ([`Algorithm::Auto`]: round-trip
 //!   times, on a host whose pollers share cores, say more about the scheduler than about
@@ -300,6 +303,55 @@ pub struct QpCongestion {
     pub counters: CongestionCounters,
 }
 
+/// The span of each of the two windows [`SendMeter`] measures over.
+const METER_SPAN: Duration = Duration::from_millis(1);
+
+/// What a queue pair sent over the last one to two [`METER_SPAN`]s.
+#[derive(Clone, Copy, Debug, Default)]
+struct SendMeter {
+    /// When the current window started, and the bytes sent in it.
+    start: Option<Instant>,
+    bytes: u64,
+    /// The previous window's length and bytes, when it ended where the current began.
+    last: Option<(Duration, u64)>,
+}
+
+impl SendMeter {
+    fn on_sent(&mut self, now: Instant, bytes: u64) {
+        match self.start {
+            Some(start) if now.saturating_duration_since(start) < METER_SPAN => {}
+            Some(start) if now.saturating_duration_since(start) < 2 * METER_SPAN => {
+                self.last = Some((now.saturating_duration_since(start), self.bytes));
+                self.start = Some(now);
+                self.bytes = 0;
+            }
+            // The first frame, or after a pause: what came before says nothing of now.
+            _ => {
+                self.last = None;
+                self.start = Some(now);
+                self.bytes = 0;
+            }
+        }
+        self.bytes += bytes;
+    }
+
+    /// The rate sent over the last one to two spans; `None` before a span has passed, or
+    /// after a pause of one.
+    fn rate(&self, now: Instant) -> Option<Rate> {
+        let start = self.start?;
+        let current = now.saturating_duration_since(start);
+        if current >= METER_SPAN {
+            return None;
+        }
+        let (before, bytes_before) = self.last?;
+        let span = (before + current).as_nanos().max(1);
+        let bits = u128::from(self.bytes + bytes_before) * 8 * 1_000_000_000 / span;
+        Some(Rate::from_bits_per_sec(
+            bits.min(u128::from(u64::MAX)) as u64
+        ))
+    }
+}
+
 #[derive(Debug)]
 struct QpControl {
     /// The peer QP its packets go to.
@@ -321,6 +373,8 @@ struct QpControl {
     probe: Option<(Psn, Instant, bool)>,
     /// The PSN acknowledged at the last round-trip sample, and when.
     delivered_mark: Option<(Psn, Instant)>,
+    /// What it sent lately (DCQCN's rate is bounded by it at each CNP).
+    meter: SendMeter,
     /// The length of the last new request frame.
     frame_bytes: u64,
     /// The last request PSN sent, and the highest.
@@ -373,6 +427,7 @@ impl QpControl {
             pacer: Pacer::new(config.burst),
             probe: None,
             delivered_mark: None,
+            meter: SendMeter::default(),
             frame_bytes: 0,
             last_psn: None,
             highest_psn: None,
@@ -571,9 +626,13 @@ impl Congestion {
                         _ => Rate::from_bits_per_sec(u64::MAX),
                     };
                     let (params, line) = (self.config.dcqcn, self.config.line_rate);
-                    qc.rp
-                        .get_or_insert_with(|| ReactionPoint::new(params, line))
-                        .handle_cnp_below(now, held_at);
+                    let rp = qc
+                        .rp
+                        .get_or_insert_with(|| ReactionPoint::new(params, line));
+                    rp.handle_cnp_below(now, held_at);
+                    if let Some(sending) = qc.meter.rate(now) {
+                        rp.bound_by_sending(now, sending);
+                    }
                 }
                 Some(qc) => {
                     self.counters.rp_cnp_ignored += 1;
@@ -795,6 +854,7 @@ impl Congestion {
             }
         }
         let bytes = frame.len() as u64;
+        qc.meter.on_sent(now, bytes);
         let rate = match qc.controller(config.algorithm) {
             Controller::Dcqcn => match &mut qc.rp {
                 Some(rp) => {

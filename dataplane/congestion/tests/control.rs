@@ -305,6 +305,54 @@ fn cnps_slow_a_qp_down_through_pacing() {
 }
 
 #[test]
+fn a_cnp_bounds_the_rate_by_what_the_qp_sent_lately() {
+    // A QP that sends far less than the line rate (one 1 KiB WRITE every 100 µs, about
+    // 88 Mbit/s of frames): DCQCN's rate starts at the line rate and a cut of it would not
+    // slow the QP. Each CNP bounds it by what the QP sent over the last millisecond or two.
+    let (mut a, mut b) = hosts();
+    let mut config = CongestionConfig::new(GBIT);
+    config.dcqcn.rpg_time_reset = Duration::from_secs(1);
+    config.dcqcn.rpg_byte_reset = 0;
+    let mut ca = Congestion::new(config);
+    let mut bytes = 0;
+    for k in 0..30 {
+        let now = at(k * 100);
+        write(&mut a, QA, 1024, now);
+        let frames = send(&mut a, Some(&mut ca), now);
+        bytes += frames.iter().map(Vec::len).sum::<usize>();
+        receive(&mut b, None, &frames, now);
+        let acks = send(&mut b, None, now);
+        receive(&mut a, Some(&mut ca), &acks, now);
+    }
+    assert_eq!(bytes, 30 * (1024 + 74), "one frame per WRITE");
+    let sending = Rate::from_bits_per_sec(bytes as u64 * 8 * 10_000 / 30);
+    let cnp = {
+        let mut buf = [0u8; 256];
+        let path = CnpPath {
+            dest_qp: QA,
+            ..CnpPath::of(&a.endpoint, QA).unwrap()
+        };
+        let n = path.emit(&mut buf, 48).unwrap();
+        buf[..n].to_vec()
+    };
+    ca.handle_frame(at(2950), &cnp, |_| true);
+    let rate = ca.qp(QA, at(2960)).unwrap().rate.unwrap();
+    assert!(
+        rate.bits_per_sec() <= sending.bits_per_sec() * 21 / 20
+            && rate.bits_per_sec() >= sending.bits_per_sec() * 17 / 20,
+        "rate {rate} after the first CNP, sending {sending}"
+    );
+    // A second CNP cuts from there.
+    ca.handle_frame(at(2970), &cnp, |_| true);
+    let cut = ca.qp(QA, at(2980)).unwrap().rate.unwrap();
+    assert!(cut < rate.scaled(3, 4), "{cut} after {rate}");
+    // After a pause the meter knows nothing: a CNP then bounds nothing.
+    let before = ca.qp(QA, at(9000)).unwrap().rate.unwrap();
+    ca.handle_frame(at(9000), &cnp, |_| true);
+    assert!(ca.qp(QA, at(9001)).unwrap().rate.unwrap() >= before);
+}
+
+#[test]
 fn cnps_for_unknown_or_uncontrolled_qps_are_ignored_and_bad_ones_go_to_the_transport() {
     let (a, _b) = hosts();
     let mut path = CnpPath::of(&a.endpoint, QA).unwrap();

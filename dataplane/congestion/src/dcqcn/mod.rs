@@ -5,7 +5,7 @@
 //! Deployments", SIGCOMM 2015) as NVIDIA's ConnectX adapters run it, with their parameters
 //! under their names (`/sys/class/net/<if>/ecn/roce_rp/*`, `mlxconfig`'s `ROCE_CC_*`) and
 //! their defaults, in their fixed-point arithmetic (alpha in 1/1024ths, kept with ten more
-//! bits: see [`ALPHA_EXTRA_BITS`]):
+//! bits, `ALPHA_EXTRA_BITS`):
 //!
 //! - The first CNP gives the QP a rate limiter: its rate is `rate_to_set_on_first_cnp`
 //!   (0: the line rate), alpha is `initial_alpha_value`, and three timers start. No cut yet.
@@ -370,6 +370,25 @@ impl ReactionPoint {
                     stage_byte: 0,
                 });
             }
+        }
+    }
+
+    /// What the QP sent lately, `sending`, bounds its rate at a CNP (call it after the
+    /// CNP): a rate above what the QP sends does not hold it back, and a cut of it does not
+    /// either. DCQCN's reaction point sits on a NIC that sends at the limiter's rate
+    /// whenever it has anything to send; a QP of software behind a window (the transport's,
+    /// which a queue's round trip narrows) sends less, and without this bound its rate
+    /// floats where cuts and rises balance, far above what it sends, and no CNP slows it.
+    /// The target is bounded too at the first CNP of a round of them, so that fast
+    /// recovery returns to what was sent then, as RFC 7661 keeps a window from growing
+    /// past what a sender uses.
+    pub fn bound_by_sending(&mut self, now: Instant, sending: Rate) {
+        self.advance(now);
+        let min = self.params.rpg_min_rate.bits_per_sec().min(self.max_rate);
+        if let Some(l) = &mut self.limiter {
+            let sending = sending.bits_per_sec().max(min);
+            l.rate = l.rate.min(sending);
+            l.target = l.target.min(sending);
         }
     }
 
