@@ -161,6 +161,8 @@ pub struct DirectionCounters {
     pub queue_dropped: u64,
     /// The most bytes the bottleneck's queue held.
     pub queue_max_bytes: u64,
+    /// Frames the bottleneck marked CE (see [`Impairment::ecn`]).
+    pub queue_marked: u64,
 }
 
 impl DirectionCounters {
@@ -175,6 +177,7 @@ impl DirectionCounters {
         self.tx_full += o.tx_full;
         self.queue_dropped += o.queue_dropped;
         self.queue_max_bytes = self.queue_max_bytes.max(o.queue_max_bytes);
+        self.queue_marked += o.queue_marked;
     }
 }
 
@@ -183,7 +186,7 @@ impl fmt::Display for DirectionCounters {
         write!(
             f,
             "received {} forwarded {} dropped {} duplicated {} reordered {} ttl_expired {} \
-             malformed {} tx_full {} queue_dropped {} queue_max_bytes {}",
+             malformed {} tx_full {} queue_dropped {} queue_max_bytes {} queue_marked {}",
             self.received,
             self.forwarded,
             self.dropped,
@@ -193,7 +196,8 @@ impl fmt::Display for DirectionCounters {
             self.malformed,
             self.tx_full,
             self.queue_dropped,
-            self.queue_max_bytes
+            self.queue_max_bytes,
+            self.queue_marked
         )
     }
 }
@@ -248,6 +252,7 @@ impl std::str::FromStr for DirectionCounters {
                 "tx_full" => &mut c.tx_full,
                 "queue_dropped" => &mut c.queue_dropped,
                 "queue_max_bytes" => &mut c.queue_max_bytes,
+                "queue_marked" => &mut c.queue_marked,
                 other => return Err(format!("{text:?}: unknown counter {other}")),
             };
             *field = value;
@@ -426,6 +431,7 @@ impl Direction {
         Direction {
             bottleneck: (impairment.rate_bps > 0).then(|| {
                 route::Bottleneck::new(impairment.rate_bps, impairment.queue_bytes, Instant::now())
+                    .with_marking(impairment.ecn, impairment.seed)
             }),
             counters: DirectionCounters::default(),
             held: vec![0; xroce_engine::umem::FRAME_CAPACITY],
@@ -463,6 +469,7 @@ fn forward(
             let queued = b.offer(frame, Instant::now());
             counters.queue_dropped = b.dropped;
             counters.queue_max_bytes = b.max_bytes as u64;
+            counters.queue_marked = b.marked;
             queued
         }
         None => send(tx, frame, counters),

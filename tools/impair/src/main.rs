@@ -65,6 +65,17 @@ struct Args {
     /// The bottleneck's queue, KiB of frames
     #[arg(long, default_value_t = 128)]
     queue_kib: usize,
+    /// ECN marking at the bottleneck (needs --rate-mbit): ECN-capable frames are marked CE
+    /// from this many KiB queued, with a chance rising to --ecn-pmax at --ecn-kmax-kib, and
+    /// every one from there (counted in queue_marked). Without it the port only drops.
+    #[arg(long)]
+    ecn_kmin_kib: Option<usize>,
+    /// Every ECN-capable frame is marked from this many KiB queued
+    #[arg(long, default_value_t = 64)]
+    ecn_kmax_kib: usize,
+    /// The marking chance just below --ecn-kmax-kib, in percent
+    #[arg(long, default_value_t = 20)]
+    ecn_pmax: u32,
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -94,6 +105,11 @@ fn main() -> Result<()> {
         seed: args.seed,
         rate_bps: args.rate_mbit.saturating_mul(1_000_000),
         queue_bytes: args.queue_kib.saturating_mul(1024),
+        ecn: args.ecn_kmin_kib.map(|kmin| xroce_impair::switch::Marking {
+            kmin: kmin.saturating_mul(1024),
+            kmax: args.ecn_kmax_kib.saturating_mul(1024),
+            pmax_percent: args.ecn_pmax,
+        }),
     };
     let router = Router {
         netns: Some(args.netns.clone()),
@@ -134,8 +150,16 @@ fn main() -> Result<()> {
         args.seed,
         if args.rate_mbit > 0 {
             format!(
-                ", a {} Mbit/s port each way with a {} KiB queue",
-                args.rate_mbit, args.queue_kib
+                ", a {} Mbit/s port each way with a {} KiB queue{}",
+                args.rate_mbit,
+                args.queue_kib,
+                match args.ecn_kmin_kib {
+                    Some(kmin) => format!(
+                        ", ECN marks from {kmin} KiB (up to {} % at {} KiB, all beyond)",
+                        args.ecn_pmax, args.ecn_kmax_kib
+                    ),
+                    None => String::new(),
+                }
             )
         } else {
             String::new()

@@ -135,6 +135,9 @@ pub struct Impairment {
     pub rate_bps: u64,
     /// The bottleneck's queue, in bytes of frames.
     pub queue_bytes: usize,
+    /// ECN marking at the bottleneck (none: tail drop alone), as a switch port marks for
+    /// DCQCN: CE on ECN-capable frames from `kmin` bytes queued.
+    pub ecn: Option<crate::switch::Marking>,
 }
 
 impl Default for Impairment {
@@ -151,6 +154,7 @@ impl Default for Impairment {
             seed: 1,
             rate_bps: 0,
             queue_bytes: 128 << 10,
+            ecn: None,
         }
     }
 }
@@ -175,6 +179,13 @@ impl Impairment {
         }
         if self.loss_burst > 1.0 && self.loss >= 1.0 {
             return Err("bursty loss needs a loss fraction below 1");
+        }
+        if let Some(m) = self.ecn
+            && (self.rate_bps == 0 || m.kmin > m.kmax || m.pmax_percent > 100)
+        {
+            return Err(
+                "ECN marking needs a bottleneck, a kmin no larger than kmax and pmax within 0..=100",
+            );
         }
         if self.rate_bps > 0 && self.queue_bytes < MAX_QUEUED_FRAME {
             return Err("a bottleneck's queue must hold at least one frame of 9216 bytes");
@@ -204,6 +215,10 @@ pub struct Bottleneck {
     pub dropped: u64,
     /// The most bytes queued so far.
     pub max_bytes: usize,
+    /// ECN marking, if any, and the random generator it draws from.
+    marking: Option<(crate::switch::Marking, StdRng)>,
+    /// Frames marked CE.
+    pub marked: u64,
 }
 
 impl Bottleneck {
@@ -218,7 +233,16 @@ impl Bottleneck {
             spare: Vec::new(),
             dropped: 0,
             max_bytes: 0,
+            marking: None,
+            marked: 0,
         }
+    }
+
+    /// The port marks ECN-capable frames CE by `marking` (none: it marks nothing), drawing
+    /// from a generator seeded with `seed`.
+    pub fn with_marking(mut self, marking: Option<crate::switch::Marking>, seed: u64) -> Self {
+        self.marking = marking.map(|m| (m, StdRng::seed_from_u64(seed)));
+        self
     }
 
     /// Bytes queued now.
@@ -245,6 +269,11 @@ impl Bottleneck {
         let mut buf = self.spare.pop().unwrap_or_default();
         buf.clear();
         buf.extend_from_slice(frame);
+        if let Some((m, rng)) = &mut self.marking
+            && m.apply(&mut buf, self.bytes, rng)
+        {
+            self.marked += 1;
+        }
         self.bytes += frame.len();
         self.max_bytes = self.max_bytes.max(self.bytes);
         self.frames.push_back(buf);
@@ -416,6 +445,31 @@ mod tests {
             ..Impairment::default()
         };
         assert_eq!(fine.check(), Ok(()));
+        // ECN marking needs a bottleneck and a sane curve.
+        let marking = crate::switch::Marking {
+            kmin: 16 << 10,
+            kmax: 64 << 10,
+            pmax_percent: 20,
+        };
+        let marked = Impairment {
+            ecn: Some(marking),
+            ..fine
+        };
+        assert_eq!(marked.check(), Ok(()));
+        let no_port = Impairment {
+            ecn: Some(marking),
+            ..Impairment::default()
+        };
+        assert!(no_port.check().is_err());
+        let inverted = Impairment {
+            ecn: Some(crate::switch::Marking {
+                kmin: 64 << 10,
+                kmax: 16 << 10,
+                ..marking
+            }),
+            ..fine
+        };
+        assert!(inverted.check().is_err());
     }
 
     /// Bursty loss keeps the long-run fraction and makes runs of the asked mean length.
@@ -630,6 +684,7 @@ mod tests {
                 tx_full: 6,
                 queue_dropped: 8,
                 queue_max_bytes: 131_072,
+                queue_marked: 11,
             },
             b_to_a: crate::DirectionCounters {
                 received: 7,

@@ -49,6 +49,38 @@ pub struct Marking {
     pub pmax_percent: u32,
 }
 
+impl Marking {
+    /// Whether an ECN-capable frame that finds `queued` bytes ahead of it is marked.
+    pub fn marks(&self, queued: usize, rng: &mut impl Rng) -> bool {
+        if queued < self.kmin {
+            return false;
+        }
+        queued >= self.kmax || {
+            let span = self.kmax.saturating_sub(self.kmin).max(1) as u64;
+            let chance = (queued - self.kmin) as u64 * u64::from(self.pmax_percent.min(100));
+            rng.random_range(0..span * 100) < chance
+        }
+    }
+
+    /// Marks `frame` CE if it is ECN-capable and `queued` bytes wait ahead of it; returns
+    /// whether it did.
+    pub fn apply(&self, frame: &mut [u8], queued: usize, rng: &mut impl Rng) -> bool {
+        if queued < self.kmin {
+            return false;
+        }
+        let Some(p) = peek::peek(frame) else {
+            return false;
+        };
+        if p.ecn == ECN_NOT_ECT || !self.marks(queued, rng) {
+            return false;
+        }
+        if p.ecn != ECN_CE {
+            peek::set_ecn(frame, &p, ECN_CE);
+        }
+        true
+    }
+}
+
 /// A port that is a bottleneck.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Bottleneck {
@@ -138,22 +170,10 @@ impl EgressQueue {
         }
         let mut offered = Offered::Queued;
         if let Some(m) = self.shape.marking
-            && queued >= m.kmin
-            && let Some(p) = peek::peek(&frame)
-            && p.ecn != ECN_NOT_ECT
+            && m.apply(&mut frame, queued, rng)
         {
-            let mark = queued >= m.kmax || {
-                let span = m.kmax.saturating_sub(m.kmin).max(1) as u64;
-                let chance = (queued - m.kmin) as u64 * u64::from(m.pmax_percent.min(100));
-                rng.random_range(0..span * 100) < chance
-            };
-            if mark {
-                if p.ecn != ECN_CE {
-                    peek::set_ecn(&mut frame, &p, ECN_CE);
-                }
-                self.counters.marked += 1;
-                offered = Offered::Marked;
-            }
+            self.counters.marked += 1;
+            offered = Offered::Marked;
         }
         if self.queue.is_empty() {
             // An idle port starts sending at once.
@@ -749,6 +769,42 @@ mod tests {
         assert!(ecn[20..40].iter().all(|&e| e == ECN_CE), "{ecn:?}");
         assert_eq!(ecn[40], ECN_NOT_ECT);
         assert_eq!(q.counters().marked, 20 + between as u64);
+    }
+
+    #[test]
+    fn the_routers_bottleneck_marks_as_the_switchs_ports_do() {
+        // xroce-impair's two-port bottleneck with the same marking: below kmin nothing,
+        // from kmax every ECN-capable frame, frames that are not ECN-capable never.
+        let t0 = Instant::now();
+        let mut b = route::Bottleneck::new(GBIT, 1 << 20, t0).with_marking(
+            Some(Marking {
+                kmin: 10_000,
+                kmax: 20_000,
+                pmax_percent: 100,
+            }),
+            1,
+        );
+        for _ in 0..40 {
+            assert!(b.offer(&frame(1000, 0, ECN_ECT0), t0));
+        }
+        assert!(b.offer(&frame(1000, 0, 0), t0));
+        let mut ecn = Vec::new();
+        b.release(t0 + Duration::from_secs(1), |f| ecn.push(f[15] & 3));
+        assert_eq!(ecn.len(), 41);
+        assert!(ecn[..10].iter().all(|&e| e == ECN_ECT0), "{ecn:?}");
+        assert!(ecn[20..40].iter().all(|&e| e == ECN_CE), "{ecn:?}");
+        let between = ecn[10..20].iter().filter(|&&e| e == ECN_CE).count();
+        assert!((1..10).contains(&between), "{ecn:?}");
+        assert_eq!(ecn[40], ECN_NOT_ECT);
+        assert_eq!(b.marked, 20 + between as u64);
+        // Without marking the same frames pass as they came.
+        let mut plain = route::Bottleneck::new(GBIT, 1 << 20, t0);
+        for _ in 0..40 {
+            assert!(plain.offer(&frame(1000, 0, ECN_ECT0), t0));
+        }
+        let mut ecn = Vec::new();
+        plain.release(t0 + Duration::from_secs(1), |f| ecn.push(f[15] & 3));
+        assert!(ecn.iter().all(|&e| e == ECN_ECT0) && plain.marked == 0);
     }
 
     #[test]
