@@ -85,6 +85,17 @@ fn receive(host: &mut Host, cc: Option<&mut Congestion>, frames: &[Vec<u8>], now
     }
 }
 
+/// A CNP for host a's QP, as host b would send it.
+fn cnp_for_qa(a: &Host) -> Vec<u8> {
+    let mut buf = [0u8; 256];
+    let path = CnpPath {
+        dest_qp: QA,
+        ..CnpPath::of(&a.endpoint, QA).unwrap()
+    };
+    let n = path.emit(&mut buf, 48).unwrap();
+    buf[..n].to_vec()
+}
+
 fn ecn(frame: &[u8]) -> u8 {
     peek::peek(frame).unwrap().ecn
 }
@@ -263,15 +274,7 @@ fn cnps_slow_a_qp_down_through_pacing() {
     let mut ca = Congestion::new(config);
     write(&mut a, QA, 1024, at(0));
     send(&mut a, Some(&mut ca), at(0));
-    let cnp = {
-        let mut buf = [0u8; 256];
-        let path = CnpPath {
-            dest_qp: QA,
-            ..CnpPath::of(&a.endpoint, QA).unwrap()
-        };
-        let n = path.emit(&mut buf, 48).unwrap();
-        buf[..n].to_vec()
-    };
+    let cnp = cnp_for_qa(&a);
     // A CNP every 50 µs for 2 ms: DCQCN cuts the rate far below the line rate.
     for t in (1..2000).step_by(50) {
         assert_eq!(ca.handle_frame(at(t), &cnp, |_| true), Arrival::Consumed);
@@ -326,15 +329,7 @@ fn a_cnp_bounds_the_rate_by_what_the_qp_sent_lately() {
     }
     assert_eq!(bytes, 30 * (1024 + 74), "one frame per WRITE");
     let sending = Rate::from_bits_per_sec(bytes as u64 * 8 * 10_000 / 30);
-    let cnp = {
-        let mut buf = [0u8; 256];
-        let path = CnpPath {
-            dest_qp: QA,
-            ..CnpPath::of(&a.endpoint, QA).unwrap()
-        };
-        let n = path.emit(&mut buf, 48).unwrap();
-        buf[..n].to_vec()
-    };
+    let cnp = cnp_for_qa(&a);
     ca.handle_frame(at(2950), &cnp, |_| true);
     let rate = ca.qp(QA, at(2960)).unwrap().rate.unwrap();
     assert!(
