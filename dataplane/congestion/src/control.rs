@@ -293,6 +293,9 @@ pub struct QpCongestion {
     pub rate: Option<Rate>,
     /// DCQCN's alpha (in 1/1024ths) while it limits the rate.
     pub alpha: Option<u32>,
+    /// What it sent over the last one to two milliseconds (frame bytes), which bounds
+    /// DCQCN's rate at each CNP; `None` before a millisecond of sending, or after a pause.
+    pub sending: Option<Rate>,
     /// The base round-trip time the delay controller measured.
     pub base_rtt: Option<Duration>,
     /// Whether its packets go out ECN-capable.
@@ -335,12 +338,13 @@ impl SendMeter {
         self.bytes += bytes;
     }
 
-    /// The rate sent over the last one to two spans; `None` before a span has passed, or
-    /// after a pause of one.
+    /// The rate sent over the last one to three spans (the current window runs until the
+    /// first frame a span or more after its start); `None` before a span has passed, or
+    /// after a pause of two (which the next frame takes for one).
     fn rate(&self, now: Instant) -> Option<Rate> {
         let start = self.start?;
         let current = now.saturating_duration_since(start);
-        if current >= METER_SPAN {
+        if current >= 2 * METER_SPAN {
             return None;
         }
         let (before, bytes_before) = self.last?;
@@ -938,6 +942,7 @@ impl Congestion {
             controller,
             rate: (rate < line).then_some(rate),
             alpha,
+            sending: qc.meter.rate(now),
             base_rtt: qc.delay.base_rtt(),
             ecn_capable,
             peer_xroce: qc.peer_xroce,

@@ -330,6 +330,12 @@ fn a_cnp_bounds_the_rate_by_what_the_qp_sent_lately() {
     assert_eq!(bytes, 30 * (1024 + 74), "one frame per WRITE");
     let sending = Rate::from_bits_per_sec(bytes as u64 * 8 * 10_000 / 30);
     let cnp = cnp_for_qa(&a);
+    // The meter, as `xroced stat --qp` shows it.
+    let shown = ca.qp(QA, at(2950)).unwrap().sending.unwrap();
+    assert!(
+        shown.bits_per_sec().abs_diff(sending.bits_per_sec()) * 20 < sending.bits_per_sec(),
+        "meter {shown}, sent {sending}"
+    );
     ca.handle_frame(at(2950), &cnp, |_| true);
     let rate = ca.qp(QA, at(2960)).unwrap().rate.unwrap();
     assert!(
