@@ -21,14 +21,14 @@
 //! - **Notification point**: a CE-marked packet for a queue pair is counted and answered
 //!   with a CNP to the peer QP, at most one per `cnp_interval`.
 //! - **Reaction point**: CNPs from the peer drive DCQCN ([`crate::dcqcn`]), each CNP also
-//!   bounding DCQCN's rate by what the queue pair sent over the last millisecond or two
-//!   ([`ReactionPoint::bound_by_sending`]: a rate above what a window lets it send holds
-//!   nothing back, and neither does a cut of it). On paths that
-//!   never mark, once the queue pair has lost a packet, the delay controller
-//!   ([`crate::delay`]) sets the rate from losses alone ([`Algorithm::Auto`]: round-trip
-//!   times, on a host whose pollers share cores, say more about the scheduler than about
-//!   the path), or from round-trip times and losses ([`Algorithm::Delay`], asked for); once
-//!   a CNP has come, DCQCN alone does, until the peer changes. Under `Auto` a queue pair
+//!   bounding DCQCN's rate by what the queue pair sent over the last one to three
+//!   milliseconds ([`ReactionPoint::bound_by_sending`]: a rate above what a window lets it
+//!   send holds nothing back, and neither does a cut of it). On paths that never mark,
+//!   once the queue pair has lost a packet, the delay controller ([`crate::delay`]) sets
+//!   the rate from losses alone ([`Algorithm::Auto`]: round-trip times, on a host whose
+//!   pollers share cores, say more about the scheduler than about the path), or from
+//!   round-trip times and losses ([`Algorithm::Delay`], asked for); once a CNP has come,
+//!   DCQCN alone does, until the peer changes. Under `Auto` a queue pair
 //!   that neither loses nor sees a mark is not limited.
 //! - **Signals from the transport's own traffic**: a round-trip sample is the time from a
 //!   request packet that asks for an acknowledgement to the first response covering its
@@ -293,7 +293,7 @@ pub struct QpCongestion {
     pub rate: Option<Rate>,
     /// DCQCN's alpha (in 1/1024ths) while it limits the rate.
     pub alpha: Option<u32>,
-    /// What it sent over the last one to two milliseconds (frame bytes), which bounds
+    /// What it sent over the last one to three milliseconds (frame bytes), which bounds
     /// DCQCN's rate at each CNP; `None` before a millisecond of sending, or after a pause.
     pub sending: Option<Rate>,
     /// The base round-trip time the delay controller measured.
@@ -309,7 +309,7 @@ pub struct QpCongestion {
 /// The span of each of the two windows [`SendMeter`] measures over.
 const METER_SPAN: Duration = Duration::from_millis(1);
 
-/// What a queue pair sent over the last one to two [`METER_SPAN`]s.
+/// What a queue pair sent over the last one to three [`METER_SPAN`]s.
 #[derive(Clone, Copy, Debug, Default)]
 struct SendMeter {
     /// When the current window started, and the bytes sent in it.

@@ -455,7 +455,8 @@ impl Poller {
 /// What `xroced stat --qp` shows of a QP's congestion control, after its path: whether its
 /// packets go out ECN-capable and its peer showed xroce's hello, while a controller limits
 /// it, the rate (Mbit/s) and DCQCN's alpha (1/1024ths), and, while it sends, what it sent
-/// over the last millisecond or two (Mbit/s of frames: what a CNP bounds DCQCN's rate by).
+/// over the last one to three milliseconds (Mbit/s of frames: what a CNP bounds DCQCN's
+/// rate by).
 fn congestion_of(cc: &xroce_congestion::QpCongestion) -> Vec<(String, u64)> {
     let mut v = vec![
         ("ecn_capable".to_owned(), u64::from(cc.ecn_capable)),
