@@ -347,7 +347,14 @@ fn a_cnp_bounds_the_rate_by_what_the_qp_sent_lately() {
     ca.handle_frame(at(2970), &cnp, |_| true);
     let cut = ca.qp(QA, at(2980)).unwrap().rate.unwrap();
     assert!(cut < rate.scaled(3, 4), "{cut} after {rate}");
-    // After a pause the meter knows nothing: a CNP then bounds nothing.
+    // After a pause the meter knows nothing: a CNP then bounds nothing. (The rate is
+    // already below what was sent, so the comparison below alone could not tell; the
+    // meter's own figure can.)
+    assert_eq!(
+        ca.qp(QA, at(9000)).unwrap().sending,
+        None,
+        "a pause of 6 ms"
+    );
     let before = ca.qp(QA, at(9000)).unwrap().rate.unwrap();
     ca.handle_frame(at(9000), &cnp, |_| true);
     assert!(ca.qp(QA, at(9001)).unwrap().rate.unwrap() >= before);
