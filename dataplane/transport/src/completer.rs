@@ -478,6 +478,15 @@ impl QueuePair {
             }
             return;
         };
+        if !self.sq.answer_due() {
+            let floor = self.config.limits.min_retransmit_timeout;
+            let wait = self.sq.retransmit_wait(Some(qp_timeout), floor);
+            if let Some(next) = self.sq.recovery.unasked_until(cx.now, wait) {
+                cx.count(Counter::unasked_timeouts);
+                self.sq.set_retransmit(Some(next));
+                return;
+            }
+        }
         let in_flight = self.sq.window().max(0) as u64;
         if let Some(due) = self.sq.recovery.tail_outgrown(cx.now, in_flight) {
             self.sq.set_retransmit(Some(due));

@@ -195,6 +195,11 @@ counter_set! {
     /// sooner after the expiry than the path carries a resend and its answer (a peer
     /// answering late). The measured timer's floor rises to the time that answer took.
     spurious_timeouts,
+    /// Expiries of the retransmit timer while no packet in flight asked for an answer (a
+    /// rate limiter held the QP after a burst none of whose packets asked): no answer was
+    /// late, so nothing is resent and the timer runs again, restarted when the next packet
+    /// that asks leaves. The QP's own timeout still resends.
+    unasked_timeouts,
     /// Selective repeat: request packets ahead of the expected PSN kept until the gap
     /// before them is filled.
     sr_packets_held,
@@ -253,6 +258,7 @@ impl Counter {
                 | Counter::adaptive_timeouts
                 | Counter::gap_retries
                 | Counter::spurious_timeouts
+                | Counter::unasked_timeouts
                 | Counter::sr_packets_held
                 | Counter::sr_packets_resent
                 | Counter::sr_naks_taken_as_standard

@@ -841,6 +841,23 @@ impl Recovery {
         }
     }
 
+    /// The retransmission timer was restarted at `now` for the answer to a packet sent
+    /// then, the first that asked for one since the last progress: an answer's time is
+    /// counted from there.
+    pub(crate) fn on_restarted(&mut self, now: Instant) {
+        if self.expired.is_none() {
+            self.armed_at = Some(now);
+        }
+    }
+
+    /// The retransmission timer expired at `now` with no packet in flight asking for an
+    /// answer: when it may expire next without resending (none: the QP's own timeout has
+    /// passed since the last progress, and the expiry is taken as any other).
+    pub(crate) fn unasked_until(&self, now: Instant, wait: Duration) -> Option<Instant> {
+        let due = self.retry_due?;
+        (now < due).then(|| (now + wait).min(due))
+    }
+
     /// The retransmission timer, armed for a tail before the path lost a packet, expired at
     /// `now` with `in_flight` packets in flight: if that is more than a tail now (the QP
     /// sent on since it was armed), this is no expiry, and the timer runs on until the

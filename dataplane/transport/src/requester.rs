@@ -132,6 +132,11 @@ impl QueuePair {
             recovery.pace(psn, cx.now, self.config.limits.max_unacked_psns);
         }
         let read_or_atomic = matches!(kind, Kind::ReadRequest | Kind::CompareSwap | Kind::FetchAdd);
+        if qp_type == QpType::Rc && (h.ack_req || read_or_atomic) {
+            let floor = self.config.limits.min_retransmit_timeout;
+            self.sq
+                .on_asked(psn, cx.now, ack_timeout(self.attr.timeout), floor);
+        }
         let all_sent = self
             .sq
             .on_sent(h.ack_req, payload_len, read_or_atomic, pos.ends_message());
@@ -194,6 +199,8 @@ impl QueuePair {
         let floor = self.config.limits.min_retransmit_timeout;
         self.sq
             .arm_retransmit(cx.now, ack_timeout(self.attr.timeout), floor);
+        self.sq
+            .on_asked(psn, cx.now, ack_timeout(self.attr.timeout), floor);
         let (acked, sent_high) = (self.sq.unacked_psn(), self.sq.sent_high());
         let recovery = &mut self.sq.recovery;
         recovery.on_hole_resent(psn, first, cx.now, acked, sent_high);

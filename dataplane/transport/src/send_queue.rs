@@ -111,6 +111,9 @@ pub(crate) struct SendQueue {
     rd_atomic: u8,
     /// Packets sent since the last one with AckReq.
     noack_pkts: u32,
+    /// The highest PSN sent that asks for an answer (AckReq, or a READ or atomic
+    /// request): while it is unacknowledged an answer is on its way.
+    asked: Option<Psn>,
     /// The PSN after the chunk the endpoint's budget admitted (reserved until acknowledged,
     /// sent or not yet).
     chunk_end: Option<Psn>,
@@ -143,6 +146,7 @@ impl SendQueue {
             offset: 0,
             rd_atomic: 0,
             noack_pkts: 0,
+            asked: None,
             chunk_end: None,
             rewind: false,
             rnr_until: None,
@@ -175,6 +179,7 @@ impl SendQueue {
         self.offset = 0;
         self.rd_atomic = 0;
         self.noack_pkts = 0;
+        self.asked = None;
         self.chunk_end = None;
         self.rewind = false;
         self.rnr_until = None;
@@ -189,6 +194,7 @@ impl SendQueue {
         self.next_psn = psn;
         self.sent_high = psn;
         self.unacked_psn = psn;
+        self.asked = None;
         self.chunk_end = None;
     }
 
@@ -721,6 +727,45 @@ impl SendQueue {
         }
     }
 
+    /// A packet `psn` that asks for an answer left at `now`. If none that asks was
+    /// unacknowledged, no answer was on its way: the timer, started at the last progress,
+    /// counted time in which none could come (a requester whose rate limiter spaces its
+    /// packets sends the next one that asks long after the last answer, and a timer from
+    /// that answer expires while this one is still on the path). The timer then runs from
+    /// now, never sooner than it would have fired.
+    #[inline]
+    pub(crate) fn on_asked(
+        &mut self,
+        psn: Psn,
+        now: Instant,
+        qp_timeout: Option<Duration>,
+        floor: Duration,
+    ) {
+        let waiting = self.answer_due();
+        if self.asked.is_none_or(|a| a.distance(psn) <= 0) {
+            self.asked = Some(psn);
+        }
+        if waiting {
+            return;
+        }
+        self.restart_for_answer(now, qp_timeout, floor);
+    }
+
+    #[inline(never)]
+    fn restart_for_answer(&mut self, now: Instant, qp_timeout: Option<Duration>, floor: Duration) {
+        let Some(deadline) = self.retransmit else {
+            return;
+        };
+        if qp_timeout.is_none() {
+            return;
+        }
+        let due = now + self.retransmit_wait(qp_timeout, floor);
+        if due > deadline {
+            self.retransmit = Some(due);
+            self.recovery.on_restarted(now);
+        }
+    }
+
     #[inline(never)]
     fn arm_from_idle(&mut self, now: Instant, qp_timeout: Option<Duration>, floor: Duration) {
         self.retransmit = Some(now + self.retransmit_wait(qp_timeout, floor));
@@ -729,6 +774,12 @@ impl SendQueue {
         }
     }
 
+    /// Whether a packet in flight asked for an answer (AckReq, or a READ or atomic
+    /// request): only then can an answer be late.
+    pub(crate) fn answer_due(&self) -> bool {
+        self.asked
+            .is_some_and(|a| self.unacked_psn.distance(a) <= 0)
+    }
     /// Whether the QP is taken for stalled.
     #[inline]
     pub(crate) fn stalled(&self) -> bool {

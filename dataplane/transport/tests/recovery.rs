@@ -87,6 +87,12 @@ struct Path {
     /// A completion's room is filled at once (a latency test's application), not at the
     /// next event on the path.
     post_at_once: bool,
+    /// Right after host a sends a packet that does not ask for an answer for the first
+    /// time, from this PSN on, its QP is held this long, as the daemon's rate limiter holds
+    /// a QP after a burst.
+    hold_after: Option<(Psn, Duration)>,
+    /// The PSN the hold came after.
+    held: Option<Psn>,
 }
 
 impl Path {
@@ -130,6 +136,8 @@ impl Path {
             late_until: Instant::ZERO,
             msg: MSG,
             post_at_once: false,
+            hold_after: None,
+            held: None,
         }
     }
 
@@ -180,7 +188,8 @@ impl Path {
                 .poll_transmit(self.now, &mut buf, &mut self.a.mem)
             {
                 let frame = &buf[..t.len];
-                let psn = Frame::parse(frame).expect("a's frame parses").ib.bth.psn;
+                let bth = Frame::parse(frame).expect("a's frame parses").ib.bth;
+                let psn = bth.psn;
                 let again = self.high.is_some_and(|h| psn.distance(h) < 0);
                 if !again {
                     self.high = Some(psn.next());
@@ -191,6 +200,15 @@ impl Path {
                     again,
                 };
                 self.sent.push(s);
+                if let Some((from, hold)) = self.hold_after
+                    && psn.distance(from) >= 0
+                    && !again
+                    && !bth.ack_request
+                {
+                    self.hold_after = None;
+                    self.held = Some(psn);
+                    self.a.endpoint.pace(QA, self.now + hold);
+                }
                 if let Some(qp) = self.a.endpoint.qp(QA)
                     && let Some(window) = qp.path_estimate().window
                 {
@@ -488,6 +506,60 @@ fn a_lost_last_packet_is_resent_on_the_measured_timer() {
     assert_eq!(times.len(), 2, "{times:?}");
     let wait = times[1] - times[0];
     assert!(wait >= FLOOR && wait < QP_TIMEOUT_14 / 10, "{wait:?}");
+}
+
+/// Warms the path up (it lost a packet: the measured timer is in force), then holds host
+/// a's QP for `hold` right after it sends a packet that does not ask for an answer: once
+/// the answers to the packets before it that asked are in, nothing in flight asks for one
+/// until the hold ends. Returns the path and the PSN the hold came after.
+fn hold_after_unasked(hold: Duration) -> (Path, Psn) {
+    let mut p = Path::new(14, 7);
+    p.warm_up(at(WARM_UP), 16, 400);
+    assert!(p.next_wr < 400, "still posting");
+    let from = p.high.expect("sent").wrapping_add(32);
+    p.hold_after = Some((from, hold));
+    let end = p.now + hold + Duration::from_millis(100);
+    p.run(end, 16, 400, &mut |_, _| false);
+    let held = p.held.expect("held");
+    (p, held)
+}
+
+#[test]
+fn a_timer_that_expires_while_nothing_in_flight_asked_for_an_answer_resends_nothing() {
+    // A rate limiter holds the QP for 20 ms, far beyond the measured timeout and well
+    // within the QP's own (67 ms): no answer is late, so nothing may be resent.
+    let (p, target) = hold_after_unasked(Duration::from_millis(20));
+    p.check_all_delivered();
+    assert_eq!(
+        p.times_of(target).len(),
+        1,
+        "the packet before the hold was sent once"
+    );
+    assert!(p.count(Counter::unasked_timeouts) >= 1, "the timer expired");
+    assert_eq!(p.count(Counter::adaptive_timeouts), 0);
+    assert_eq!(p.count(Counter::retransmit_timeouts), 0);
+    assert_eq!(p.count(Counter::retransmitted_pkts), 0, "nothing resent");
+    // The packet after the hold left when the hold ended, and its answer restarted the
+    // timer's count: the stream went on without a resend.
+    let held = p.times_of(target)[0];
+    let next = p.times_of(target.next());
+    assert_eq!(next.len(), 1);
+    assert!(
+        next[0] - held >= Duration::from_millis(20),
+        "{:?}",
+        next[0] - held
+    );
+}
+
+#[test]
+fn a_hold_beyond_the_qps_own_timeout_still_resends() {
+    // Held for longer than the QP's own timeout (67 ms) since the last answer: the QP's
+    // timer resends, as a requester without the measured timer does.
+    let (p, _) = hold_after_unasked(Duration::from_millis(80));
+    p.check_all_delivered();
+    assert!(p.count(Counter::unasked_timeouts) >= 1);
+    assert_eq!(p.count(Counter::retransmit_timeouts), 1);
+    assert!(p.count(Counter::retransmitted_pkts) >= 1);
 }
 
 #[test]
