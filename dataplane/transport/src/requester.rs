@@ -132,14 +132,21 @@ impl QueuePair {
             recovery.pace(psn, cx.now, self.config.limits.max_unacked_psns);
         }
         let read_or_atomic = matches!(kind, Kind::ReadRequest | Kind::CompareSwap | Kind::FetchAdd);
-        if qp_type == QpType::Rc && (h.ack_req || read_or_atomic) {
-            let floor = self.config.limits.min_retransmit_timeout;
-            self.sq
-                .on_asked(psn, cx.now, ack_timeout(self.attr.timeout), floor);
-        }
         let all_sent = self
             .sq
             .on_sent(h.ack_req, payload_len, read_or_atomic, pos.ends_message());
+        if qp_type == QpType::Rc && (h.ack_req || read_or_atomic) {
+            // A READ asks for every PSN it stands for: its answer is due until the last
+            // response packet is in.
+            let asked = if read_or_atomic {
+                self.sq.next_psn().wrapping_sub(1)
+            } else {
+                psn
+            };
+            let floor = self.config.limits.min_retransmit_timeout;
+            self.sq
+                .on_asked(asked, cx.now, ack_timeout(self.attr.timeout), floor);
+        }
         if all_sent && qp_type != QpType::Rc {
             // UC and UD complete when the last packet leaves; everything before has
             // completed already, so this entry is at the front.

@@ -93,6 +93,8 @@ struct Path {
     hold_after: Option<(Psn, Duration)>,
     /// The PSN the hold came after.
     held: Option<Psn>,
+    /// Messages are READs of host b's slot into host a's, not WRITEs.
+    read: bool,
 }
 
 impl Path {
@@ -138,18 +140,28 @@ impl Path {
             post_at_once: false,
             hold_after: None,
             held: None,
+            read: false,
         }
     }
 
     /// Posts one signaled WRITE of a whole slot.
     fn post(&mut self) {
         let slot = u64::from((self.next_wr % u64::from(SLOTS)) as u32 * MSG);
+        let remote_addr = BASE + slot;
+        let op = if self.read {
+            SendOp::Read {
+                remote_addr,
+                rkey: RKEY,
+            }
+        } else {
+            SendOp::Write {
+                remote_addr,
+                rkey: RKEY,
+            }
+        };
         let w = SendWqe {
             wr_id: self.next_wr,
-            op: SendOp::Write {
-                remote_addr: BASE + slot,
-                rkey: RKEY,
-            },
+            op,
             flags: SendFlags::SIGNALED,
             data: Gather::Sges(SgeList::single(BASE + slot, self.msg, KEY)),
             ud: None,
@@ -560,6 +572,45 @@ fn a_hold_beyond_the_qps_own_timeout_still_resends() {
     assert!(p.count(Counter::unasked_timeouts) >= 1);
     assert_eq!(p.count(Counter::retransmit_timeouts), 1);
     assert!(p.count(Counter::retransmitted_pkts) >= 1);
+}
+
+#[test]
+fn a_read_whose_last_response_is_lost_is_asked_again_on_the_measured_timer() {
+    // The READ's request asks for every PSN it stands for: with its first responses in,
+    // its answer is still due, and the loss of the last one is found by the measured
+    // timer, not the QP's own.
+    let mut p = Path::new(14, 7);
+    p.warm_up(at(WARM_UP), 16, 400);
+    // The WRITEs posted complete; then READs, one at a time.
+    let posted = p.next_wr;
+    let settle = p.now + Duration::from_millis(10);
+    p.run(settle, 16, posted, &mut |_, _| false);
+    assert_eq!(p.completions.len() as u64, posted);
+    p.read = true;
+    let first = p.high.expect("sent");
+    let last = first.wrapping_add(MSG / 1024 - 1);
+    let mut lost = false;
+    let end = p.now + Duration::from_millis(40);
+    p.run(end, 1, posted + 20, &mut |s, request| {
+        if !request && s.psn == last && !lost {
+            lost = true;
+            return true;
+        }
+        false
+    });
+    assert!(lost, "the first READ's last response was sent");
+    assert_eq!(
+        p.completions.len() as u64,
+        posted + 20,
+        "every READ completes"
+    );
+    assert!(p.completions.iter().all(|c| c.status == WcStatus::Success));
+    assert_eq!(
+        p.count(Counter::retransmit_timeouts),
+        0,
+        "not the QP's timer"
+    );
+    assert!(p.count(Counter::adaptive_timeouts) >= 1);
 }
 
 #[test]
