@@ -52,7 +52,12 @@
 //!   algorithm: progress alone does not end the backoff, since the answers to what a
 //!   premature expiry resent would each restart a timer that expires too soon again), and
 //!   after going back lengthened by the time what was in flight takes to drain at the
-//!   measured rate (it is ahead of the resend on the path). An expiry before the
+//!   measured rate (it is ahead of the resend on the path). It resends only when an
+//!   answer is late: an expiry while no packet in flight asked for one (the endpoint's
+//!   rate limiter held the QP after a burst none of whose packets asked) runs the timer
+//!   again without resending, until the QP's own timeout (counted in `unasked_timeouts`),
+//!   and the first packet that asks after the last progress starts the timer's count
+//!   over. An expiry before the
 //!   QP's own timeout resends without spending the retry count: the retry count still
 //!   counts the QP's timeouts (and sequence-error NAKs), so a QP fails when it would have
 //!   without this timer, and never sooner;

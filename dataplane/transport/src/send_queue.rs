@@ -780,6 +780,7 @@ impl SendQueue {
         self.asked
             .is_some_and(|a| self.unacked_psn.distance(a) <= 0)
     }
+
     /// Whether the QP is taken for stalled.
     #[inline]
     pub(crate) fn stalled(&self) -> bool {

@@ -13,7 +13,11 @@
 //! - a peer that stops answering fails the QP no sooner than the QP's `timeout` and retry
 //!   count say, as without the measured timer;
 //! - a peer that answers late now and then is rarely taken for lost, and random loss of 5 %
-//!   both ways never leaves the QP waiting for its own timeout.
+//!   both ways never leaves the QP waiting for its own timeout;
+//! - the timer resends nothing while no packet in flight asked for an answer (a QP held
+//!   after a burst none of whose packets asked), until the QP's own timeout; a READ asks
+//!   for every PSN it stands for, so the loss of its last response is found by the
+//!   measured timer.
 //!
 //! Every test also checks that every message completes once, in order, with its data.
 
@@ -87,9 +91,9 @@ struct Path {
     /// A completion's room is filled at once (a latency test's application), not at the
     /// next event on the path.
     post_at_once: bool,
-    /// Right after host a sends a packet that does not ask for an answer for the first
-    /// time, from this PSN on, its QP is held this long, as the daemon's rate limiter holds
-    /// a QP after a burst.
+    /// Host a's QP is held this long right after the first new packet from this PSN on
+    /// that does not ask for an answer, as the daemon's rate limiter holds a QP after a
+    /// burst.
     hold_after: Option<(Psn, Duration)>,
     /// The PSN the hold came after.
     held: Option<Psn>,
@@ -144,7 +148,7 @@ impl Path {
         }
     }
 
-    /// Posts one signaled WRITE of a whole slot.
+    /// Posts one signaled WRITE of a whole slot (a READ of it with [`Path::read`]).
     fn post(&mut self) {
         let slot = u64::from((self.next_wr % u64::from(SLOTS)) as u32 * MSG);
         let remote_addr = BASE + slot;
