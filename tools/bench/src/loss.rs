@@ -147,6 +147,9 @@ pub(crate) struct Recovery {
     /// Expiries found needless (the peer answered late).
     #[serde(default)]
     pub(crate) spurious_timeouts: u64,
+    /// Expiries while nothing in flight asked for an answer (nothing resent).
+    #[serde(default)]
+    pub(crate) unasked_timeouts: u64,
     /// Round trips measured.
     pub(crate) rtt_samples: u64,
     /// Times the measured window held a packet back.
@@ -372,6 +375,7 @@ pub(crate) fn run(
                     adaptive_timeouts: delta("adaptive_timeouts"),
                     gap_retries: delta("gap_retries"),
                     spurious_timeouts: delta("spurious_timeouts"),
+                    unasked_timeouts: delta("unasked_timeouts"),
                     rtt_samples: delta("rtt_samples"),
                     held_by_window: delta("req_held_by_window"),
                     held_by_pacing: delta("req_held_by_pacing"),
