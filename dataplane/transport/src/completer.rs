@@ -434,7 +434,8 @@ impl QueuePair {
         if !self.comp.retry_started {
             self.comp.retry_started = true;
             cx.count(Counter::prompt_retries);
-            self.sq.recovery.on_gap_shown();
+            let acked = self.sq.unacked_psn();
+            self.sq.recovery.on_gap_shown(cx.now, acked);
             self.start_retry(cx);
         }
     }

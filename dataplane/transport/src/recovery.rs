@@ -78,8 +78,13 @@
 //! taken from the first resend of the oldest hole and from a packet a selective
 //! acknowledgement shows held.
 //!
-//! Before the first sample nothing changes: the window is the device's, the timer the QP's
-//! and AckReq every `ack_req_every` packets, exactly as a requester without this module.
+//! Before the first sample the window is the device's and AckReq every `ack_req_every`
+//! packets, exactly as a requester without this module. The timer is the QP's until the
+//! peer shows a gap; from then, until the first sample, it is three times the time from
+//! the first packet in flight to the gap (a bound on the round trip, taken as RFC 6298
+//! takes a first sample), and after going back what was in flight drains at the rate the
+//! gap showed: a resend the peer lost is not NAKed again, and under loss the first
+//! sample can be long in coming (every packet that asks may follow a loss).
 //! Nothing here puts anything new on the wire: the packets are the standard's, only their
 //! timing and AckReq bits differ, so rxe and RDMA NICs see ordinary RC traffic.
 
@@ -267,6 +272,14 @@ pub(crate) struct Recovery {
     since_loss: u64,
     /// The mean number of packets acknowledged between two losses (`None`: no loss yet).
     loss_interval: Option<u64>,
+    /// Before the first sample: a packet sent with nothing in flight ahead of it, and when
+    /// (every later packet left after it).
+    first_sent: Option<(Psn, Instant)>,
+    /// Before the first sample, what the first gap the peer showed says of the path: the
+    /// time from [`Recovery::first_sent`] to it, nanoseconds (at least the round trip of
+    /// the packet that showed it), and the packets it showed delivered in that time per
+    /// second (at most the delivery rate).
+    provisional: Option<(u64, u64)>,
     /// The QP is in selective repeat ([`crate::selective`]): a loss costs only the lost
     /// packets, so the window keeps its whole allowance for late answers under loss.
     selective: bool,
@@ -312,6 +325,8 @@ impl Default for Recovery {
             acked: None,
             since_loss: 0,
             loss_interval: None,
+            first_sent: None,
+            provisional: None,
             selective: false,
             resent: 0,
             congested: None,
@@ -460,6 +475,9 @@ impl Recovery {
         acked: Psn,
         sent_high: Psn,
     ) {
+        if fresh && psn == acked && self.srtt.is_none() {
+            self.first_sent = Some((psn, now));
+        }
         if ack_req && (fresh || self.time_resends) && self.timed.is_none() {
             let high = if psn.next().distance(sent_high) > 0 {
                 psn.next()
@@ -811,8 +829,12 @@ impl Recovery {
         floor: Duration,
         in_flight: u64,
     ) -> Duration {
-        let Some(rto) = self.rto else {
-            return qp_timeout;
+        let (rto, rate) = match (self.rto, self.provisional) {
+            (Some(rto), _) => (rto, self.rate()),
+            // Before the first sample, what the first gap showed: the timeout RFC 6298
+            // takes from a first sample (three times it), and its rate for the drain.
+            (None, Some((rtt, rate))) => (Duration::from_nanos(rtt.saturating_mul(3)), rate),
+            (None, None) => return qp_timeout,
         };
         if self.loss_interval.is_none() && in_flight > u64::from(TAIL_PACKETS) {
             // Until the path lost a packet the timer is the QP's, as the window is the
@@ -826,7 +848,7 @@ impl Recovery {
         let drain = self
             .drain
             .saturating_mul(1_000_000_000)
-            .checked_div(self.rate())
+            .checked_div(rate)
             .unwrap_or(0);
         // A tail's timer before the path lost a packet waits twice as long: on a path that
         // never lost one, a late answer is likelier than a loss.
@@ -907,10 +929,27 @@ impl Recovery {
         self.backoff = 0;
     }
 
-    /// The peer showed a gap at the oldest unacknowledged PSN (a sequence-error NAK, or a
-    /// response after a missing one): the resend that follows may be timed.
-    pub(crate) fn on_gap_shown(&mut self) {
+    /// The peer showed a gap at the oldest unacknowledged PSN, `acked` (a sequence-error
+    /// NAK, or a response after a missing one), at `now`: the resend that follows may be
+    /// timed. Before the first sample the gap is the first answer, and the timer is
+    /// derived from it until a sample comes (else a lost resend, which the peer does not
+    /// NAK again, would wait for the QP's own timeout): the packet that showed the gap
+    /// left after [`Recovery::first_sent`], so the time since is at least its round trip,
+    /// and the packets from that one to the gap's were delivered within it.
+    pub(crate) fn on_gap_shown(&mut self, now: Instant, acked: Psn) {
         self.peer_saw_gap = true;
+        if self.srtt.is_none()
+            && self.provisional.is_none()
+            && let Some((first, at)) = self.first_sent
+        {
+            let took = now.saturating_duration_since(at);
+            let took = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+            // The packets before the gap, and the one after it that showed it.
+            let delivered = acked.distance(first).max(0) as u64 + 1;
+            if let Some(rate) = delivered.saturating_mul(1_000_000_000).checked_div(took) {
+                self.provisional = Some((took, rate.max(1)));
+            }
+        }
         self.on_loss();
     }
 
@@ -1083,7 +1122,7 @@ mod tests {
         assert!(r.take_spurious());
         assert_eq!(r.loss_interval, None);
         // A NAK is a loss at once.
-        r.on_gap_shown();
+        r.on_gap_shown(at(2_020), Psn::new(12));
         assert!(r.retransmit_after_for(qp, floor, tail + 1) < qp);
     }
 
@@ -1095,6 +1134,60 @@ mod tests {
         let qp = Duration::from_millis(67);
         assert_eq!(r.retransmit_after(qp, Duration::from_micros(200)), qp);
         assert!(r.may_send(at(0)));
+    }
+
+    #[test]
+    fn before_the_first_sample_a_gap_gives_the_timer_a_round_trip_and_a_rate() {
+        let qp = Duration::from_millis(67);
+        let floor = Duration::from_micros(200);
+        let mut r = Recovery::default();
+        // Packets 0 to 31 leave 10 µs apart, the first with nothing ahead of it. None is
+        // answered until a NAK at 100 µs: 0 to 3 arrived, 4 was lost and 5 showed the gap,
+        // five packets delivered in 100 µs.
+        for psn in 0..32 {
+            r.on_sent(
+                Psn::new(psn),
+                psn % 16 == 15,
+                true,
+                at(u64::from(psn) * 10),
+                Psn::new(0),
+                Psn::new(psn),
+            );
+        }
+        assert_eq!(
+            r.retransmit_after_for(qp, floor, 32),
+            qp,
+            "nothing shown yet"
+        );
+        r.on_progress(Psn::new(4), at(100), false, Some(qp));
+        r.on_gap_shown(at(100), Psn::new(4));
+        assert_eq!(r.provisional, Some((100_000, 50_000)));
+        // Three times the round trip; after going back, plus what was in flight (28
+        // packets beyond the gap) drained at the rate shown.
+        assert_eq!(
+            r.retransmit_after_for(qp, floor, 32),
+            Duration::from_micros(300)
+        );
+        r.on_rewind(Psn::new(4), Psn::new(32));
+        assert_eq!(
+            r.retransmit_after_for(qp, floor, 32),
+            Duration::from_micros(300 + 560)
+        );
+        // A second gap changes nothing; a sample takes over.
+        r.on_gap_shown(at(900), Psn::new(10));
+        assert_eq!(r.provisional, Some((100_000, 50_000)));
+        round_trip(&mut r, 40, 39, 1000, 41, 1050);
+        assert!(r.rto.is_some());
+        assert_eq!(
+            r.retransmit_after_for(qp, floor, 1),
+            r.rto.unwrap().max(floor)
+        );
+        // Without a packet sent with nothing ahead of it, a gap teaches nothing.
+        let mut r = Recovery::default();
+        r.on_sent(Psn::new(5), false, true, at(0), Psn::new(3), Psn::new(5));
+        r.on_gap_shown(at(100), Psn::new(4));
+        assert_eq!(r.provisional, None);
+        assert_eq!(r.retransmit_after_for(qp, floor, 32), qp);
     }
 
     #[test]
@@ -1126,7 +1219,7 @@ mod tests {
         let mut r = Recovery::default();
         r.on_sent(Psn::new(10), true, true, at(0), Psn::new(0), Psn::new(10));
         // A NAK for PSN 5: the timed packet will be resent, its sample is lost.
-        r.on_gap_shown();
+        r.on_gap_shown(at(50), Psn::new(5));
         r.on_rewind(Psn::new(11), Psn::new(11));
         r.on_sent(Psn::new(8), true, false, at(100), Psn::new(5), Psn::new(11));
         r.on_progress(Psn::new(9), at(150), false, None);
@@ -1168,7 +1261,7 @@ mod tests {
         round_trip(&mut r, 800, 751, 2000, 801, 2300);
         assert_eq!(r.window(4096), 4096);
         // A loss after 700 packets: the allowance is at most a share of them.
-        r.on_gap_shown();
+        r.on_gap_shown(at(2300), Psn::new(801));
         let share = ALLOWANCE_SHARE as u32;
         assert_eq!(r.window(4096), 200 + 700 / share);
         // A resend lost again before any progress is the same loss.
@@ -1176,7 +1269,7 @@ mod tests {
         assert_eq!(r.window(4096), 200 + 700 / share);
         // The next loss 100 packets later: the mean interval falls to 550.
         round_trip(&mut r, 900, 851, 3000, 901, 3300);
-        r.on_gap_shown();
+        r.on_gap_shown(at(3300), Psn::new(901));
         assert_eq!(r.window(4096), 200 + 550 / share);
         // A long stretch without loss gives the allowance back.
         round_trip(&mut r, 30000, 29951, 4000, 30001, 4300);
@@ -1275,7 +1368,7 @@ mod tests {
         assert_eq!(r.window(512), 200);
         // A NAK for 201 after 400 more were sent: the timed resend of 210 waits behind the
         // 400 still on their way (400 µs at a million a second) and is no late answer.
-        r.on_gap_shown();
+        r.on_gap_shown(at(100), Psn::new(201));
         r.on_rewind(Psn::new(601), Psn::new(601));
         r.on_sent(
             Psn::new(210),

@@ -17,7 +17,9 @@
 //! - the timer resends nothing while no packet in flight asked for an answer (a QP held
 //!   after a burst none of whose packets asked), until the QP's own timeout; a READ asks
 //!   for every PSN it stands for, so the loss of its last response is found by the
-//!   measured timer.
+//!   measured timer;
+//! - before the first sample, a resend the peer lost is resent on a timer derived from
+//!   the gap the peer showed, not the QP's own.
 //!
 //! Every test also checks that every message completes once, in order, with its data.
 
@@ -749,6 +751,42 @@ fn at_five_percent_loss_both_ways_the_qp_never_waits_for_its_own_timeout() {
         p.run(end, 0, posted, &mut |_, _| false);
         p.check_all_delivered();
     }
+}
+
+#[test]
+fn a_resend_lost_before_the_first_sample_is_resent_on_the_timer_the_gap_gave() {
+    // The fifth packet of the first burst is lost, and so is the resend the NAK drew. The
+    // peer NAKs a gap once, and nothing was answered that could be timed (every packet
+    // that asked came after the gap), so only a timer finds the lost resend; the QP's own
+    // is 67 ms. The NAK came a round trip and a few packets after the first packet left:
+    // the timer is derived from that, and waits for what was in flight (the device's
+    // window: 256 packets, 2.5 ms through the bottleneck) to drain at the rate it showed.
+    let mut p = Path::new(14, 7);
+    let victim = Psn::new(0x100 + 4);
+    let mut lost = 0;
+    p.run(at(Duration::from_millis(200)), 16, 16, &mut |s, request| {
+        if request && s.psn == victim && lost < 2 {
+            lost += 1;
+            return true;
+        }
+        false
+    });
+    assert_eq!(lost, 2);
+    p.check_all_delivered();
+    assert_eq!(p.count(Counter::rcvd_seq_err), 1, "one NAK");
+    assert_eq!(p.count(Counter::gap_retries), 1);
+    assert_eq!(
+        p.count(Counter::retransmit_timeouts),
+        0,
+        "not the QP's timer"
+    );
+    let times = p.times_of(victim);
+    assert_eq!(times.len(), 3, "{times:?}");
+    let wait = times[2] - times[1];
+    assert!(
+        wait >= FLOOR && wait < QP_TIMEOUT_14 / 10,
+        "the lost resend was resent after {wait:?}"
+    );
 }
 
 /// A ping-pong of one-packet messages (one in flight at a time, as a latency test keeps)
