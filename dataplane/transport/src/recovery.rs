@@ -46,7 +46,11 @@
 //!   time an answer took that came after a needless expiry (an answer sooner after the
 //!   first expiry since the last progress than half the smallest round trip answers
 //!   what was sent before: the peer was late,
-//!   not the packet lost; counted in `spurious_timeouts`), never
+//!   not the packet lost; counted in `spurious_timeouts`; a peer later than the timer's
+//!   first two expiries is not recognised: by then go-back-N has resent all it had in
+//!   flight, and nothing in the late answer tells it from the answer to a resend, so each
+//!   such late answer costs its expiries and their resends; RFC 5682's test would need
+//!   the resend after an expiry to stop at the oldest packet until the first answer), never
 //!   below the device's `min_retransmit_timeout` (the path cannot answer sooner), never above
 //!   the QP's `timeout`, doubled for each expiry until a packet is timed again (Karn's
 //!   algorithm: progress alone does not end the backoff, since the answers to what a
