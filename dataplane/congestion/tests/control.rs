@@ -431,24 +431,46 @@ fn a_retransmission_is_a_loss_once_per_recovery_and_an_rnr_wait_is_not() {
         ca.qp(QA, at(400)).unwrap().base_rtt,
         Some(Duration::from_micros(20))
     );
-    // Eight packets, all lost; the retransmit timer sends them again.
+    // Eight packets, all lost; the retransmit timer sends the oldest again alone (RFC
+    // 5682's test), whose answer shows it was lost, and then the seven after it.
+    while a.endpoint.poll_completion().is_some() {}
     write(&mut a, QA, 8192, at(1000));
     let lost = send(&mut a, Some(&mut ca), at(1000));
     assert_eq!(lost.len(), 8);
-    let (timeout, again) = resend_on_timer(&mut a, &mut ca);
-    assert!(!again.is_empty());
+    let (timeout, oldest) = resend_on_timer(&mut a, &mut ca);
+    assert_eq!(oldest.len(), 1);
+    assert_eq!(ca.counters().cc_loss_events, 1, "a loss event");
+    let rate = ca.qp(QA, timeout).unwrap().rate.expect("cut by the loss");
+    assert_eq!(rate, Rate::from_mbit(500));
+    receive(&mut b, None, &oldest, timeout);
+    let acks = send(&mut b, None, timeout);
+    receive(&mut a, Some(&mut ca), &acks, timeout);
+    // The answer acknowledged the oldest and no more: it was lost, and so were the
+    // others (nothing beyond it is acknowledged). Go-back-N from the next, paced; each
+    // resend gets through, until the WRITE completes.
+    let (mut timeout, mut again) = (timeout, send(&mut a, Some(&mut ca), timeout));
+    let mut resent = again.len();
+    let mut done = false;
+    for _ in 0..16 {
+        receive(&mut b, None, &again, timeout);
+        let acks = send(&mut b, None, timeout);
+        receive(&mut a, Some(&mut ca), &acks, timeout);
+        if a.endpoint.poll_completion().is_some() {
+            done = true;
+            break;
+        }
+        (timeout, again) = resend_on_timer(&mut a, &mut ca);
+        resent += again.len();
+    }
+    assert!(done, "the WRITE completes");
+    assert_eq!(resent, 7, "the seven after the oldest, once each");
     assert_eq!(
         ca.counters().cc_loss_events,
         1,
         "one recovery, one loss event"
     );
-    let rate = ca.qp(QA, timeout).unwrap().rate.expect("cut by the loss");
-    assert_eq!(rate, Rate::from_mbit(500));
-    // The retransmissions get through; then a SEND meets no receive at b: an RNR NAK, a
-    // wait, the SEND again. A busy receiver is not congestion.
-    receive(&mut b, None, &again, timeout);
-    let acks = send(&mut b, None, timeout);
-    receive(&mut a, Some(&mut ca), &acks, timeout);
+    // Then a SEND meets no receive at b: an RNR NAK, a wait, the SEND again. A busy
+    // receiver is not congestion.
     let now = timeout + Duration::from_millis(1);
     let send_wqe = SendWqe {
         wr_id: 9,
@@ -562,10 +584,13 @@ fn go_back_after_round_trips(
     write(&mut a, QA, 4096, at(t));
     assert_eq!(send(&mut a, Some(&mut ca), at(t)).len(), 4);
     let mut now = at(t);
-    for _ in 0..expiries {
+    for i in 0..expiries {
         let again;
         (now, again) = resend_on_timer(&mut a, &mut ca);
-        assert_eq!(again.len(), 4, "the four sent again");
+        // The first expiry resends the oldest alone (RFC 5682's test: was it lost?), a
+        // second all four.
+        let expected = if i == 0 { 1 } else { 4 };
+        assert_eq!(again.len(), expected, "expiry {i}");
     }
     (ca.qp(QA, now).unwrap(), *ca.counters())
 }

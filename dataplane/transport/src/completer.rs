@@ -404,6 +404,11 @@ impl QueuePair {
         if self.sq.recovery.take_spurious() {
             cx.count(Counter::spurious_timeouts);
         }
+        if self.sq.recovery.take_forward() {
+            // What was in flight before the expiry arrived: nothing is resent (the test's
+            // resend of the oldest is forgotten).
+            self.sq.scoreboard.clear();
+        }
         let deadline = if idle {
             None
         } else {
@@ -515,7 +520,12 @@ impl QueuePair {
     /// packet cannot be resent alone) go-back-N.
     fn resend_after_expiry<M: MemoryTable + ?Sized>(&mut self, cx: &mut Cx<'_, M>) {
         let mtu = self.mtu();
-        if !(self.selective && self.sq.resend_oldest(cx.now, mtu)) {
+        if self.selective {
+            if !self.sq.resend_oldest(cx.now, mtu) {
+                self.sq.request_rewind();
+            }
+        } else if !(self.sq.recovery.probe_asks() && self.sq.probe_oldest(cx.now, mtu)) {
+            // Go-back-N, unless RFC 5682's test resends the oldest alone first.
             self.sq.request_rewind();
         }
     }

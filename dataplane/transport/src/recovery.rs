@@ -46,11 +46,18 @@
 //!   time an answer took that came after a needless expiry (an answer sooner after the
 //!   first expiry since the last progress than half the smallest round trip answers
 //!   what was sent before: the peer was late,
-//!   not the packet lost; counted in `spurious_timeouts`; a peer later than the timer's
-//!   first two expiries is not recognised: by then go-back-N has resent all it had in
-//!   flight, and nothing in the late answer tells it from the answer to a resend, so each
-//!   such late answer costs its expiries and their resends; RFC 5682's test would need
-//!   the resend after an expiry to stop at the oldest packet until the first answer), never
+//!   not the packet lost; counted in `spurious_timeouts`; or, RFC 5682's test, F-RTO:
+//!   the first expiry since the last progress in go-back-N resends the oldest
+//!   unacknowledged packet alone, asking for an answer, and sends nothing else until
+//!   one comes; an answer, or the one right behind it, that acknowledges packets sent
+//!   before the expiry and not since shows that the responder, which accepts packets in
+//!   order only, had the first copy of the oldest: nothing is resent, and if that answer
+//!   took longer after the resend than the timeout, the peer was late; an answer that
+//!   acknowledges the resent packet and no more shows it lost, and the requester goes
+//!   back N from the next; a second expiry goes back N at once. Without the test a peer
+//!   later than the timer's first two expiries was never recognised: by then go-back-N
+//!   had resent all it had in flight, and nothing in the late answer told it from the
+//!   answer to a resend), never
 //!   below the device's `min_retransmit_timeout` (the path cannot answer sooner), never above
 //!   the QP's `timeout`, doubled for each expiry until a packet is timed again (Karn's
 //!   algorithm: progress alone does not end the backoff, since the answers to what a
@@ -183,6 +190,33 @@ pub(crate) struct HoleTiming {
     pub(crate) backoff: Option<Duration>,
 }
 
+/// After an expiry in go-back-N, RFC 5682's test (F-RTO): the resend stops after the
+/// oldest packet until an answer shows whether it was lost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Frto {
+    /// No test runs.
+    Idle,
+    /// The timer expired for the first time since the last progress: the send queue may
+    /// resend the oldest unacknowledged packet alone, asking for an answer, without going
+    /// back ([`crate::send_queue::SendQueue::probe_oldest`]).
+    Armed,
+    /// That packet left (its PSN is the one before this), at this time. An answer that
+    /// acknowledges this PSN or beyond answers packets sent before the expiry and not
+    /// since.
+    Sent(Psn, Instant),
+    /// The first answer acknowledged that packet and no more: it may answer its first
+    /// copy or the resend. The resend waits a moment more for the next answer (RFC
+    /// 5682's second step): one that acknowledges beyond shows the expiry needless.
+    Answered {
+        after: Psn,
+        sent: Instant,
+        /// The timer's start and latest expiry, and whether it expired more than once.
+        armed: Instant,
+        expired: Instant,
+        again: bool,
+    },
+}
+
 /// The packet being timed.
 #[derive(Clone, Copy, Debug)]
 struct Timed {
@@ -249,6 +283,11 @@ pub(crate) struct Recovery {
     expired_again: bool,
     /// The last progress showed the latest expiry needless.
     spurious: bool,
+    /// RFC 5682's test after an expiry (go-back-N only).
+    frto: Frto,
+    /// The last progress showed, by RFC 5682's test, that what the requester had in
+    /// flight before the expiry arrived: nothing is resent (the requester never went back).
+    forward: bool,
     /// Since the last progress, a tail's timer expired before the path lost a packet: the
     /// progress that follows says whether the tail was lost (then the path has lost one).
     tail_expired: bool,
@@ -318,6 +357,8 @@ impl Default for Recovery {
             expired: None,
             expired_again: false,
             spurious: false,
+            frto: Frto::Idle,
+            forward: false,
             tail_expired: false,
             drain: 0,
             retry_due: None,
@@ -549,10 +590,43 @@ impl Recovery {
         self.drain = 0;
         self.armed_at = Some(now);
         let again = std::mem::take(&mut self.expired_again);
-        if let Some((armed, expired)) = self.expired.take()
-            && !again
+        let frto = std::mem::replace(&mut self.frto, Frto::Idle);
+        if let Some((armed, expired)) = self.expired.take() {
+            match frto {
+                Frto::Sent(after, sent) if acked.distance(after) > 0 => {
+                    self.frto_proven(sent, armed, expired, again, now);
+                }
+                Frto::Sent(after, sent) if acked == after => {
+                    if !again {
+                        self.on_answer_after_expiry(armed, expired, now);
+                    }
+                    if !self.spurious {
+                        self.frto = Frto::Answered {
+                            after,
+                            sent,
+                            armed,
+                            expired,
+                            again,
+                        };
+                        // The next answer of a late peer comes right behind the first.
+                        if let Some((min_rtt, _)) = self.min_rtt {
+                            self.pace_until = Some(now + Duration::from_nanos(min_rtt / 2));
+                        }
+                    }
+                }
+                _ if !again => self.on_answer_after_expiry(armed, expired, now),
+                _ => {}
+            }
+        } else if let Frto::Answered {
+            after,
+            sent,
+            armed,
+            expired,
+            again,
+        } = frto
+            && acked.distance(after) > 0
         {
-            self.on_answer_after_expiry(armed, expired, now);
+            self.frto_proven(sent, armed, expired, again, now);
         }
         // A tail's expiry the answer did not show needless: the tail was lost, and the
         // path has lost a packet (its timer is the measured one from now on, at once).
@@ -662,13 +736,69 @@ impl Recovery {
         self.rto = Some(Duration::from_nanos(rto));
     }
 
-    /// Progress at `now` after the timer, started at `armed`, expired (the latest time at
-    /// `expired`): if it came sooner after the expiry than the path carries a packet and
-    /// its answer (half the smallest round trip), it answers what was sent before, and the
-    /// expiry was needless (the peer was late, not the packet lost; rxe in a busy virtual
-    /// machine answers milliseconds late now and then). The time that answer took counts
-    /// as a round trip for the timeout's floor, so the peer is not taken for lost again
-    /// when it is as late; and the backoff stays until a packet is timed again (Karn).
+    /// An expiry of the timer, started at `armed`, was needless, as the progress at `now`
+    /// showed: the time that answer took counts as a round trip for the timeout's floor,
+    /// so the peer is not taken for lost again when it is as late; and the backoff stays
+    /// until a packet is timed again (Karn).
+    fn on_needless_expiry(&mut self, armed: Instant, now: Instant) {
+        self.spurious = true;
+        let took = now.saturating_duration_since(armed);
+        let took = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+        // A larger late answer replaces a smaller one; a smaller one neither replaces nor
+        // prolongs it (one that prolonged it would hold the timeout up for ever).
+        if self.late_answer.is_none_or(|(held, _)| took > held) {
+            self.late_answer = Some((took, now));
+        }
+        self.update_rto(now);
+    }
+
+    /// Progress at `now` acknowledged packets sent before the expiry (the timer started at
+    /// `armed`, expired at `expired`, more than once if `again`) and not since the oldest
+    /// was resent at `sent` (RFC 5682). The responder accepts packets in order only, and
+    /// on a path that keeps their order the first copies arrive before any resend: it had
+    /// the first copy of the oldest, which was not lost, and nothing need be resent.
+    /// Either the peer was late, or its answer was lost and the resend drew it again (a
+    /// duplicate is answered with what the responder has): an answer that took longer
+    /// after the resend than the timeout is late whatever it answers; one within it may
+    /// be the resend's own, and only the timing of a single expiry can still tell.
+    #[cold]
+    #[inline(never)]
+    fn frto_proven(
+        &mut self,
+        sent: Instant,
+        armed: Instant,
+        expired: Instant,
+        again: bool,
+        now: Instant,
+    ) {
+        self.forward = true;
+        let took = now.saturating_duration_since(sent);
+        if self.rto.is_some_and(|rto| took > rto) {
+            self.on_needless_expiry(armed, now);
+        } else if !again {
+            self.on_answer_after_expiry(armed, expired, now);
+        }
+    }
+
+    /// Whether the last progress showed, by RFC 5682's test, that what was in flight before
+    /// the expiry arrived (once): nothing is resent.
+    pub(crate) fn take_forward(&mut self) -> bool {
+        std::mem::take(&mut self.forward)
+    }
+
+    /// Whether the timer expired for the first time since the last progress in go-back-N:
+    /// RFC 5682's test may resend the oldest packet alone, instead of going back N at once.
+    #[inline]
+    pub(crate) fn probe_asks(&self) -> bool {
+        self.frto == Frto::Armed
+    }
+
+    /// Progress at `now` after the timer, started at `armed`, expired once (at `expired`),
+    /// where RFC 5682's test did not show the expiry needless: if the progress came sooner
+    /// after the expiry than the path carries a packet and its answer (half the smallest
+    /// round trip), it answers what was sent before, and the expiry was needless all the
+    /// same (the peer was late, not the packet lost; rxe in a busy virtual machine answers
+    /// milliseconds late now and then).
     fn on_answer_after_expiry(&mut self, armed: Instant, expired: Instant, now: Instant) {
         let Some((min_rtt, _)) = self.min_rtt else {
             return;
@@ -680,15 +810,7 @@ impl Recovery {
         if u64::try_from(since.as_nanos()).unwrap_or(u64::MAX) >= min_rtt / 2 {
             return;
         }
-        self.spurious = true;
-        let took = now.saturating_duration_since(armed);
-        let took = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
-        // A larger late answer replaces a smaller one; a smaller one neither replaces nor
-        // prolongs it (one that prolonged it would hold the timeout up for ever).
-        if self.late_answer.is_none_or(|(held, _)| took > held) {
-            self.late_answer = Some((took, now));
-        }
-        self.update_rto(now);
+        self.on_needless_expiry(armed, now);
     }
 
     /// Whether the last progress showed the latest expiry of the timer needless (once).
@@ -909,6 +1031,13 @@ impl Recovery {
     pub(crate) fn on_expiry(&mut self, now: Instant, qp_timeout: Duration) -> bool {
         self.backoff = (self.backoff + 1).min(MAX_BACKOFF);
         self.expired_again = self.expired.is_some();
+        // The first expiry since the last progress tests whether the oldest was lost
+        // (RFC 5682); a second resends everything.
+        self.frto = if self.selective || self.expired_again {
+            Frto::Idle
+        } else {
+            Frto::Armed
+        };
         let armed = self.expired.map_or(self.armed_at, |(armed, _)| Some(armed));
         self.expired = armed.map(|armed| (armed, now));
         self.peer_saw_gap = false;
@@ -942,6 +1071,7 @@ impl Recovery {
     /// and the packets from that one to the gap's were delivered within it.
     pub(crate) fn on_gap_shown(&mut self, now: Instant, acked: Psn) {
         self.peer_saw_gap = true;
+        self.frto = Frto::Idle;
         if self.srtt.is_none()
             && self.provisional.is_none()
             && let Some((first, at)) = self.first_sent
@@ -981,7 +1111,7 @@ impl Recovery {
     /// Whether a packet may leave at `now` (pacing).
     #[inline]
     pub(crate) fn may_send(&self, now: Instant) -> bool {
-        self.pace_until.is_none_or(|t| now >= t)
+        self.pace_until.is_none_or(|t| now >= t) && !matches!(self.frto, Frto::Sent(..))
     }
 
     /// The pacing deadline passed at `now`: it is forgotten, so that it is never reported
@@ -1020,6 +1150,36 @@ impl Recovery {
         if let Some(gap) = burst.checked_div(self.rate()) {
             self.pace_until = Some(now + Duration::from_nanos(gap));
         }
+    }
+
+    /// RFC 5682's test resent the oldest unacknowledged packet, `psn`, alone at `now`:
+    /// nothing else leaves until an answer says whether it was lost (or the timer expires
+    /// again). Its answer may be to the first copy: it is not timed (Karn).
+    pub(crate) fn on_probe_sent(&mut self, psn: Psn, now: Instant) {
+        if self.timed.is_some_and(|t| t.psn == psn) {
+            self.timed = None;
+        }
+        self.frto = Frto::Sent(psn.next(), now);
+    }
+
+    /// Whether RFC 5682's test waits a moment after the answer to its resend (the
+    /// requester goes back N when it is over, unless an answer beyond comes first).
+    #[inline]
+    pub(crate) fn probe_answered(&self) -> bool {
+        matches!(self.frto, Frto::Answered { .. })
+    }
+
+    /// Whether RFC 5682's test is over at `now` without showing the expiry needless: the
+    /// answer acknowledged the resent packet and no more, and no answer beyond came in
+    /// the moment after. The oldest was lost; the requester goes back N from the next.
+    #[inline]
+    pub(crate) fn probe_failed(&mut self, now: Instant) -> bool {
+        if !matches!(self.frto, Frto::Answered { .. }) || !self.may_send(now) {
+            return false;
+        }
+        self.frto = Frto::Idle;
+        self.pace_until = None;
+        true
     }
 
     /// What is known of the path.

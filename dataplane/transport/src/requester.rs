@@ -201,13 +201,18 @@ impl QueuePair {
         }
         out.commit();
         cx.count(Counter::retransmitted_pkts);
-        cx.count(Counter::sr_packets_resent);
         let first = self.sq.scoreboard.on_resent(psn, cx.now);
         let floor = self.config.limits.min_retransmit_timeout;
         self.sq
             .arm_retransmit(cx.now, ack_timeout(self.attr.timeout), floor);
         self.sq
             .on_asked(psn, cx.now, ack_timeout(self.attr.timeout), floor);
+        if !self.selective {
+            // Go-back-N's test after an expiry (RFC 5682): the oldest, alone.
+            self.sq.recovery.on_probe_sent(psn, cx.now);
+            return Some(true);
+        }
+        cx.count(Counter::sr_packets_resent);
         let (acked, sent_high) = (self.sq.unacked_psn(), self.sq.sent_high());
         let recovery = &mut self.sq.recovery;
         recovery.on_hole_resent(psn, first, cx.now, acked, sent_high);

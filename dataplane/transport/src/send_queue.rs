@@ -271,6 +271,10 @@ impl SendQueue {
             }
             self.rnr_until = None;
         }
+        if self.recovery.probe_failed(now) {
+            // RFC 5682's test showed the oldest lost: go back N from the next.
+            self.rewind = true;
+        }
         if self.rewind {
             self.rewind(mtu);
         }
@@ -279,7 +283,10 @@ impl SendQueue {
 
     /// Whether the requester would send now if asked (timers aside).
     pub(crate) fn has_work(&self) -> bool {
-        (self.rewind || self.next < self.entries.len() || self.scoreboard.has_resend())
+        (self.rewind
+            || self.next < self.entries.len()
+            || self.scoreboard.has_resend()
+            || self.recovery.probe_answered())
             && self.rnr_until.is_none()
             && !self.stalled
     }
@@ -605,6 +612,24 @@ impl SendQueue {
         {
             return false;
         }
+        self.scoreboard.force(psn, now);
+        true
+    }
+
+    /// Go-back-N, RFC 5682's test after an expiry: queues the oldest unacknowledged packet
+    /// to be resent alone, without going back (the requester sends nothing else until an
+    /// answer says whether it was lost). False if that packet is a READ or atomic request
+    /// (the answer to its resend spans its responses, and can look like an answer to what
+    /// was not resent) or cannot be resent alone: the requester goes back N at once.
+    pub(crate) fn probe_oldest(&mut self, now: Instant, mtu: u32) -> bool {
+        let psn = self.unacked_psn;
+        let Some((index, _)) = self.locate(psn, mtu) else {
+            return false;
+        };
+        if self.entries[index].wqe.op.is_read_or_atomic() {
+            return false;
+        }
+        self.scoreboard.clear();
         self.scoreboard.force(psn, now);
         true
     }
