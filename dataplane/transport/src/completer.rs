@@ -516,15 +516,16 @@ impl QueuePair {
     }
 
     /// What the retransmission timer resends: in selective repeat, with the scoreboard
-    /// holding something, only the oldest unacknowledged packet; otherwise (or when that
-    /// packet cannot be resent alone) go-back-N.
+    /// holding something, only the oldest unacknowledged packet; in go-back-N, at the first
+    /// expiry since progress, the oldest packet alone too (RFC 5682's test); otherwise (or
+    /// when that packet cannot be resent alone) go-back-N.
     fn resend_after_expiry<M: MemoryTable + ?Sized>(&mut self, cx: &mut Cx<'_, M>) {
         let mtu = self.mtu();
         if self.selective {
             if !self.sq.resend_oldest(cx.now, mtu) {
                 self.sq.request_rewind();
             }
-        } else if !(self.sq.recovery.probe_asks() && self.sq.probe_oldest(cx.now, mtu)) {
+        } else if !(self.sq.recovery.probe_armed() && self.sq.probe_oldest(cx.now, mtu)) {
             // Go-back-N, unless RFC 5682's test resends the oldest alone first.
             self.sq.request_rewind();
         }

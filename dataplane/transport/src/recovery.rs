@@ -789,7 +789,7 @@ impl Recovery {
     /// Whether the timer expired for the first time since the last progress in go-back-N:
     /// RFC 5682's test may resend the oldest packet alone, instead of going back N at once.
     #[inline]
-    pub(crate) fn probe_asks(&self) -> bool {
+    pub(crate) fn probe_armed(&self) -> bool {
         self.frto == Frto::Armed
     }
 

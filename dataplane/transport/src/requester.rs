@@ -159,9 +159,10 @@ impl QueuePair {
     /// acknowledgement, paced as a resend after going back is; the window does not hold it
     /// back (it is in flight already). `None` when no queued hole can be resent any more
     /// (acknowledged meanwhile): new packets may go. `Some(false)` when pacing or the frame
-    /// buffer holds it back.
-    // Cold, out of line: only selective repeat comes here, and the packet path stays as
-    // the optimizer laid it out without it (fat LTO inlines across the crates).
+    /// buffer holds it back. Go-back-N comes here too, for the oldest packet RFC 5682's
+    /// test resends alone after an expiry.
+    // Cold, out of line: only recovery comes here, and the packet path stays as the
+    // optimizer laid it out without it (fat LTO inlines across the crates).
     #[cold]
     #[inline(never)]
     fn poll_resend<M: MemoryTable + ?Sized, E: Emit>(
