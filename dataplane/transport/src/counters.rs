@@ -227,6 +227,10 @@ counter_set! {
     /// the oldest unacknowledged one already filled what the responder's store holds
     /// ahead of a gap.
     sr_held_by_store,
+    /// Duplicates of SENDs and WRITEs a destroyed queue pair answered while it lingered
+    /// (`Endpoint::close_qp`): its peer had not seen the acknowledgement of what it sent
+    /// last. Each is counted in `duplicate_request` too.
+    closed_qp_answers,
 }
 
 impl Counter {
@@ -263,6 +267,7 @@ impl Counter {
                 | Counter::sr_packets_resent
                 | Counter::sr_naks_taken_as_standard
                 | Counter::sr_held_by_store
+                | Counter::closed_qp_answers
         )
     }
 }

@@ -108,6 +108,9 @@ pub struct Transmit {
     pub len: usize,
     /// The QP that sent it.
     pub qpn: Qpn,
+    /// The QP was destroyed and lingers to answer its peer's retries
+    /// ([`Endpoint::close_qp`]): the engine keeps no other state for it.
+    pub closed: bool,
 }
 
 /// What [`Endpoint::diagnostics`] reports. Not a stable interface.
@@ -148,7 +151,16 @@ pub struct Endpoint {
     /// Paced QPs by the instant they may send again (an entry is live while its QP's
     /// `paced` is that instant).
     paced: BinaryHeap<Reverse<(Instant, u32)>>,
+    /// Destroyed QPs that linger, by the instant they go (an entry is live while its QP's
+    /// `closing` is that instant).
+    closing: BinaryHeap<Reverse<(Instant, u32)>>,
+    /// How many QPs linger.
+    lingering: usize,
 }
+
+/// The most destroyed QPs an endpoint keeps lingering at once; beyond it, the one due to
+/// go first goes at once.
+pub const MAX_LINGERING: usize = 1024;
 
 #[derive(Debug)]
 struct QpSlot {
@@ -165,6 +177,9 @@ struct QpSlot {
     envelope: Option<EnvelopeCache>,
     /// It sends nothing before this instant (its entry in the paced heap is live).
     paced: Option<Instant>,
+    /// It was destroyed, and lingers until this instant (its entry in the closing heap is
+    /// live) to answer its peer's retries: see [`Endpoint::close_qp`].
+    closing: Option<Instant>,
 }
 
 impl Endpoint {
@@ -184,6 +199,8 @@ impl Endpoint {
             held_budget: Default::default(),
             held: VecDeque::new(),
             paced: BinaryHeap::new(),
+            closing: BinaryHeap::new(),
+            lingering: 0,
         }
     }
 
@@ -253,8 +270,11 @@ impl Endpoint {
     /// Creates a queue pair in RESET.
     pub fn create_qp(&mut self, config: QpConfig) -> Result<(), EndpointError> {
         let qpn = config.qpn;
-        if self.qps.contains_key(&qpn.value()) {
-            return Err(EndpointError::QpExists(qpn));
+        match self.qps.get(&qpn.value()) {
+            // The number was given again: the QP that had it goes now.
+            Some(slot) if slot.closing.is_some() => self.remove(qpn.value()),
+            Some(_) => return Err(EndpointError::QpExists(qpn)),
+            None => {}
         }
         if let Some(id) = config.srq {
             let srq = self.srqs.get(&id.0).ok_or(EndpointError::BadSrq(id))?;
@@ -274,6 +294,7 @@ impl Endpoint {
                 held: None,
                 envelope: None,
                 paced: None,
+                closing: None,
             },
         );
         Ok(())
@@ -282,19 +303,87 @@ impl Endpoint {
     /// Destroys a queue pair; its outstanding work requests are dropped without completions
     /// (as `ibv_destroy_qp` does).
     pub fn destroy_qp(&mut self, qpn: Qpn) -> Result<(), EndpointError> {
+        if !self.qps.contains_key(&qpn.value()) {
+            return Err(EndpointError::NoSuchQp(qpn));
+        }
+        self.remove(qpn.value());
+        Ok(())
+    }
+
+    /// Destroys a queue pair as the application asks (`ibv_destroy_qp`): its outstanding
+    /// work requests are dropped without completions, and it is gone for every call of
+    /// this endpoint. An RC QP that received requests lingers a while (a retrying peer's
+    /// time: [`QueuePair::linger`]) with its responder's PSN and MSN alone, to answer
+    /// duplicates of the SENDs and WRITEs it executed. The peer's last message may have
+    /// arrived and its acknowledgement been lost, or not sent yet, when the application
+    /// saw the message and destroyed the QP; without an answer the peer's send would end
+    /// in retry exceeded. Nothing else reaches it (counted in `rcvd_unknown_qpn`, as for
+    /// a QP that is gone), and a QP created with its number replaces it at once.
+    pub fn close_qp(&mut self, now: Instant, qpn: Qpn) -> Result<(), EndpointError> {
+        let n = qpn.value();
         let slot = self
             .qps
-            .remove(&qpn.value())
+            .get_mut(&n)
+            .filter(|s| s.closing.is_none())
             .ok_or(EndpointError::NoSuchQp(qpn))?;
+        let Some(linger) = slot.qp.linger() else {
+            self.remove(n);
+            return Ok(());
+        };
+        slot.qp.close();
+        let until = now + linger;
+        slot.closing = Some(until);
+        if slot.held.take().is_some() {
+            self.held.retain(|&q| q != n);
+        }
+        self.closing.push(Reverse((until, n)));
+        queues!(self).after(slot, now, n, true);
+        self.lingering += 1;
+        if self.lingering > MAX_LINGERING {
+            self.end_lingering(None);
+        }
+        Ok(())
+    }
+
+    /// Removes the lingering QPs whose time has come at `now` (with `None`, the one due
+    /// first, whatever the time).
+    fn end_lingering(&mut self, now: Option<Instant>) {
+        while let Some(&Reverse((t, qpn))) = self.closing.peek() {
+            if now.is_some_and(|now| t > now) {
+                break;
+            }
+            self.closing.pop();
+            let live = self.qps.get(&qpn).is_some_and(|s| s.closing == Some(t));
+            if live {
+                self.remove(qpn);
+                if now.is_none() {
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Removes a queue pair, whether live or lingering, and what the endpoint keeps for it.
+    fn remove(&mut self, qpn: u32) {
+        let Some(slot) = self.qps.remove(&qpn) else {
+            return;
+        };
         self.inflight -= u64::from(slot.inflight);
         if slot.held.is_some() {
-            self.held.retain(|&n| n != qpn.value());
+            self.held.retain(|&n| n != qpn);
         }
         if slot.qp.scheduled {
             // A QP created later with the same number must not inherit this turn.
-            self.active.retain(|&n| n != qpn.value());
+            self.active.retain(|&n| n != qpn);
         }
-        Ok(())
+        if slot.closing.is_some() {
+            self.lingering -= 1;
+        }
+    }
+
+    /// How many destroyed queue pairs linger ([`Endpoint::close_qp`]).
+    pub fn lingering(&self) -> usize {
+        self.lingering
     }
 
     /// Turns selective repeat on or off for queue pair `qpn` (RC only; see
@@ -305,6 +394,7 @@ impl Endpoint {
         let slot = self
             .qps
             .get_mut(&qpn.value())
+            .filter(|s| s.closing.is_none())
             .ok_or(EndpointError::NoSuchQp(qpn))?;
         slot.qp.set_selective_repeat(on);
         Ok(())
@@ -312,24 +402,33 @@ impl Endpoint {
 
     /// One queue pair's counters.
     pub fn qp_counters(&self, qpn: Qpn) -> Option<&Counters> {
-        self.qps.get(&qpn.value()).map(|slot| &slot.counters)
+        self.live(qpn).map(|slot| &slot.counters)
+    }
+
+    /// A queue pair's slot, unless it lingers.
+    fn live(&self, qpn: Qpn) -> Option<&QpSlot> {
+        self.qps.get(&qpn.value()).filter(|s| s.closing.is_none())
     }
 
     /// Every queue pair's number, state and counters.
     pub fn qp_stats(&self) -> impl Iterator<Item = (Qpn, QpState, &Counters)> + '_ {
         self.qps
             .values()
+            .filter(|slot| slot.closing.is_none())
             .map(|slot| (slot.qp.qpn(), slot.qp.state(), &slot.counters))
     }
 
     /// A queue pair.
     pub fn qp(&self, qpn: Qpn) -> Option<&QueuePair> {
-        self.qps.get(&qpn.value()).map(|s| &s.qp)
+        self.live(qpn).map(|s| &s.qp)
     }
 
     /// The numbers of every queue pair.
     pub fn qpns(&self) -> impl Iterator<Item = Qpn> + '_ {
-        self.qps.keys().map(|&n| Qpn::new(n))
+        self.qps
+            .iter()
+            .filter(|(_, s)| s.closing.is_none())
+            .map(|(&n, _)| Qpn::new(n))
     }
 
     /// Modifies a queue pair (`ibv_modify_qp`).
@@ -343,6 +442,7 @@ impl Endpoint {
         let slot = self
             .qps
             .get_mut(&qpn.value())
+            .filter(|s| s.closing.is_none())
             .ok_or(EndpointError::NoSuchQp(qpn))?;
         slot.qp.modify(attr, mask, self.config.gids.len())?;
         // Its path or its peer may have changed: the envelope is made again when it next
@@ -357,6 +457,7 @@ impl Endpoint {
         let slot = self
             .qps
             .get_mut(&qpn.value())
+            .filter(|s| s.closing.is_none())
             .ok_or(EndpointError::NoSuchQp(qpn))?;
         slot.qp.post_send(wqe)?;
         queues!(self).after(slot, now, qpn.value(), true);
@@ -368,6 +469,7 @@ impl Endpoint {
         let slot = self
             .qps
             .get_mut(&qpn.value())
+            .filter(|s| s.closing.is_none())
             .ok_or(EndpointError::NoSuchQp(qpn))?;
         slot.qp.post_recv(wqe)?;
         queues!(self).after(slot, now, qpn.value(), true);
@@ -389,7 +491,11 @@ impl Endpoint {
         if !self.srqs.contains_key(&id.0) {
             return Err(EndpointError::NoSuchSrq(id));
         }
-        if self.qps.values().any(|s| s.qp.config().srq == Some(id)) {
+        if self
+            .qps
+            .values()
+            .any(|s| s.closing.is_none() && s.qp.config().srq == Some(id))
+        {
             return Err(EndpointError::SrqBusy(id));
         }
         self.srqs.remove(&id.0);
@@ -438,6 +544,13 @@ impl Endpoint {
             }
             return self.counters.inc(Counter::rcvd_unknown_qpn);
         };
+        if slot.closing.is_some() {
+            if !slot.qp.answers_when_closed(&received.packet) {
+                return self.counters.inc(Counter::rcvd_unknown_qpn);
+            }
+            self.counters.inc(Counter::closed_qp_answers);
+            slot.counters.inc(Counter::closed_qp_answers);
+        }
         let stripped;
         let mut packet = &received.packet;
         if packet.has_trailer() && !slot.qp.selective_repeat() {
@@ -542,6 +655,7 @@ impl Endpoint {
                 &mut slot.envelope,
             );
             let sent = slot.qp.poll_transmit(&mut cx, &mut writer);
+            let closed = slot.closing.is_some();
             let held = cx.budget.held;
             let len = writer.committed();
             if sent {
@@ -562,6 +676,7 @@ impl Endpoint {
                 return Some(Transmit {
                     len,
                     qpn: Qpn::new(qpn),
+                    closed,
                 });
             }
         }
@@ -578,8 +693,8 @@ impl Endpoint {
         self.events.pop_front()
     }
 
-    /// When [`Endpoint::handle_timeout`] must next be called: a QP's timer, or the instant
-    /// a paced QP may send again.
+    /// When [`Endpoint::handle_timeout`] must next be called: a QP's timer, the instant a
+    /// paced QP may send again, or the end of a destroyed QP's lingering.
     pub fn poll_timeout(&mut self) -> Option<Instant> {
         let mut timer = None;
         while let Some(&Reverse((t, qpn))) = self.timers.peek() {
@@ -590,19 +705,29 @@ impl Endpoint {
             }
             self.timers.pop();
         }
+        let earliest = |timer: Option<Instant>, t: Instant| Some(timer.map_or(t, |x| x.min(t)));
         while let Some(&Reverse((t, qpn))) = self.paced.peek() {
             if self.qps.get(&qpn).is_some_and(|s| s.paced == Some(t)) {
-                return Some(timer.map_or(t, |timer| timer.min(t)));
+                timer = earliest(timer, t);
+                break;
             }
             self.paced.pop();
+        }
+        while let Some(&Reverse((t, qpn))) = self.closing.peek() {
+            if self.qps.get(&qpn).is_some_and(|s| s.closing == Some(t)) {
+                timer = earliest(timer, t);
+                break;
+            }
+            self.closing.pop();
         }
         timer
     }
 
-    /// Runs every timer that has expired at `now`, and gives paced QPs whose instant has
-    /// come their turns back.
+    /// Runs every timer that has expired at `now`, gives paced QPs whose instant has come
+    /// their turns back, and removes the destroyed QPs whose lingering is over.
     pub fn handle_timeout<M: MemoryTable + ?Sized>(&mut self, now: Instant, mem: &mut M) {
         self.release_paced(now);
+        self.end_lingering(Some(now));
         while let Some(&Reverse((t, qpn))) = self.timers.peek() {
             if t > now {
                 break;

@@ -20,7 +20,7 @@ use crate::completer::CompleterState;
 use crate::completion::{Completion, CompletionQueue, WcOpcode};
 use crate::context::{Cx, Emit};
 use crate::memory::{MemoryTable, PdId};
-use crate::packet::Packet;
+use crate::packet::{Kind, Packet};
 use crate::responder::ResponderState;
 use crate::send_queue::SendQueue;
 use crate::srq::SrqId;
@@ -66,6 +66,13 @@ pub struct QueuePair {
     /// turns it on, and off again after RESET.
     pub(crate) selective: bool,
 }
+
+/// The least time a destroyed RC QP lingers to answer its peer's retries (see
+/// [`QueuePair::linger`]).
+pub const LINGER_MIN: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// The most time a destroyed RC QP lingers.
+pub const LINGER_MAX: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl QueuePair {
     /// A new queue pair in RESET.
@@ -386,6 +393,49 @@ impl QueuePair {
     /// Receive work requests posted and not consumed yet.
     pub fn recv_queue_len(&self) -> usize {
         self.rq.len()
+    }
+
+    /// The application destroyed this QP: how long it should linger to answer its peer's
+    /// retries of what it already received (`None`: it goes at once). Only an RC QP that is
+    /// connected and has received requests lingers: the acknowledgement of the peer's last
+    /// message may have been lost on the way, or not sent yet, and without an answer the
+    /// peer's send would end in retry exceeded although it arrived. It lingers for the
+    /// time its own timeout and retry count give a retrying peer (peers are set up alike),
+    /// between [`LINGER_MIN`] and [`LINGER_MAX`]; with no timeout (wait forever), the most.
+    pub(crate) fn linger(&self) -> Option<std::time::Duration> {
+        let connected = matches!(
+            self.state,
+            QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe
+        );
+        if self.config.qp_type != QpType::Rc || !connected || !self.resp.established {
+            return None;
+        }
+        let retries = u32::from(self.attr.retry_cnt) + 1;
+        let linger = crate::time::ack_timeout(self.attr.timeout)
+            .map_or(LINGER_MAX, |t| t.saturating_mul(retries));
+        Some(linger.clamp(LINGER_MIN, LINGER_MAX))
+    }
+
+    /// Keeps of a destroyed QP only what answers duplicates of the SENDs and WRITEs it
+    /// executed: its responder's PSN, MSN and the responses not sent yet. Its work
+    /// requests go without completions (as `ibv_destroy_qp` drops them), and the packets
+    /// held ahead of a gap and the READ and atomic resources with them: a duplicate READ
+    /// or atomic finds no resource and is dropped, so no memory is ever touched again.
+    pub(crate) fn close(&mut self) {
+        self.sq = SendQueue::with_capacity(0);
+        self.rq = VecDeque::new();
+        self.completions = VecDeque::new();
+        self.resp.held.clear();
+        self.resp.resources = Default::default();
+    }
+
+    /// Whether a destroyed QP, lingering, answers `pkt`: a duplicate of an RC SEND or WRITE
+    /// it executed (its PSN before the one expected). Anything else is for a QP that is no
+    /// more.
+    pub(crate) fn answers_when_closed(&self, pkt: &Packet<'_>) -> bool {
+        matches!(pkt.h.kind, Kind::Send | Kind::Write)
+            && pkt.h.transport == QpType::Rc
+            && pkt.h.psn.distance(self.resp.psn) < 0
     }
 
     /// The sizes of the queue pair's queues and its sequence numbers, for tests and fuzz

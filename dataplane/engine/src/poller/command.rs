@@ -199,7 +199,7 @@ impl Poller {
                 let _ = reply.send(self.endpoint.qp(qpn).map(|q| q.attr()));
             }
             Command::DestroyQp(qpn, reply) => {
-                let _ = self.endpoint.destroy_qp(qpn);
+                let _ = self.endpoint.close_qp(self.now(), qpn);
                 self.cc.remove_qp(qpn);
                 if let Some(q) = self.rings.qps.remove(&qpn.value()) {
                     self.rings.bells.remove(q.bell, Target::Qp(qpn.value()));

@@ -148,7 +148,10 @@ impl Poller {
                 }
                 drop(frame);
             } else {
-                if let Some(until) = self.cc.on_transmit(now, t.qpn, &mut buf[..t.len]) {
+                // A destroyed QP that lingers has no congestion state, and makes none.
+                if !t.closed
+                    && let Some(until) = self.cc.on_transmit(now, t.qpn, &mut buf[..t.len])
+                {
                     self.endpoint.pace(t.qpn, until);
                 }
                 frame.submit(t.len);
