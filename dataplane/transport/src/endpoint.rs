@@ -544,12 +544,9 @@ impl Endpoint {
             }
             return self.counters.inc(Counter::rcvd_unknown_qpn);
         };
-        if slot.closing.is_some() {
-            if !slot.qp.answers_when_closed(&received.packet) {
-                return self.counters.inc(Counter::rcvd_unknown_qpn);
-            }
-            self.counters.inc(Counter::closed_qp_answers);
-            slot.counters.inc(Counter::closed_qp_answers);
+        let closing = slot.closing.is_some();
+        if closing && !slot.qp.answers_when_closed(&received.packet) {
+            return self.counters.inc(Counter::rcvd_unknown_qpn);
         }
         let stripped;
         let mut packet = &received.packet;
@@ -569,6 +566,7 @@ impl Endpoint {
         }
         self.counters.inc(Counter::rcvd_pkts);
         slot.counters.inc(Counter::rcvd_pkts);
+        let answered = slot.counters.duplicate_request;
         let srq = slot.qp.config().srq.and_then(|id| self.srqs.get_mut(&id.0));
         let mut cx = Cx {
             now,
@@ -580,6 +578,11 @@ impl Endpoint {
             budget: Budget::UNLIMITED,
         };
         slot.qp.handle_packet(packet, &self.config.gids, &mut cx);
+        if closing && slot.counters.duplicate_request > answered {
+            // Answered (not dropped by the address checks, nor for want of room).
+            self.counters.inc(Counter::closed_qp_answers);
+            slot.counters.inc(Counter::closed_qp_answers);
+        }
         queues!(self).after(slot, now, qpn, true);
     }
 

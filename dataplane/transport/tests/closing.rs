@@ -10,7 +10,7 @@ use xroce_transport::{
     Access, Counter, EndpointError, Gather, Instant, QpType, SendFlags, SendOp, SendWqe, SgeList,
     WcStatus,
 };
-use xroce_wire::Qpn;
+use xroce_wire::{Frame, FrameRepr, IpRepr, Qpn};
 
 const NOW: Instant = Instant::ZERO;
 const QA: Qpn = Qpn::new(0x11);
@@ -243,4 +243,56 @@ fn at_most_max_lingering_qps_linger_and_the_first_due_goes_first() {
         answered.push(b.endpoint.counters().value(Counter::closed_qp_answers) - before);
     }
     assert_eq!(answered, [0, 1]);
+}
+
+/// `frame` as if sent from 10.0.0.9 (its IPv4 source rewritten; the ICRC made again).
+fn from_elsewhere(frame: &[u8]) -> Vec<u8> {
+    let f = Frame::parse(frame).unwrap();
+    let mut headers: FrameRepr = f.headers;
+    let IpRepr::Ipv4(ref mut ip) = headers.ip else {
+        panic!("IPv4 lab");
+    };
+    ip.src_addr = [10, 0, 0, 9].into();
+    let mut buf = vec![0u8; 8192];
+    let at = headers.header_len();
+    let n = f.ib.emit(&mut buf[at..], f.payload.len()).unwrap();
+    buf[at + n..at + n + f.payload.len()].copy_from_slice(f.payload);
+    let len = headers.emit(&mut buf, n + f.payload.len()).unwrap();
+    buf.truncate(len);
+    buf
+}
+
+#[test]
+fn a_lingering_qp_answers_its_peer_alone() {
+    let (mut a, mut b) = pair(&Connection::default());
+    a.endpoint.post_send(NOW, QA, write(1, 0)).unwrap();
+    let mut buf = vec![0u8; xroce_transport::frame::MAX_FRAME];
+    let t = a.endpoint.poll_transmit(NOW, &mut buf, &mut a.mem).unwrap();
+    let request = buf[..t.len].to_vec();
+    b.endpoint.handle_frame(NOW, &request, &mut b.mem);
+    while b
+        .endpoint
+        .poll_transmit(NOW, &mut buf, &mut b.mem)
+        .is_some()
+    {}
+    b.endpoint.close_qp(NOW, QB).unwrap();
+    // The same duplicate from another address: dropped as any QP drops it.
+    b.endpoint
+        .handle_frame(NOW, &from_elsewhere(&request), &mut b.mem);
+    let c = b.endpoint.counters();
+    assert_eq!(c.rcvd_wrong_addr, 1);
+    assert_eq!(c.value(Counter::closed_qp_answers), 0);
+    assert!(
+        b.endpoint
+            .poll_transmit(NOW, &mut buf, &mut b.mem)
+            .is_none()
+    );
+    // From the peer: answered.
+    b.endpoint.handle_frame(NOW, &request, &mut b.mem);
+    assert_eq!(b.endpoint.counters().value(Counter::closed_qp_answers), 1);
+    assert!(
+        b.endpoint
+            .poll_transmit(NOW, &mut buf, &mut b.mem)
+            .is_some()
+    );
 }
