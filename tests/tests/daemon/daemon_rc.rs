@@ -422,3 +422,63 @@ fn a_path_across_address_families_is_refused_with_its_reason() {
     );
     assert!(log.contains(&expected), "{expected:?} not in:\n{log}");
 }
+
+/// A QP the application destroys after it received a WRITE lingers in its daemon to answer
+/// its peer's retries (the acknowledgement of the last message may be lost), and is gone
+/// for the application; it goes when its time is over (timeout code 14 and 7 retries:
+/// 537 ms, the least being 500 ms).
+#[test]
+#[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]
+fn a_destroyed_qp_lingers_for_its_peer_and_then_goes() {
+    require_root();
+    let Pair {
+        hosts,
+        cb,
+        ma,
+        mb,
+        cqa,
+        cqb: _cqb,
+        qa,
+        qb,
+    } = Pair::new(true);
+    let sge = [Sge {
+        addr: ma.addr(),
+        length: 64,
+        lkey: ma.lkey(),
+    }];
+    let write = SendOp::Write {
+        remote_addr: mb.addr(),
+        rkey: mb.rkey(),
+    };
+    qa.post_send(&[SendWr::new(1, write, &sge)]).unwrap();
+    let c = wait(&cqa, 1);
+    assert_eq!((c[0].wr_id, c[0].status), (1, 0), "{c:?}");
+    let qpn = qb.qpn();
+    let lingering = || counter(&cb.stats().unwrap(), "lingering_qps");
+    assert_eq!(lingering(), 0);
+    drop(qb);
+    let destroyed = Instant::now();
+    assert_eq!(lingering(), 1, "the QP B destroyed lingers");
+    let listed = cb.qp_stats().unwrap();
+    assert!(
+        listed.iter().all(|q| q.qpn != qpn),
+        "a lingering QP is not listed: {listed:?}"
+    );
+    // A new WRITE (not a duplicate) finds no QP, as before the lingering.
+    qa.post_send(&[SendWr::new(2, write, &sge)]).unwrap();
+    let c = wait(&cqa, 1);
+    assert_eq!(
+        (c[0].wr_id, c[0].status),
+        (2, 12),
+        "IBV_WC_RETRY_EXC_ERR: {c:?}"
+    );
+    while lingering() == 1 {
+        assert!(destroyed.elapsed() < Duration::from_secs(5), "never went");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(destroyed.elapsed() >= Duration::from_millis(450));
+    let stats = cb.stats().unwrap();
+    assert_eq!(counter(&stats, "closed_qp_answers"), 0, "{stats:?}");
+    assert!(counter(&stats, "rcvd_unknown_qpn") >= 8, "{stats:?}");
+    drop(hosts);
+}

@@ -428,6 +428,8 @@ impl Poller {
             ("broken_rings", intake.broken_rings),
             ("cq_overflows", c.cq_overflow),
             ("idle_sleeps", c.idle_sleeps),
+            // Not a counter: destroyed QPs that linger now (`Endpoint::close_qp`).
+            ("lingering_qps", self.endpoint.lingering() as u64),
             ("full_ring_scans", intake.full_ring_scans),
             ("xsk_rx_fill_ring_empty", port.rx.fill_ring_empty),
             ("xsk_tx_kicks", port.tx.kicks),
