@@ -286,6 +286,8 @@ impl ReorderStore {
         let ip = pkt.net.ip_header;
         let mut bytes = self.spare.pop().unwrap_or_default();
         bytes.clear();
+        // One allocation for a new buffer, not one per slice.
+        bytes.reserve(ip.len() + pkt.payload.len());
         bytes.extend_from_slice(ip);
         bytes.extend_from_slice(pkt.payload);
         self.held.insert(
