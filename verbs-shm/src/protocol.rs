@@ -362,8 +362,10 @@ pub struct QpStat {
     /// `(name, value)` for every transport counter.
     pub counters: Vec<(String, u64)>,
     /// `(name, value)` for what its requester measured of the path and how it recovers
-    /// from loss: `selective_repeat` (1: on), and once measured `srtt_us`, `min_rtt_us`,
-    /// `rto_us` (before backoff) and `window` (packets in flight allowed).
+    /// from loss: `selective_repeat` (1: on); connected RC and UC QPs' `sq_psn`,
+    /// `unacked_psn`, `rq_psn` and `held` (packets held ahead of a gap); and once measured
+    /// `srtt_us`, `min_rtt_us`, `rto_us` (before backoff) and `window` (packets in flight
+    /// allowed).
     pub path: Vec<(String, u64)>,
 }
 

@@ -423,13 +423,14 @@ fn a_path_across_address_families_is_refused_with_its_reason() {
     assert!(log.contains(&expected), "{expected:?} not in:\n{log}");
 }
 
-/// A QP the application destroys after it received a WRITE lingers in its daemon to answer
+/// `xroced stat --qp` shows a connected QP's sequence numbers; a QP the application
+/// destroys after it received a WRITE lingers in its daemon to answer
 /// its peer's retries (the acknowledgement of the last message may be lost), and is gone
 /// for the application; it goes when its time is over (timeout code 14 and 7 retries:
 /// 537 ms, the least being 500 ms).
 #[test]
 #[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]
-fn a_destroyed_qp_lingers_for_its_peer_and_then_goes() {
+fn a_qps_sequence_numbers_are_shown_and_once_destroyed_it_lingers_for_its_peer() {
     require_root();
     let Pair {
         hosts,
@@ -454,6 +455,15 @@ fn a_destroyed_qp_lingers_for_its_peer_and_then_goes() {
     let c = wait(&cqa, 1);
     assert_eq!((c[0].wr_id, c[0].status), (1, 0), "{c:?}");
     let qpn = qb.qpn();
+    // `xroced stat --qp` shows where B's sequence numbers stand: it sent nothing from
+    // 0x200, and expects the PSN after the WRITE's one packet, 0x100.
+    let listed = cb.qp_stats().unwrap();
+    let b = listed.iter().find(|q| q.qpn == qpn).expect("B's QP listed");
+    let path = |name: &str| b.path.iter().find(|(n, _)| n == name).map(|(_, v)| *v);
+    assert_eq!(path("sq_psn"), Some(0x200), "{b:?}");
+    assert_eq!(path("unacked_psn"), Some(0x200), "{b:?}");
+    assert_eq!(path("rq_psn"), Some(0x101), "{b:?}");
+    assert_eq!(path("held"), Some(0), "{b:?}");
     let lingering = || counter(&cb.stats().unwrap(), "lingering_qps");
     assert_eq!(lingering(), 0);
     drop(qb);

@@ -479,15 +479,32 @@ fn congestion_of(cc: &xroce_congestion::QpCongestion) -> Vec<(String, u64)> {
     v
 }
 
-/// What `xroced stat --qp` shows of a QP's path: whether it runs selective repeat, and what
-/// its requester measured (absent until measured).
+/// What `xroced stat --qp` shows of a QP's path: whether it runs selective repeat, where its
+/// sequence numbers stand (RC and UC, once connected), and what its requester measured
+/// (absent until measured).
 fn path_of(qp: &xroce_transport::QueuePair) -> Vec<(String, u64)> {
+    use xroce_transport::{QpState, QpType};
     let e = qp.path_estimate();
     let us = |d: Option<std::time::Duration>| d.map(|d| d.as_micros() as u64);
     let mut path = vec![(
         "selective_repeat".to_owned(),
         u64::from(qp.selective_repeat()),
     )];
+    let connected = !matches!(qp.state(), QpState::Reset | QpState::Init);
+    if qp.qp_type() != QpType::Ud && connected {
+        // As `rdma res show qp` shows them: the next PSN sent, the oldest not yet
+        // acknowledged, the next expected, and the packets held ahead of a gap.
+        let d = qp.diagnostics();
+        path.extend([
+            ("sq_psn".to_owned(), u64::from(d.next_psn.value())),
+            (
+                "unacked_psn".to_owned(),
+                u64::from(d.oldest_unacked_psn.value()),
+            ),
+            ("rq_psn".to_owned(), u64::from(d.expected_psn.value())),
+            ("held".to_owned(), d.held as u64),
+        ]);
+    }
     let measured = [
         ("srtt_us", us(e.srtt)),
         ("min_rtt_us", us(e.min_rtt)),
