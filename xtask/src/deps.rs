@@ -74,6 +74,7 @@ impl Need {
                 "rdmacm-utils",
                 "qperf",
                 "fio",
+                "libfabric-bin",
             ],
             Need::Interop => &["qemu-system-x86"],
             Need::Ucx => &["ucx-utils", "libucx-dev", "openmpi-bin", "libopenmpi-dev"],

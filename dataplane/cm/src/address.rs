@@ -7,6 +7,16 @@ use std::net::IpAddr;
 use xroce_wire::Qpn;
 use xroce_wire::mad::{GSI_QPN, MAD_LEN};
 
+/// Whether a bound address stands for every address of the host, as the kernel's
+/// `cma_any_addr` has it: the wildcard (`0.0.0.0`, `::`) and the loopback addresses
+/// (`127.0.0.0/8`, `::1`). An id bound to `127.0.0.1` has no device, takes connection
+/// requests for any of the host's addresses when it listens, and conflicts with every
+/// other bind of its port, as the wildcard does (libfabric's verbs provider binds a
+/// passive endpoint given no address to `localhost`).
+pub fn is_any(ip: IpAddr) -> bool {
+    ip.is_unspecified() || ip.is_loopback()
+}
+
 /// The QP1 endpoint of a peer: where a MAD came from, or where one goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct MadAddress {

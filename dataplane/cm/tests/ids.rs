@@ -277,3 +277,38 @@ fn an_ipv6_wildcard_listener_takes_ipv4_requests_unless_afonly() {
         }
     }
 }
+
+#[test]
+fn a_listener_bound_to_the_loopback_address_is_a_wildcard_one() {
+    // As the kernel's `cma_any_addr`: 127.0.0.1 (and ::1) stand for every address of the
+    // host. libfabric's verbs provider binds a passive endpoint given no address there.
+    let mut p = Pair::new(47);
+    let l = tcp(&mut p);
+    let loopback = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), PORT);
+    assert_eq!(p.b.cm.bind(l, loopback).unwrap(), loopback);
+    // It holds the port as the wildcard does: no other bind of it, on any address.
+    let other = tcp(&mut p);
+    let host = SocketAddr::new(p.b.addr, PORT);
+    assert!(matches!(
+        p.b.cm.bind(other, host).unwrap_err(),
+        Error::WildcardConflict { .. }
+    ));
+    let six = tcp(&mut p);
+    let v6_loopback = SocketAddr::new(IpAddr::V6(Ipv6Addr::LOCALHOST), PORT + 1);
+    p.b.cm.bind(six, v6_loopback).unwrap();
+    // A request for the host's own address reaches it.
+    p.b.cm.listen(l).unwrap();
+    let a = connect(&mut p, PORT);
+    p.run_for(Duration::from_millis(1));
+    assert!(p.a.event(a, EventKind::Rejected).is_none());
+    assert!(p.b.any(EventKind::ConnectRequest).is_some());
+    // Another loopback address of 127/8 is the same.
+    let mut p = Pair::new(48);
+    let l = tcp(&mut p);
+    let other_loopback = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(127, 0, 1, 1)), PORT);
+    p.b.cm.bind(l, other_loopback).unwrap();
+    p.b.cm.listen(l).unwrap();
+    connect(&mut p, PORT);
+    p.run_for(Duration::from_millis(1));
+    assert!(p.b.any(EventKind::ConnectRequest).is_some());
+}

@@ -48,6 +48,59 @@ fn rping_between_two_daemons_and_in_loopback() {
     }
 }
 
+/// A server bound to 127.0.0.1 listens on every address of its host, as with the
+/// kernel's rdma_cm (`cma_any_addr`): rping's server bound there takes a client that
+/// connects to the host's address; and libfabric's verbs provider, which binds a passive
+/// endpoint given no address to `localhost`, runs fi_pingpong over MSG endpoints and over
+/// RDM endpoints (`ofi_rxm`), data checked.
+#[test]
+#[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]
+fn a_server_bound_to_the_loopback_address_listens_on_every_address() {
+    require_tools(UTILS);
+    require_tools(&["fi_pingpong"]);
+    let _one_at_a_time = serial();
+    let bench = Bench::start();
+    let a = bench.address(Side::A);
+    both_ok(
+        "rping, server bound to 127.0.0.1",
+        bench.cm_pair(
+            Side::A,
+            Side::B,
+            &["rping", "-s", "-a", "127.0.0.1", "-C", "100", "-V"],
+            &["rping", "-c", "-a", &a, "-C", "100", "-V"],
+        ),
+    );
+    // ofi_rxm sizes its CQ for 256 peers by default, beyond the device's max_cqe (and
+    // rxe's): 16 peers here.
+    let env = [("FI_UNIVERSE_SIZE", "16")];
+    for (provider, endpoint) in [("verbs", "msg"), ("verbs;ofi_rxm", "rdm")] {
+        let argv = [
+            "fi_pingpong",
+            "-p",
+            provider,
+            "-e",
+            endpoint,
+            "-I",
+            "200",
+            "-S",
+            "4096",
+            "-c",
+        ];
+        let mut server = bench.spawn_with_env(Side::A, &argv, &env);
+        // fi_pingpong's control connection (TCP 47592) comes first.
+        bench.wait_listening(Side::A, 47592, &mut server);
+        let mut client_argv = argv.to_vec();
+        client_argv.push(&a);
+        let client = bench.spawn_with_env(Side::B, &client_argv, &env).finish();
+        let server = server.finish();
+        let (_, client) = both_ok(
+            &format!("fi_pingpong -p {provider} -e {endpoint}"),
+            (server, client),
+        );
+        assert!(client.stdout.contains("4k"), "{client}");
+    }
+}
+
 /// rdma_cm over IPv6: rping (RC, data verified), ucmatose and udaddy (UD over SIDR)
 /// between the hosts' global IPv6 addresses, and rping between their link-local ones
 /// (the interface named as the address's scope, as `ping` takes it).

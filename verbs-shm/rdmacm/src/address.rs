@@ -114,9 +114,13 @@ pub(crate) fn from_cm(addr: &CmSockAddr) -> Option<SocketAddr> {
     addr.to_socket_addr()
 }
 
-/// Whether an address is a wildcard (`0.0.0.0`, `::`).
+/// Whether an address stands for every address of the host: the wildcard (`0.0.0.0`,
+/// `::`) or a loopback address (`127.0.0.0/8`, `::1`), as the kernel's `cma_any_addr`
+/// has it. `rdma_bind_addr` to `127.0.0.1` binds on every device and leaves the id without
+/// one, as a wildcard bind does (libfabric's verbs provider binds there when given no
+/// address, then lists the devices' own addresses).
 pub(crate) fn is_any(ip: IpAddr) -> bool {
-    ip.is_unspecified()
+    ip.is_unspecified() || ip.is_loopback()
 }
 
 /// The local address the kernel's routing table chooses to reach `dst`, found as a UDP

@@ -204,11 +204,6 @@ fn a_bind_gets_the_device_whose_gid_table_has_the_address() {
 
     let other = new_id(cma, &channel, RDMA_PS_TCP);
     assert_eq!(bind(other, "192.0.2.77:1"), Err(Errno(libc::EADDRNOTAVAIL)));
-    assert_eq!(
-        bind(other, "127.0.0.1:1"),
-        Err(Errno::ENODEV),
-        "local, no device"
-    );
     id::destroy(other).unwrap();
     id::destroy(id).unwrap();
     assert_eq!(daemons[1].asked(), ["create id", "bind", "destroy id"]);
@@ -273,6 +268,30 @@ fn options_set_before_the_device_are_applied_when_it_comes() {
         set(RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &[9]),
         Err(Errno::EINVAL)
     );
+}
+
+#[test]
+fn a_bind_to_a_loopback_address_is_a_wildcard_bind() {
+    // As the kernel's `cma_any_addr`: no device, every device asked, the address kept.
+    let (cma, daemons) = fake::cma(&["10.0.0.1", "10.0.0.2"], 0);
+    let channel = open_channel(cma);
+    for text in ["127.0.0.1:7000", "[::1]:7001"] {
+        let id = new_id(cma, &channel, RDMA_PS_TCP);
+        bind(id, text).unwrap();
+        id.with_c(|c| assert!(c.verbs.is_null(), "{text}: no device"));
+        assert!(lock(&id.state).device.is_none(), "{text}");
+        assert_eq!(source(id), Some(addr(text)));
+        for daemon in &daemons {
+            let requests = lock(&daemon.requests);
+            match requests.last() {
+                Some(CmRequest::Bind { addr: a, .. }) => {
+                    assert_eq!(a.to_socket_addr(), Some(addr(text)), "{text}")
+                }
+                other => panic!("{text}: {other:?}"),
+            }
+        }
+        id::destroy(id).unwrap();
+    }
 }
 
 #[test]

@@ -12,6 +12,7 @@ use super::error::{EINVAL, ETIMEDOUT};
 use super::events::{ConnEventParam, Event, EventKind, EventParam, UdEventParam, ah_for};
 use super::id::{IdHandle, IdState, Owner, RdmaId, RouteInfo};
 use super::{MRA_SERVICE_TIMEOUT, RdmaCm};
+use crate::address::is_any;
 use crate::counters::Counter;
 use crate::ib_cm::MRA_FLAG_DELAY;
 use crate::ib_cm::params::{CmEvent, CmEventKind, ReqReceived, SidrReqReceived};
@@ -25,16 +26,17 @@ struct Request {
 }
 
 /// `cma_match_private_data`: does a listener bound to `bound` take a request for
-/// `dst`? A wildcard listener takes any (an IPv6 one IPv4 too, unless AFONLY); otherwise
-/// the versions and addresses must match.
+/// `dst`? A wildcard listener (or one bound to a loopback address, which stands for the
+/// wildcard) takes any (an IPv6 one IPv4 too, unless AFONLY); otherwise the versions and
+/// addresses must match.
 fn listener_takes(bound: SocketAddr, afonly: bool, dst: IpAddr) -> bool {
-    if bound.ip().is_unspecified() && !afonly {
+    if is_any(bound.ip()) && !afonly {
         return true;
     }
     if bound.is_ipv4() != dst.is_ipv4() {
         return false;
     }
-    bound.ip().is_unspecified() || bound.ip() == dst
+    is_any(bound.ip()) || bound.ip() == dst
 }
 
 impl RdmaCm {
@@ -204,7 +206,7 @@ impl RdmaCm {
                 .ids
                 .get(h)
                 .and_then(|i| i.bound)
-                .is_some_and(|b| b.ip().is_unspecified());
+                .is_some_and(|b| is_any(b.ip()));
             (wildcard, *h)
         });
         found.first().copied()

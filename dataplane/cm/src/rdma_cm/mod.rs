@@ -21,7 +21,7 @@ use std::time::Duration;
 use xroce_transport::{Instant, QpType};
 use xroce_wire::{CommId, Gid, Guid, PortSpace, Psn, Qpn, ServiceId};
 
-use crate::address::{MadAddress, Transmit};
+use crate::address::{MadAddress, Transmit, is_any};
 use crate::counters::Counters;
 use crate::ib_cm::{IbCm, IbCmConfig};
 use crate::random::Random;
@@ -264,7 +264,8 @@ impl RdmaCm {
     }
 
     /// Binds an id to an address and port (`rdma_bind_addr`); port 0 picks a free one.
-    /// The address must be the wildcard or one of this host's.
+    /// The address must be the wildcard, a loopback address (which stands for the
+    /// wildcard, [`crate::address::is_any`]) or one of this host's.
     pub fn bind(&mut self, id: IdHandle, addr: SocketAddr) -> Result<SocketAddr, Error> {
         let i = self.get(id)?;
         if i.state != IdState::Idle {
@@ -273,7 +274,7 @@ impl RdmaCm {
                 state: i.state,
             });
         }
-        if !addr.ip().is_unspecified() && !self.local_addrs.contains(&addr.ip()) {
+        if !is_any(addr.ip()) && !self.local_addrs.contains(&addr.ip()) {
             return Err(Error::NotLocal(addr.ip()));
         }
         let (ps, reuseaddr) = (i.ps, i.reuseaddr);
@@ -300,7 +301,7 @@ impl RdmaCm {
         }
         let port = match (i.state, i.bound) {
             (IdState::Idle, _) => self.bind(id, SocketAddr::new(local, 0))?.port(),
-            (IdState::AddrBound, Some(b)) if b.ip().is_unspecified() || b.ip() == local => b.port(),
+            (IdState::AddrBound, Some(b)) if is_any(b.ip()) || b.ip() == local => b.port(),
             (IdState::AddrBound, Some(b)) => return Err(Error::NotLocal(b.ip())),
             (state, _) => {
                 return Err(Error::InvalidState {

@@ -11,6 +11,7 @@ use xroce_wire::PortSpace;
 
 use super::error::Error;
 use super::id::{IdHandle, RdmaId};
+use crate::address::is_any;
 use crate::random::Random;
 
 /// The ephemeral range Linux uses by default (`net.ipv4.ip_local_port_range`).
@@ -66,7 +67,7 @@ impl Ports {
             if afonly && c.afonly && addr.is_ipv4() != cur_addr.is_ipv4() {
                 continue;
             }
-            if addr.ip().is_unspecified() || cur_addr.ip().is_unspecified() {
+            if is_any(addr.ip()) || is_any(cur_addr.ip()) {
                 return Err(Error::WildcardConflict { addr, ps });
             }
             if addr.ip() == cur_addr.ip() {

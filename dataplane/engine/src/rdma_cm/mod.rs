@@ -31,6 +31,7 @@ use verbs_shm::cm::{
     CmConnParam, CmEventRecord, CmIdInfo, CmOption, CmReply, CmRequest, CmSockAddr,
 };
 use verbs_shm::sys;
+use xroce_cm::address::is_any;
 use xroce_cm::{Config, ConnParam, IdHandle, IdOption, MadAddress, Owner, RdmaCm, Route};
 use xroce_transport::{AttrMask, Instant, QpAttr, QpState, QpType};
 use xroce_wire::cm::{Guid, PortSpace};
@@ -651,8 +652,8 @@ impl CmService {
         let dst = socket_addr(dst)?;
         let bound = self.cm.id(id).and_then(|i| i.local);
         let local = match (src.to_socket_addr(), bound) {
-            (_, Some(b)) if !b.ip().is_unspecified() => b.ip(),
-            (Some(s), _) if !s.ip().is_unspecified() => s.ip(),
+            (_, Some(b)) if !is_any(b.ip()) => b.ip(),
+            (Some(s), _) if !is_any(s.ip()) => s.ip(),
             _ => self.source_for(dst.ip()).ok_or_else(|| {
                 Refusal::new(
                     libc::EADDRNOTAVAIL,
@@ -660,7 +661,7 @@ impl CmService {
                 )
             })?,
         };
-        if bound.is_none_or(|b| b.ip().is_unspecified()) {
+        if bound.is_none_or(|b| is_any(b.ip())) {
             let port = bound.map_or(0, |b| b.port());
             self.cm.bind(id, SocketAddr::new(local, port))?;
         }
