@@ -287,6 +287,30 @@ impl RdmaCm {
         Ok(bound)
     }
 
+    /// `rdma_resolve_addr` from `local`: an idle id is bound to it on a free port; an id
+    /// bound to the wildcard (or a loopback address) takes it on the port it holds, as
+    /// Linux's takes the route's source address; an id bound to an address keeps it.
+    /// Returns the address bound.
+    pub fn bind_source(&mut self, id: IdHandle, local: IpAddr) -> Result<SocketAddr, Error> {
+        let i = self.get(id)?;
+        match (i.state, i.bound) {
+            (IdState::Idle, _) => self.bind(id, SocketAddr::new(local, 0)),
+            (IdState::AddrBound, Some(b)) if is_any(b.ip()) => {
+                if !self.local_addrs.contains(&local) {
+                    return Err(Error::NotLocal(local));
+                }
+                let bound = SocketAddr::new(local, b.port());
+                self.get_mut(id)?.bound = Some(bound);
+                Ok(bound)
+            }
+            (IdState::AddrBound, Some(b)) => Ok(b),
+            (state, _) => Err(Error::InvalidState {
+                op: "resolve address",
+                state,
+            }),
+        }
+    }
+
     /// Takes the route the engine resolved for an id (`rdma_resolve_addr` +
     /// `rdma_resolve_route`): an unbound id is bound to the route's source address and a
     /// free port, as `rdma_resolve_addr` binds it.

@@ -650,6 +650,13 @@ impl CmService {
         dst: &CmSockAddr,
     ) -> Result<(), Refusal> {
         let dst = socket_addr(dst)?;
+        // A loopback destination is this port, as the kernel's rdma_cm connects an id
+        // resolving one to its own device (`cma_resolve_loopback`): this port's first
+        // address of the family stands for it.
+        let dst = match self.source_for(dst.ip()) {
+            Some(own) if dst.ip().is_loopback() => SocketAddr::new(own, dst.port()),
+            _ => dst,
+        };
         let bound = self.cm.id(id).and_then(|i| i.local);
         let local = match (src.to_socket_addr(), bound) {
             (_, Some(b)) if !is_any(b.ip()) => b.ip(),
@@ -662,8 +669,7 @@ impl CmService {
             })?,
         };
         if bound.is_none_or(|b| is_any(b.ip())) {
-            let port = bound.map_or(0, |b| b.port());
-            self.cm.bind(id, SocketAddr::new(local, port))?;
+            self.cm.bind_source(id, local)?;
         }
         self.resolved.insert(id, (local, dst));
         let gid = Gid::from_ip(dst.ip());

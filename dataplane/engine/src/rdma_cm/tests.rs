@@ -261,12 +261,30 @@ fn a_connection_is_established_and_disconnected_between_two_ports() {
 #[test]
 fn loopback_connections_never_leave_the_port() {
     let mut h = host([10, 0, 0, 1], 1, 9);
-    let listener = id(&mut h, port_space::TCP, 2);
+    let ip = h.ip;
+    connect_on_one_port(&mut h, ip, ip, 20079);
+}
+
+/// Loopback addresses, as the kernel's rdma_cm takes them: a listener bound to 127.0.0.1
+/// is a wildcard one, and a destination of 127.0.0.1 is the port itself.
+#[test]
+fn a_loopback_destination_is_the_port_itself() {
+    let mut h = host([10, 0, 0, 1], 1, 9);
+    let loopback = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+    connect_on_one_port(&mut h, loopback, loopback, 20080);
+    let ip = h.ip;
+    connect_on_one_port(&mut h, loopback, ip, 20081);
+}
+
+/// A listener bound to `bound` and an id of the same port connecting to `dst`: the
+/// request reaches the listener without leaving the port.
+fn connect_on_one_port(h: &mut Host, bound: IpAddr, dst: IpAddr, port: u16) {
+    let listener = id(h, port_space::TCP, 2);
     call(
         &mut h.svc,
         CmRequest::Bind {
             id: listener,
-            addr: sockaddr(h.ip, 20079),
+            addr: sockaddr(bound, port),
         },
     )
     .unwrap();
@@ -278,13 +296,13 @@ fn loopback_connections_never_leave_the_port() {
         },
     )
     .unwrap();
-    let c = id(&mut h, port_space::TCP, 2);
+    let c = id(h, port_space::TCP, 2);
     call(
         &mut h.svc,
         CmRequest::ResolveAddr {
             id: c,
             src: CmSockAddr::NONE,
-            dst: sockaddr(h.ip, 20079),
+            dst: sockaddr(dst, port),
             timeout_ms: 2000,
         },
     )
@@ -301,19 +319,23 @@ fn loopback_connections_never_leave_the_port() {
         &mut h.svc,
         CmRequest::Connect {
             id: c,
-            param: param(0x11),
+            // A QP of its own: a second REQ from the same QP would be a stale connection.
+            param: param(u32::from(port % 0x100)),
         },
     )
     .unwrap();
-    let kinds: Vec<u32> = events(&h).iter().map(|e| e.event).collect();
+    let e = events(h);
+    let kinds: Vec<u32> = e.iter().map(|e| e.event).collect();
     assert_eq!(
         kinds,
         [
             event::ADDR_RESOLVED,
             event::ROUTE_RESOLVED,
             event::CONNECT_REQUEST
-        ]
+        ],
+        "{bound} listening, {dst} asked"
     );
+    assert_eq!(e[2].listen_id, listener);
     assert!(h.svc.poll_frame().is_none());
     assert!(h.svc.counters().gsi_loopback >= 1);
 }
@@ -572,4 +594,44 @@ fn a_pending_connection_request_costs_a_listening_daemon_little_memory() {
         size_of::<CmEventRecord>()
     );
     assert!(per > 0 && per < 8192, "{per} bytes per pending request");
+}
+
+/// `rdma_bind_addr` to the wildcard (or 127.0.0.1) with a port, then `rdma_resolve_addr`:
+/// the id takes the route's source address on the port it holds, as Linux's does.
+#[test]
+fn an_id_bound_to_the_wildcard_resolves_from_the_ports_address_on_its_port() {
+    for any in [
+        IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+        IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+    ] {
+        let mut a = host([10, 0, 0, 1], 1, 2);
+        let c = id(&mut a, port_space::TCP, 2);
+        call(
+            &mut a.svc,
+            CmRequest::Bind {
+                id: c,
+                addr: sockaddr(any, 7000),
+            },
+        )
+        .unwrap();
+        call(
+            &mut a.svc,
+            CmRequest::ResolveAddr {
+                id: c,
+                src: CmSockAddr::NONE,
+                dst: sockaddr(IpAddr::from([10, 0, 0, 2]), 7174),
+                timeout_ms: 2000,
+            },
+        )
+        .unwrap_or_else(|e| panic!("bound to {any}: {e:?}"));
+        resolutions(&mut a);
+        let e = events(&a);
+        assert_eq!(
+            (e[0].event, e[0].status),
+            (event::ADDR_RESOLVED, 0),
+            "{any}"
+        );
+        assert_eq!(e[0].local.ip(), Some(a.ip), "{any}");
+        assert_eq!(e[0].local.port, 7000, "{any}: the port it holds");
+    }
 }
