@@ -650,14 +650,24 @@ impl CmService {
         dst: &CmSockAddr,
     ) -> Result<(), Refusal> {
         let dst = socket_addr(dst)?;
-        // A loopback destination is this port, as the kernel's rdma_cm connects an id
-        // resolving one to its own device (`cma_resolve_loopback`): this port's first
-        // address of the family stands for it.
+        let bound = self.cm.id(id).and_then(|i| i.local);
+        // As Linux: the id's family (of the address it is bound to, else of the source
+        // given) must be the destination's.
+        if let Some(from) = bound.or(src.to_socket_addr())
+            && from.is_ipv4() != dst.is_ipv4()
+        {
+            return Err(Refusal::new(
+                libc::EINVAL,
+                format!("{from} and {dst} are of different address families"),
+            ));
+        }
+        // A loopback or wildcard destination is this port, as the kernel's rdma_cm
+        // connects an id resolving one to its own device (`cma_resolve_loopback`): this
+        // port's first address of the family stands for it.
         let dst = match self.source_for(dst.ip()) {
-            Some(own) if dst.ip().is_loopback() => SocketAddr::new(own, dst.port()),
+            Some(own) if is_any(dst.ip()) => SocketAddr::new(own, dst.port()),
             _ => dst,
         };
-        let bound = self.cm.id(id).and_then(|i| i.local);
         let local = match (src.to_socket_addr(), bound) {
             (_, Some(b)) if !is_any(b.ip()) => b.ip(),
             (Some(s), _) if !is_any(s.ip()) => s.ip(),

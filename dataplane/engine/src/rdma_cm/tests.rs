@@ -274,6 +274,9 @@ fn a_loopback_destination_is_the_port_itself() {
     connect_on_one_port(&mut h, loopback, loopback, 20080);
     let ip = h.ip;
     connect_on_one_port(&mut h, loopback, ip, 20081);
+    // The wildcard as a destination is the port too.
+    let wildcard = IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED);
+    connect_on_one_port(&mut h, ip, wildcard, 20082);
 }
 
 /// A listener bound to `bound` and an id of the same port connecting to `dst`: the
@@ -633,5 +636,26 @@ fn an_id_bound_to_the_wildcard_resolves_from_the_ports_address_on_its_port() {
         );
         assert_eq!(e[0].local.ip(), Some(a.ip), "{any}");
         assert_eq!(e[0].local.port, 7000, "{any}: the port it holds");
+        // An IPv4 id resolves no IPv6 destination (EINVAL, as Linux).
+        let v6 = id(&mut a, port_space::TCP, 2);
+        call(
+            &mut a.svc,
+            CmRequest::Bind {
+                id: v6,
+                addr: sockaddr(any, 7001),
+            },
+        )
+        .unwrap();
+        let refused = call(
+            &mut a.svc,
+            CmRequest::ResolveAddr {
+                id: v6,
+                src: CmSockAddr::NONE,
+                dst: sockaddr("fd00::2".parse().unwrap(), 7174),
+                timeout_ms: 2000,
+            },
+        )
+        .unwrap_err();
+        assert_eq!(refused.errno, libc::EINVAL, "{any}: {refused:?}");
     }
 }
