@@ -68,6 +68,15 @@ pub const fn post_bits_bytes(pollers: usize) -> usize {
 /// send work request carries at most: the transport's limits, which the slots below hold.
 pub use xroce_transport::wqe::{MAX_INLINE, MAX_SGE};
 
+/// Multicast groups a device has at most (`max_mcast_grp`), queue pairs attached to one
+/// group (`max_mcast_qp_attach`), and attachments in all (`max_total_mcast_qp_attach`):
+/// rxe's figures. The library reports them, the daemon holds applications to them.
+pub const MAX_MCAST_GRP: u32 = 8192;
+/// See [`MAX_MCAST_GRP`].
+pub const MAX_MCAST_QP_ATTACH: u32 = 56;
+/// See [`MAX_MCAST_GRP`].
+pub const MAX_TOTAL_MCAST_QP_ATTACH: u32 = 0x70000;
+
 /// The size of the [`RingHeader`] area at the start of every ring mapping.
 pub const RING_HEADER_SIZE: usize = 256;
 

@@ -206,6 +206,22 @@ pub enum Request {
     },
     /// rdma_cm ([`crate::cm`]). Answered with [`Reply::Cm`].
     Cm(crate::cm::CmRequest),
+    /// `ibv_attach_mcast`: the UD queue pair `qp` joins the multicast group `gid` (its
+    /// packets for the multicast QP to that GID reach it; on the port's interface the host
+    /// joins the IP group). Attaching again is no error. [`Reply::Done`].
+    AttachMcast {
+        /// The QP handle.
+        qp: u32,
+        /// The group's GID (an IPv4 group in its mapped form).
+        gid: [u8; 16],
+    },
+    /// `ibv_detach_mcast`. [`Reply::Done`]; `EINVAL` when the QP is not attached.
+    DetachMcast {
+        /// The QP handle.
+        qp: u32,
+        /// The group's GID.
+        gid: [u8; 16],
+    },
 }
 
 /// A piece of the memory behind a region: `len` bytes at `offset` of a memory file, both

@@ -443,6 +443,8 @@ pub struct NetlinkHost {
     timeout: std::time::Duration,
     /// The largest path MTU the AF_XDP sockets carry.
     most: IbMtu,
+    /// The interface's multicast memberships, by group.
+    groups: std::collections::HashMap<xroce_wire::Gid, crate::host::Membership>,
 }
 
 impl NetlinkHost {
@@ -459,6 +461,7 @@ impl NetlinkHost {
             last: None,
             timeout: NetlinkHost::RESOLVE_TIMEOUT,
             most: path_mtu_within(crate::umem::FRAME_CAPACITY),
+            groups: std::collections::HashMap::new(),
         })
     }
 
@@ -518,6 +521,21 @@ impl Host for NetlinkHost {
             Ok(Lookup::Local) => Neighbour::Mac(self.port().mac),
             Ok(Lookup::Pending { .. } | Lookup::Failed { .. }) => Neighbour::Pending,
             Err(e) => Neighbour::Unreachable(e.to_string()),
+        }
+    }
+
+    fn join_group(&mut self, gid: xroce_wire::Gid) -> std::io::Result<()> {
+        if !self.groups.contains_key(&gid) {
+            let membership = crate::host::Membership::join(self.ifindex, gid.to_ip())?;
+            info!("joined multicast group {}", gid.to_ip());
+            self.groups.insert(gid, membership);
+        }
+        Ok(())
+    }
+
+    fn leave_group(&mut self, gid: xroce_wire::Gid) {
+        if self.groups.remove(&gid).is_some() {
+            info!("left multicast group {}", gid.to_ip());
         }
     }
 

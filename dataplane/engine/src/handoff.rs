@@ -107,6 +107,13 @@ impl Handoff {
         }
     }
 
+    /// Every other poller's index: a multicast frame goes to each, as any of them may
+    /// own a queue pair attached to its group.
+    pub fn others(&self) -> impl Iterator<Item = usize> + use<> {
+        let index = self.index;
+        (0..self.peers.len()).filter(move |&i| i != index)
+    }
+
     /// Hands `frame` to poller `to`, waking it if it sleeps.
     pub fn send(&mut self, to: usize, frame: &[u8]) -> Sent {
         let Some(peer) = self.peers.get(to) else {
@@ -193,6 +200,29 @@ pub fn dest_qpn(frame: &[u8]) -> Option<u32> {
     Some(u32::from_be_bytes([0, q[0], q[1], q[2]]))
 }
 
+/// The destination GID of a RoCEv2 frame (its IP destination address; IPv4 in its mapped
+/// form), read without checking anything else.
+pub fn dest_gid(frame: &[u8]) -> Option<xroce_wire::Gid> {
+    let mut at = 12;
+    let mut ethertype = u16::from_be_bytes(frame.get(at..at + 2)?.try_into().ok()?);
+    at += 2;
+    if ethertype == 0x8100 {
+        ethertype = u16::from_be_bytes(frame.get(at + 2..at + 4)?.try_into().ok()?);
+        at += 4;
+    }
+    match ethertype {
+        0x0800 => {
+            let a: [u8; 4] = frame.get(at + 16..at + 20)?.try_into().ok()?;
+            Some(xroce_wire::Gid::from_ipv4(a.into()))
+        }
+        0x86dd => {
+            let a: [u8; 16] = frame.get(at + 24..at + 40)?.try_into().ok()?;
+            Some(xroce_wire::Gid(a))
+        }
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -226,6 +256,23 @@ mod tests {
     }
 
     #[test]
+    fn dest_gid_through_vlan_ipv4_and_ipv6() {
+        for vlan in [false, true] {
+            let mut f = frame(vlan, false, 0xff_ffff);
+            let ip = if vlan { 18 } else { 14 };
+            f[ip + 16..ip + 20].copy_from_slice(&[230, 1, 2, 3]);
+            let want = xroce_wire::Gid::from_ipv4(std::net::Ipv4Addr::new(230, 1, 2, 3));
+            assert_eq!(dest_gid(&f), Some(want));
+            let f6 = frame(vlan, true, 0xff_ffff);
+            assert_eq!(dest_gid(&f6), Some(xroce_wire::Gid([0x60; 16])));
+            assert_eq!(dest_gid(&f6[..ip + 39]), None);
+        }
+        let mut arp = frame(false, false, 1);
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        assert_eq!(dest_gid(&arp), None);
+    }
+
+    #[test]
     fn truncated_or_foreign_frames_have_no_owner() {
         let f = frame(false, false, 0x11);
         for len in 0..f.len() {
@@ -245,6 +292,8 @@ mod tests {
         let (a, rest) = mesh.split_at_mut(1);
         let (a, b) = (&mut a[0], &mut rest[0]);
         let f3 = frame(false, false, 3);
+        assert_eq!(a.others().collect::<Vec<_>>(), [1]);
+        assert_eq!(b.others().collect::<Vec<_>>(), [0]);
         assert_eq!(a.owner(&f3), 1);
         assert_eq!(a.owner(&frame(false, false, 4)), 0);
         for _ in 0..3 {

@@ -87,6 +87,10 @@ counter_set! {
     rcvd_unsupported_opcode,
     /// Packets dropped because no queue pair has their destination QP number.
     rcvd_unknown_qpn,
+    /// Multicast packets (destination QP 0xFFFFFF) dropped because no queue pair is
+    /// attached to the group their destination GID names (with several pollers, each takes
+    /// a copy and none counts this).
+    rcvd_mcast_unjoined,
     /// Packets dropped because the queue pair's state does not accept packets (RESET, INIT).
     rcvd_qp_not_ready,
     /// Packets dropped because their opcode is not of the queue pair's transport type.

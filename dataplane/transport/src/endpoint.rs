@@ -18,12 +18,13 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 use xroce_wire::{Gid, Qpn};
 
-use crate::attributes::{AttrMask, Limits, ModifyError, QpAttr, QpState};
+use crate::attributes::{AttrMask, Limits, ModifyError, QpAttr, QpState, QpType};
 use crate::completion::Completion;
 use crate::context::{AsyncEvent, Budget, Cx};
 use crate::counters::{Counter, Counters};
 use crate::frame::{self, EnvelopeCache, FrameWriter, Origin};
 use crate::memory::MemoryTable;
+use crate::packet::Packet;
 use crate::qp::{QpConfig, QueuePair};
 use crate::srq::{Srq, SrqAttr, SrqId};
 use crate::time::Instant;
@@ -99,6 +100,16 @@ pub enum EndpointError {
     /// A post failed.
     #[error(transparent)]
     Post(#[from] PostError),
+    /// Only a UD queue pair joins a multicast group (IBTA 10.5.1.2; the kernel's
+    /// `ib_attach_mcast` answers `EINVAL`).
+    #[error("queue pair {0} is not a UD queue pair: only UD queue pairs join multicast groups")]
+    NotUd(Qpn),
+    /// The GID of an attach or detach is not a multicast GID.
+    #[error("{0} is not a multicast GID")]
+    NotMulticast(Gid),
+    /// A detach of a group the queue pair is not attached to.
+    #[error("queue pair {0} is not attached to {1}")]
+    NotAttached(Qpn, Gid),
 }
 
 /// What [`Endpoint::poll_transmit`] produced.
@@ -156,6 +167,9 @@ pub struct Endpoint {
     closing: BinaryHeap<Reverse<(Instant, u32)>>,
     /// How many QPs linger.
     lingering: usize,
+    /// Multicast groups by GID (as a number): the queue pairs attached to each, in the
+    /// order they attached. A group is here while it has one.
+    groups: HashMap<u128, Vec<u32>>,
 }
 
 /// The most destroyed QPs an endpoint keeps lingering at once; beyond it, the one due to
@@ -180,6 +194,8 @@ struct QpSlot {
     /// It was destroyed, and lingers until this instant (its entry in the closing heap is
     /// live) to answer its peer's retries: see [`Endpoint::close_qp`].
     closing: Option<Instant>,
+    /// The multicast groups it is attached to.
+    groups: Vec<u128>,
 }
 
 impl Endpoint {
@@ -201,6 +217,7 @@ impl Endpoint {
             paced: BinaryHeap::new(),
             closing: BinaryHeap::new(),
             lingering: 0,
+            groups: HashMap::new(),
         }
     }
 
@@ -295,6 +312,7 @@ impl Endpoint {
                 envelope: None,
                 paced: None,
                 closing: None,
+                groups: Vec::new(),
             },
         );
         Ok(())
@@ -331,6 +349,8 @@ impl Endpoint {
             return Ok(());
         };
         slot.qp.close();
+        let left = std::mem::take(&mut slot.groups);
+        leave_groups(&mut self.groups, n, &left);
         let until = now + linger;
         slot.closing = Some(until);
         if slot.held.take().is_some() {
@@ -368,6 +388,7 @@ impl Endpoint {
         let Some(slot) = self.qps.remove(&qpn) else {
             return;
         };
+        leave_groups(&mut self.groups, qpn, &slot.groups);
         self.inflight -= u64::from(slot.inflight);
         if slot.held.is_some() {
             self.held.retain(|&n| n != qpn);
@@ -379,6 +400,57 @@ impl Endpoint {
         if slot.closing.is_some() {
             self.lingering -= 1;
         }
+    }
+
+    /// Attaches UD queue pair `qpn` to the multicast group `gid` (`ibv_attach_mcast`): it
+    /// receives every packet for the multicast QP (0xFFFFFF) addressed to that GID, with
+    /// its own checks (state, P_Key, Q_Key), as each attached QP does. `Ok(false)` when it
+    /// was attached already (the kernel answers success then too).
+    pub fn attach_mcast(&mut self, qpn: Qpn, gid: Gid) -> Result<bool, EndpointError> {
+        let slot = self
+            .qps
+            .get_mut(&qpn.value())
+            .filter(|s| s.closing.is_none())
+            .ok_or(EndpointError::NoSuchQp(qpn))?;
+        if slot.qp.config().qp_type != QpType::Ud {
+            return Err(EndpointError::NotUd(qpn));
+        }
+        if !gid.is_multicast() {
+            return Err(EndpointError::NotMulticast(gid));
+        }
+        let key = u128::from_ne_bytes(gid.0);
+        if slot.groups.contains(&key) {
+            return Ok(false);
+        }
+        slot.groups.push(key);
+        self.groups.entry(key).or_default().push(qpn.value());
+        Ok(true)
+    }
+
+    /// Detaches queue pair `qpn` from the multicast group `gid` (`ibv_detach_mcast`).
+    pub fn detach_mcast(&mut self, qpn: Qpn, gid: Gid) -> Result<(), EndpointError> {
+        let slot = self
+            .qps
+            .get_mut(&qpn.value())
+            .filter(|s| s.closing.is_none())
+            .ok_or(EndpointError::NoSuchQp(qpn))?;
+        if !gid.is_multicast() {
+            return Err(EndpointError::NotMulticast(gid));
+        }
+        let key = u128::from_ne_bytes(gid.0);
+        let Some(at) = slot.groups.iter().position(|&g| g == key) else {
+            return Err(EndpointError::NotAttached(qpn, gid));
+        };
+        slot.groups.swap_remove(at);
+        leave_groups(&mut self.groups, qpn.value(), &[key]);
+        Ok(())
+    }
+
+    /// The queue pairs attached to the multicast group `gid`, in the order they attached.
+    pub fn mcast_members(&self, gid: Gid) -> &[u32] {
+        self.groups
+            .get(&u128::from_ne_bytes(gid.0))
+            .map_or(&[], Vec::as_slice)
     }
 
     /// How many destroyed queue pairs linger ([`Endpoint::close_qp`]).
@@ -537,6 +609,9 @@ impl Endpoint {
             Err(counter) => return self.counters.inc(counter),
         };
         let qpn = received.dest_qpn.value();
+        if received.dest_qpn == Qpn::MULTICAST {
+            return self.handle_multicast(now, &received.packet, mem, true);
+        }
         let Some(slot) = self.qps.get_mut(&qpn) else {
             if received.packet.has_trailer() {
                 // Counted as before selective repeat existed.
@@ -584,6 +659,67 @@ impl Endpoint {
             slot.counters.inc(Counter::closed_qp_answers);
         }
         queues!(self).after(slot, now, qpn, true);
+    }
+
+    /// Handles a copy of a multicast frame another poller received (or sent) for the queue
+    /// pairs of this endpoint attached to its group, as [`Endpoint::handle_frame`] does,
+    /// except that a frame for a group none of them joined is not counted: the poller that
+    /// took the frame from the wire handed a copy to every other one.
+    pub fn handle_multicast_copy<M: MemoryTable + ?Sized>(
+        &mut self,
+        now: Instant,
+        bytes: &[u8],
+        mem: &mut M,
+    ) {
+        let received = match frame::parse(bytes, &self.config.gids) {
+            Ok(received) if received.dest_qpn == Qpn::MULTICAST => received,
+            Ok(_) => return self.counters.inc(Counter::rcvd_malformed),
+            Err(counter) => return self.counters.inc(counter),
+        };
+        self.handle_multicast(now, &received.packet, mem, false);
+    }
+
+    /// A packet for the multicast QP: a copy for each queue pair attached to the group of
+    /// its destination GID (rxe's `rxe_rcv_mcast_pkt`), each with its own checks; one that
+    /// fails them is counted in its counter and the others still take theirs.
+    fn handle_multicast<M: MemoryTable + ?Sized>(
+        &mut self,
+        now: Instant,
+        packet: &Packet<'_>,
+        mem: &mut M,
+        count_unjoined: bool,
+    ) {
+        let key = u128::from_ne_bytes(packet.net.dgid.0);
+        let members = match self.groups.get(&key) {
+            // At most `max_mcast_qp_attach` of them; copied, as each delivery needs the
+            // endpoint.
+            Some(members) => members.clone(),
+            None => {
+                if count_unjoined {
+                    self.counters.inc(Counter::rcvd_mcast_unjoined);
+                }
+                return;
+            }
+        };
+        for qpn in members {
+            let Some(slot) = self.qps.get_mut(&qpn) else {
+                continue;
+            };
+            self.counters.inc(Counter::rcvd_pkts);
+            slot.counters.inc(Counter::rcvd_pkts);
+            let srq = slot.qp.config().srq.and_then(|id| self.srqs.get_mut(&id.0));
+            let mut cx = Cx {
+                now,
+                mem,
+                counters: &mut self.counters,
+                qp_counters: &mut slot.counters,
+                srq,
+                events: &mut self.events,
+                budget: Budget::UNLIMITED,
+            };
+            slot.qp.handle_packet(packet, &self.config.gids, &mut cx);
+            queues!(self).after(slot, now, qpn, true);
+        }
     }
 
     /// Writes the next frame to send into `buf` (which must hold a maximum-size frame:
@@ -796,6 +932,18 @@ impl Endpoint {
 /// it carries, those bytes dropped.
 #[cold]
 #[inline(never)]
+/// Takes queue pair `qpn` out of the multicast groups `left`; a group left empty goes.
+fn leave_groups(groups: &mut HashMap<u128, Vec<u32>>, qpn: u32, left: &[u128]) {
+    for key in left {
+        if let Some(members) = groups.get_mut(key) {
+            members.retain(|&q| q != qpn);
+            if members.is_empty() {
+                groups.remove(key);
+            }
+        }
+    }
+}
+
 fn standard_part_of_sack<'a>(
     packet: &crate::packet::Packet<'a>,
 ) -> Option<crate::packet::Packet<'a>> {

@@ -51,8 +51,10 @@ pub(crate) fn parse<'a>(bytes: &'a [u8], gids: &[Gid]) -> Result<Received<'a>, C
     // rxe's `rxe_chk_dgid`: the destination must be one of the port's GIDs. The queue
     // pair's own checks (its path, its keys) come later, once it is found
     // (`receive::check_header`). Compared as numbers: one comparison per GID of the table.
+    // A multicast destination passes here as in rxe (`rdma_is_multicast_addr`): the
+    // endpoint hands the packet to the queue pairs attached to its group.
     let wanted = u128::from_ne_bytes(dgid.0);
-    if !gids.iter().any(|gid| u128::from_ne_bytes(gid.0) == wanted) {
+    if !gids.iter().any(|gid| u128::from_ne_bytes(gid.0) == wanted) && !dgid.is_multicast() {
         return Err(Counter::rcvd_wrong_dgid);
     }
     let h = Headers::from_wire(&frame.ib).ok_or(Counter::rcvd_unsupported_opcode)?;

@@ -48,6 +48,13 @@ impl Gid {
         u128::from_be_bytes(self.0) >> 32 == 0xffff
     }
 
+    /// Whether this is a multicast GID: an IB multicast GID (first byte 0xff: IPv6
+    /// multicast), or the IPv4-mapped form of an IPv4 multicast group (`::ffff:224.0.0.0/4`),
+    /// as the kernel's `rdma_is_multicast_addr` has it.
+    pub const fn is_multicast(&self) -> bool {
+        self.0[0] == 0xff || (self.is_ipv4() && self.0[12] & 0xf0 == 0xe0)
+    }
+
     /// The IP address this GID stands for: IPv4 for `::ffff:a.b.c.d`, IPv6 otherwise.
     pub const fn to_ip(&self) -> IpAddr {
         match self.to_ipv4() {
@@ -152,5 +159,27 @@ mod tests {
             assert_eq!(Gid(c).to_ipv4(), Ipv6Addr::from_octets(c).to_ipv4_mapped());
         }
         assert_eq!(Gid::ZERO.to_ip(), IpAddr::V6(Ipv6Addr::UNSPECIFIED));
+    }
+
+    #[test]
+    fn multicast_gids_are_ipv6_multicast_or_mapped_ipv4_groups() {
+        let v4 = |a, b, c, d| Gid::from_ipv4(Ipv4Addr::new(a, b, c, d));
+        assert!(v4(224, 0, 0, 1).is_multicast());
+        assert!(v4(230, 77, 0, 2).is_multicast());
+        assert!(v4(239, 255, 255, 255).is_multicast());
+        assert!(!v4(223, 255, 255, 255).is_multicast());
+        assert!(!v4(240, 0, 0, 1).is_multicast());
+        assert!(!v4(10, 77, 0, 2).is_multicast());
+        let v6 = |s: &str| Gid::from_ipv6(s.parse().unwrap());
+        assert!(v6("ff0e::1").is_multicast());
+        assert!(v6("ff12:401b:ffff::1").is_multicast());
+        assert!(!v6("fe80::1").is_multicast());
+        assert!(!v6("fd00:77::2").is_multicast());
+        // The IPv4-compatible form of a group is not the mapped one.
+        let mut b = v4(230, 0, 0, 1).0;
+        b[10] = 0;
+        b[11] = 0;
+        assert!(!Gid(b).is_multicast());
+        assert!(!Gid::ZERO.is_multicast());
     }
 }

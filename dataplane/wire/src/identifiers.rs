@@ -13,6 +13,9 @@ impl Qpn {
     pub const MAX: Qpn = Qpn(0x00ff_ffff);
     /// The general services QP (QP1), the destination of CM MADs.
     pub const GSI: Qpn = Qpn(1);
+    /// The destination QP of a multicast packet (IBTA 9.2: 0xFFFFFF): it reaches every
+    /// queue pair attached to the group its destination GID names.
+    pub const MULTICAST: Qpn = Qpn(0x00ff_ffff);
 
     /// A queue pair number from the low 24 bits of `value`; higher bits are dropped.
     pub const fn new(value: u32) -> Qpn {

@@ -76,6 +76,7 @@ mod daemon_lifecycle;
 mod daemon_loopback;
 mod daemon_lossy_path;
 mod daemon_many_qps;
+mod daemon_multicast;
 mod daemon_multiqueue;
 mod daemon_rc;
 mod daemon_users;

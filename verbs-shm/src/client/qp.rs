@@ -419,6 +419,30 @@ impl Qp {
         }
     }
 
+    /// Attaches the QP to the multicast group `gid` (`ibv_attach_mcast`).
+    pub fn attach_mcast(&self, gid: [u8; 16]) -> Result<()> {
+        let request = Request::AttachMcast {
+            qp: self.handle,
+            gid,
+        };
+        match self.ctx.call(&request, &[])?.0 {
+            Reply::Done => Ok(()),
+            other => Err(Error::Protocol(format!("unexpected reply {other:?}"))),
+        }
+    }
+
+    /// Detaches the QP from the multicast group `gid` (`ibv_detach_mcast`).
+    pub fn detach_mcast(&self, gid: [u8; 16]) -> Result<()> {
+        let request = Request::DetachMcast {
+            qp: self.handle,
+            gid,
+        };
+        match self.ctx.call(&request, &[])?.0 {
+            Reply::Done => Ok(()),
+            other => Err(Error::Protocol(format!("unexpected reply {other:?}"))),
+        }
+    }
+
     /// The QP's attributes (`ibv_query_qp`).
     pub fn query(&self) -> Result<QpAttr> {
         match self.ctx.call(&Request::QueryQp { qp: self.handle }, &[])?.0 {

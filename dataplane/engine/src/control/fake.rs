@@ -79,6 +79,7 @@ impl Link for FakePoller {
                 }))
                 .is_ok(),
             Command::QueryQp(_, tx) => tx.send(Some(QpAttr::default())).is_ok(),
+            Command::Mcast(_, _, _, tx) => tx.send(Ok(true)).is_ok(),
             Command::Stats(tx) => tx.send(PollerStats::default()).is_ok(),
             Command::QpStats { reply, .. } => reply.send(Vec::new()).is_ok(),
             Command::SetGids(_) | Command::Transmit(_) | Command::Stop => true,
@@ -104,6 +105,11 @@ pub(super) struct FakeHost {
     pub(super) privileged: bool,
     /// The hop limit of every route.
     pub(super) hop_limit: u8,
+    /// Every multicast group joined (`true`) or left, in order; a join of a group in
+    /// `refuse_groups` fails with `ENOBUFS`.
+    pub(super) groups: Arc<Mutex<Vec<(bool, Gid)>>>,
+    /// See `groups`.
+    pub(super) refuse_groups: Vec<Gid>,
 }
 
 impl Default for FakeHost {
@@ -121,6 +127,8 @@ impl Default for FakeHost {
             resolved: Ok(Some([2, 0, 0, 0, 0, 3])),
             privileged: true,
             hop_limit: crate::control::ROCE_HOP_LIMIT,
+            groups: Arc::default(),
+            refuse_groups: Vec::new(),
         }
     }
 }
@@ -145,6 +153,18 @@ impl Host for FakeHost {
 
     fn is_privileged(&self, _pid: i32) -> bool {
         self.privileged
+    }
+
+    fn join_group(&mut self, gid: Gid) -> std::io::Result<()> {
+        if self.refuse_groups.contains(&gid) {
+            return Err(std::io::Error::from_raw_os_error(libc::ENOBUFS));
+        }
+        self.groups.lock().expect("groups").push((true, gid));
+        Ok(())
+    }
+
+    fn leave_group(&mut self, gid: Gid) {
+        self.groups.lock().expect("groups").push((false, gid));
     }
 }
 
@@ -275,6 +295,29 @@ impl Fixture {
             },
             sq_sig_all: false,
         })
+    }
+
+    /// A UD QP with small queues: its handle and QP number.
+    pub(super) fn ud_qp(&mut self, pd: u32, cq: u32) -> (u32, u32) {
+        let created = self.ask(Request::CreateQp {
+            pd,
+            qp_type: 4,
+            send_cq: cq,
+            recv_cq: cq,
+            srq: None,
+            caps: QpCaps {
+                max_send_wr: 4,
+                max_recv_wr: 4,
+                max_send_sge: 1,
+                max_recv_sge: 1,
+                max_inline_data: 0,
+            },
+            sq_sig_all: false,
+        });
+        match created {
+            Ok(Reply::Qp { qp, qpn, .. }) => (qp, qpn),
+            other => panic!("{other:?}"),
+        }
     }
 
     pub(super) fn qp(&mut self, pd: u32, cq: u32) -> u32 {

@@ -45,6 +45,7 @@ mod device;
 #[cfg(test)]
 mod fake;
 mod memlock;
+mod multicast;
 mod queue;
 mod queue_pair;
 mod region;
@@ -141,6 +142,17 @@ pub trait Host {
     /// Whether process `pid` is privileged for the network as the kernel's verbs mean it
     /// (`CAP_NET_RAW`): only such a process may give a queue pair a controlled Q_Key.
     fn is_privileged(&self, pid: i32) -> bool;
+    /// The port's interface joins the IP multicast group of `gid` (an IPv4 group in its
+    /// mapped form, or an IPv6 one): the kernel reports the membership (IGMP, MLD) so that
+    /// switches forward the group, and the NIC's filter lets its frames in.
+    fn join_group(&mut self, gid: Gid) -> io::Result<()> {
+        let _ = gid;
+        Ok(())
+    }
+    /// The interface leaves the group it joined with [`Host::join_group`].
+    fn leave_group(&mut self, gid: Gid) {
+        let _ = gid;
+    }
 }
 
 /// The bit that makes a Q_Key a controlled one (IBTA 10.2.5): a work request carrying it

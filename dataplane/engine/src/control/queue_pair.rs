@@ -178,6 +178,8 @@ impl Control {
                 qpn,
                 caps: granted,
                 pd,
+                qp_type,
+                groups: Vec::new(),
             },
         );
         let reply = Reply::Qp {
@@ -261,6 +263,8 @@ impl Control {
         let poller = c.poller;
         self.pollers[poller].call(|tx| Command::DestroyQp(info.qpn, tx));
         self.registry.release_qpn(info.qpn);
+        // The poller took it out of its groups with it.
+        self.leave_groups(&info.groups);
         Ok(Reply::Done)
     }
 

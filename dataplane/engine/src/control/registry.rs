@@ -153,6 +153,10 @@ pub(super) struct QpInfo {
     pub(super) caps: QpCaps,
     /// Its protection domain.
     pub(super) pd: u32,
+    /// Its type.
+    pub(super) qp_type: xroce_transport::QpType,
+    /// The multicast groups it is attached to.
+    pub(super) groups: Vec<xroce_wire::Gid>,
 }
 
 /// One application context: its socket and everything it owns.
@@ -298,6 +302,8 @@ pub(super) struct Registry {
     pub(super) live_areas: fn() -> usize,
     /// What bounds an application's process's registered memory now.
     pub(super) locking: LockingReader,
+    /// The multicast groups of the device: how many queue pairs are attached to each.
+    pub(super) groups: std::collections::BTreeMap<xroce_wire::Gid, u32>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -323,6 +329,7 @@ impl Registry {
             map_budget: default_map_budget(),
             live_areas: sys::live_mapping_areas,
             locking: memlock::from_proc(),
+            groups: std::collections::BTreeMap::new(),
         }
     }
 

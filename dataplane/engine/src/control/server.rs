@@ -333,6 +333,8 @@ impl Control {
             Request::QpStats => self.all_qp_stats()?,
             Request::QpStatsPage { from_qpn } => self.qp_stats_page(from_qpn)?,
             Request::Cm(request) => self.cm_request(id, request, fds)?,
+            Request::AttachMcast { qp, gid } => self.attach_mcast(id, qp, Gid(gid))?,
+            Request::DetachMcast { qp, gid } => self.detach_mcast(id, qp, Gid(gid))?,
         };
         Ok(reply.into())
     }
@@ -386,9 +388,11 @@ impl Control {
             return;
         };
         let handle = match request {
-            Request::ModifyQp { qp, .. } | Request::QueryQp { qp } | Request::DestroyQp { qp } => {
-                Some(*qp)
-            }
+            Request::ModifyQp { qp, .. }
+            | Request::QueryQp { qp }
+            | Request::DestroyQp { qp }
+            | Request::AttachMcast { qp, .. }
+            | Request::DetachMcast { qp, .. } => Some(*qp),
             _ => None,
         };
         let qpn = handle.and_then(|h| conn.qps.get(&h)).map(|info| info.qpn);
@@ -449,9 +453,11 @@ impl Control {
             c.mrs.len(),
             c.ahs.len(),
         );
+        let mut groups = Vec::new();
         for (_, qp) in c.qps {
             link.call(|tx| Command::DestroyQp(qp.qpn, tx));
             self.registry.release_qpn(qp.qpn);
+            groups.extend(qp.groups);
         }
         for srq in c.srqs.keys() {
             link.call(|tx| Command::DestroySrq(*srq, tx));
@@ -466,6 +472,7 @@ impl Control {
         for ah in c.ahs.keys() {
             link.call(|tx| Command::DestroyAh(*ah, tx));
         }
+        self.leave_groups(&groups);
         info!(
             "application pid {} (context {id}) went away: released {qps} QPs, {srqs} SRQs, {cqs} CQs, {mrs} MRs, {ahs} AHs",
             c.peer.pid

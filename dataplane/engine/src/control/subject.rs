@@ -65,6 +65,16 @@ pub(super) fn subject(request: &Request, qpn: Option<Qpn>) -> String {
             attr.sgid_index
         ),
         Request::DestroyAh { ah } => format!("ibv_destroy_ah of AH {ah}"),
+        Request::AttachMcast { qp: handle, gid } => format!(
+            "ibv_attach_mcast of {} to {}",
+            qp(*handle),
+            Gid(*gid).to_ip()
+        ),
+        Request::DetachMcast { qp: handle, gid } => format!(
+            "ibv_detach_mcast of {} from {}",
+            qp(*handle),
+            Gid(*gid).to_ip()
+        ),
         Request::Stats | Request::QpStats | Request::QpStatsPage { .. } => "statistics".into(),
         Request::Cm(request) => {
             // The variant's name: `Listen`, `ResolveAddr`, …

@@ -15,6 +15,8 @@
 //!   solicitations when an entry is missing or failed (or to confirm it when stale).
 //!   Destinations that are the interface's own addresses come back as local.
 //! - [`path_mtu`]: the largest InfiniBand MTU the interface carries.
+//! - [`Membership`]: the interface's membership of an IP multicast group, while queue pairs
+//!   are attached to it.
 //!
 //! Every socket belongs to the network namespace of the thread that opened it; the daemon
 //! opens them after entering its namespace.
@@ -24,10 +26,12 @@
 //! write is to the neighbour table, and only of one kind: an `RTM_NEWNEIGH` request with the
 //! `NTF_USE` flag (what `ip neigh ... use` sends), which asks the kernel to resolve an address
 //! the way it would for its own traffic; the kernel then sends the ARP request or neighbour
-//! solicitation and manages the entry as usual.
+//! solicitation and manages the entry as usual. A [`Membership`] is a socket's, as any
+//! program's: the kernel sends the IGMP or MLD reports.
 
 mod gid;
 mod interface;
+mod membership;
 mod neighbour;
 mod netlink;
 mod watcher;
@@ -39,6 +43,7 @@ use std::time::Duration;
 
 pub use gid::{GidEntry, GidTable, GidType};
 pub use interface::{AddressFlags, AddressScope, Interface, InterfaceAddress, OperState, path_mtu};
+pub use membership::Membership;
 pub use neighbour::{Lookup, NeighbourEntry, NeighbourState, Neighbours, NextHop, Route, resolve};
 pub use watcher::{Change, Watcher};
 

@@ -52,6 +52,9 @@ pub enum Command {
     QueryQp(Qpn, Sender<Option<QpAttr>>),
     /// Removes a queue pair.
     DestroyQp(Qpn, Sender<()>),
+    /// Attaches (`true`) or detaches a UD queue pair to or from a multicast group; the
+    /// answer to an attach says whether it was new.
+    Mcast(Qpn, xroce_wire::Gid, bool, Sender<Result<bool, String>>),
     /// Adds an address handle.
     CreateAh(u32, PdId, Path, Sender<()>),
     /// Removes an address handle.
@@ -205,6 +208,14 @@ impl Poller {
                     self.rings.bells.remove(q.bell, Target::Qp(qpn.value()));
                 }
                 let _ = reply.send(());
+            }
+            Command::Mcast(qpn, gid, attach, reply) => {
+                let done = if attach {
+                    self.endpoint.attach_mcast(qpn, gid)
+                } else {
+                    self.endpoint.detach_mcast(qpn, gid).map(|()| true)
+                };
+                let _ = reply.send(done.map_err(|e| e.to_string()));
             }
             Command::CreateAh(handle, pd, path, reply) => {
                 self.rings.ahs.insert(handle, (pd, path));

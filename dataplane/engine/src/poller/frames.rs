@@ -11,6 +11,9 @@ use xroce_transport::{Endpoint, Instant};
 use super::Poller;
 use crate::xsk::RX_BATCH;
 
+/// The destination QP of multicast packets.
+const MULTICAST: u32 = xroce_wire::Qpn::MULTICAST.value();
+
 /// The most frames one transmit call sends (the pass then goes round: receive, timers,
 /// completions).
 const TX_BUDGET: usize = 256;
@@ -47,6 +50,18 @@ impl Poller {
                 }
                 continue;
             }
+            if crate::handoff::dest_qpn(frame) == Some(MULTICAST) {
+                // For every queue pair attached to the group, on any poller.
+                for other in handoff.others() {
+                    counters.count_handoff(handoff.send(other, frame));
+                }
+                if handoff.others().next().is_some() {
+                    endpoint.handle_multicast_copy(now, frame, mem);
+                } else {
+                    endpoint.handle_frame(now, frame, mem);
+                }
+                continue;
+            }
             let owner = handoff.owner(frame);
             if owner == cfg.index {
                 if cc.handle_frame(now, frame, |q| endpoint.qp(q).is_some()) == Arrival::Transport {
@@ -60,6 +75,10 @@ impl Poller {
         drop(batch);
         let selective_repeat = cfg.selective_repeat;
         let taken = handoff.receive(RX_BATCH, |frame| {
+            if crate::handoff::dest_qpn(frame) == Some(MULTICAST) {
+                endpoint.handle_multicast_copy(now, frame, mem);
+                return;
+            }
             if cc.handle_frame(now, frame, |q| endpoint.qp(q).is_some()) == Arrival::Transport {
                 agree(cc, endpoint, selective_repeat);
                 endpoint.handle_frame(now, frame, mem);
@@ -126,6 +145,25 @@ impl Poller {
                 break;
             };
             let buf = frame.buf();
+            if buf[0] & 1 == 1 {
+                // A multicast frame goes to the wire, and to this host's queue pairs
+                // attached to its group (on any poller): the NIC does not bring it back.
+                let bytes = &buf[..t.len];
+                self.counters.loopback_frames += 1;
+                for other in self.cfg.handoff.others() {
+                    let handed = self.cfg.handoff.send(other, bytes);
+                    self.counters.count_handoff(handed);
+                }
+                if let Some(gid) = crate::handoff::dest_gid(bytes) {
+                    // As for a frame to one QP below: the members' receives posted before
+                    // this send must be there to meet it.
+                    for qpn in self.endpoint.mcast_members(gid).to_vec() {
+                        self.rings.pull_receives_of(&mut self.endpoint, now, qpn);
+                    }
+                }
+                self.endpoint
+                    .handle_multicast_copy(now, bytes, &mut self.mem);
+            }
             if buf[..6] == self.mac {
                 // Addressed to ourselves: deliver it here (or to the poller that owns the
                 // destination QP), as the NIC would not.

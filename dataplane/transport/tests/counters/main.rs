@@ -8,13 +8,15 @@
 //!
 //! One module per place a packet can be dropped or NAKed: [`frames`] (the frame layer),
 //! [`addresses`] (the connection's addresses and the keys), [`state`] (the QP's state and
-//! type), [`responder`], [`completer`], [`selective`] (selective repeat), [`uc`], [`ud`];
+//! type), [`responder`], [`completer`], [`selective`] (selective repeat), [`uc`], [`ud`],
+//! [`multicast`] (UD multicast groups);
 //! [`helpers`] holds what they share.
 
 mod addresses;
 mod completer;
 mod frames;
 mod helpers;
+mod multicast;
 mod responder;
 mod selective;
 mod state;
@@ -35,6 +37,7 @@ fn every_drop_or_nak_counter_is_exercised_here() {
         "rcvd_wrong_dgid",
         "rcvd_unsupported_opcode",
         "rcvd_unknown_qpn",
+        "rcvd_mcast_unjoined",
         "rcvd_qp_not_ready",
         "rcvd_wrong_transport",
         "rcvd_wrong_addr",

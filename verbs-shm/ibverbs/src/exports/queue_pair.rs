@@ -138,16 +138,34 @@ pub(crate) extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
 
 /// `int ibv_attach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)`: 0
 /// or an errno value.
+///
+/// # Safety
+///
+/// `gid` is NULL or valid for reading.
 #[unsafe(no_mangle)]
-pub(crate) extern "C" fn ibv_attach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int {
-    ffi::errno_value(|| verbs::attach_mcast(qp, gid, lid))
+pub(crate) unsafe extern "C" fn ibv_attach_mcast(
+    qp: *mut ibv_qp,
+    gid: *const ibv_gid,
+    lid: u16,
+) -> c_int {
+    // Safety: NULL or valid for reading (caller).
+    ffi::errno_value(|| unsafe { queue_pair::attach_mcast(qp, gid, lid) })
 }
 
 /// `int ibv_detach_mcast(struct ibv_qp *qp, const union ibv_gid *gid, uint16_t lid)`: 0
 /// or an errno value.
+///
+/// # Safety
+///
+/// `gid` is NULL or valid for reading.
 #[unsafe(no_mangle)]
-pub(crate) extern "C" fn ibv_detach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int {
-    ffi::errno_value(|| verbs::detach_mcast(qp, gid, lid))
+pub(crate) unsafe extern "C" fn ibv_detach_mcast(
+    qp: *mut ibv_qp,
+    gid: *const ibv_gid,
+    lid: u16,
+) -> c_int {
+    // Safety: NULL or valid for reading (caller).
+    ffi::errno_value(|| unsafe { queue_pair::detach_mcast(qp, gid, lid) })
 }
 
 /// `int ibv_set_ece(struct ibv_qp *qp, struct ibv_ece *ece)`: 0 or an errno value.

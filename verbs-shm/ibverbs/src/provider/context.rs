@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use verbs_abi::*;
 use verbs_shm::client::{self, DeviceAttr, PortAttr};
+use verbs_shm::contract;
 
 use super::device;
 use super::objects::{Context, Targets, find, lock, public, publish, retire};
@@ -155,6 +156,9 @@ fn to_device_attr(d: &DeviceAttr) -> ibv_device_attr {
         max_srq_wr: clamp(d.max_srq_wr),
         max_srq_sge: clamp(d.max_srq_sge),
         max_pkeys: d.max_pkeys,
+        max_mcast_grp: clamp(contract::MAX_MCAST_GRP),
+        max_mcast_qp_attach: clamp(contract::MAX_MCAST_QP_ATTACH),
+        max_total_mcast_qp_attach: clamp(contract::MAX_TOTAL_MCAST_QP_ATTACH),
         // rxe reports 15 (about 134 ms), so do we.
         local_ca_ack_delay: 15,
         phys_port_cnt: 1,

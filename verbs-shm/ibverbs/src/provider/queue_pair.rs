@@ -668,6 +668,38 @@ pub(crate) fn destroy_qp(qp: *mut ibv_qp) -> Verb<()> {
     Ok(())
 }
 
+/// `ibv_attach_mcast`: the UD QP joins the multicast group `gid` (an IPv4 group in its
+/// mapped form, `::ffff:224.0.0.0/4`, or an IPv6 one, `ff00::/8`). The daemon checks it as
+/// the kernel does (`EINVAL` for another QP type or a GID that is not multicast, success
+/// for a group joined already, `ENOMEM` past the device's `max_mcast_*` limits). The LID
+/// has no meaning on RoCE and is not looked at, as in rxe.
+///
+/// # Safety
+///
+/// `gid` is NULL or valid for reading.
+pub(crate) unsafe fn attach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, _lid: u16) -> Verb<()> {
+    let qp = find::<Qp>(qp)?;
+    // Safety: NULL or valid (caller).
+    let gid = unsafe { gid.as_ref() }.ok_or(Errno(libc::EINVAL))?.raw();
+    qp.client
+        .attach_mcast(gid)
+        .map_err(|e| refused("ibv_attach_mcast", &e))
+}
+
+/// `ibv_detach_mcast`: `EINVAL` for a group the QP is not attached to.
+///
+/// # Safety
+///
+/// `gid` is NULL or valid for reading.
+pub(crate) unsafe fn detach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, _lid: u16) -> Verb<()> {
+    let qp = find::<Qp>(qp)?;
+    // Safety: NULL or valid (caller).
+    let gid = unsafe { gid.as_ref() }.ok_or(Errno(libc::EINVAL))?.raw();
+    qp.client
+        .detach_mcast(gid)
+        .map_err(|e| refused("ibv_detach_mcast", &e))
+}
+
 /// `ibv_qp_to_qp_ex`: the extended QP of a QP created with
 /// `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`, NULL for any other, as rdma-core answers.
 pub(crate) fn qp_to_qp_ex(qp: *mut ibv_qp) -> Verb<*mut ibv_qp_ex> {

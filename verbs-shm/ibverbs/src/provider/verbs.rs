@@ -75,18 +75,6 @@ pub(crate) fn query_qp_data_in_order(
     Ok(0)
 }
 
-/// `ibv_attach_mcast`: multicast is not supported.
-pub(crate) fn attach_mcast(qp: *mut ibv_qp, _gid: *const ibv_gid, _lid: u16) -> Verb<()> {
-    find::<Qp>(qp)?;
-    unsupported()
-}
-
-/// `ibv_detach_mcast`.
-pub(crate) fn detach_mcast(qp: *mut ibv_qp, _gid: *const ibv_gid, _lid: u16) -> Verb<()> {
-    find::<Qp>(qp)?;
-    unsupported()
-}
-
 /// `ibv_set_ece`: no enhanced connection establishment options.
 pub(crate) fn set_ece(qp: *mut ibv_qp, _ece: *mut ibv_ece) -> Verb<()> {
     find::<Qp>(qp)?;
