@@ -11,7 +11,9 @@ use verbs_shm::sys;
 use xroce_transport::{QpAttr, SrqAttr};
 use xroce_wire::{Gid, IbMtu};
 
-use super::{Answer, AppLimits, Control, Host, Link, Neighbour, PortView, Refusal, Resolver};
+use super::{
+    Answer, AppLimits, Control, Host, Link, Neighbour, PortView, Refusal, Resolver, RouteOut,
+};
 use crate::poller::{Command, PollerStats};
 
 /// The MAC address of the fake port.
@@ -104,6 +106,8 @@ pub(super) struct FakeHost {
     pub(super) privileged: bool,
     /// The hop limit of every route.
     pub(super) hop_limit: u8,
+    /// Where every route leaves.
+    pub(super) route: RouteOut,
 }
 
 impl Default for FakeHost {
@@ -121,6 +125,7 @@ impl Default for FakeHost {
             resolved: Ok(Some([2, 0, 0, 0, 0, 3])),
             privileged: true,
             hop_limit: crate::control::ROCE_HOP_LIMIT,
+            route: RouteOut::Port(None),
         }
     }
 }
@@ -145,6 +150,10 @@ impl Host for FakeHost {
 
     fn is_privileged(&self, _pid: i32) -> bool {
         self.privileged
+    }
+
+    fn route(&mut self, _destination: std::net::IpAddr) -> RouteOut {
+        self.route.clone()
     }
 }
 

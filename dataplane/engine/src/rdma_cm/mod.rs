@@ -38,7 +38,7 @@ use xroce_wire::cm::{Guid, PortSpace};
 use xroce_wire::mad::MAD_LEN;
 use xroce_wire::{Gid, IbMtu, Qpn};
 
-use crate::control::Resolver;
+use crate::control::{Resolver, RouteOut};
 use crate::gsi::{self, GsiDrop, GsiSender};
 
 /// The hop limit of the paths rdma_cm synthesizes (the route's TTL).
@@ -89,6 +89,9 @@ pub struct Asker<'a> {
     /// The process owning a QP number, if any (a connect or accept may only name the
     /// caller's own QPs).
     pub qp_owner: &'a dyn Fn(u32) -> Option<i32>,
+    /// Where the kernel's route to a destination leaves, given no outgoing interface (an
+    /// id with no address of its own resolving a multicast group).
+    pub route: &'a dyn Fn(IpAddr) -> RouteOut,
 }
 
 impl std::fmt::Debug for Asker<'_> {
@@ -494,7 +497,7 @@ impl CmService {
             }
             CmRequest::ResolveAddr { id, src, dst, .. } => {
                 let id = self.mine(conn, id)?;
-                self.resolve_addr(id, &src, &dst)?;
+                self.resolve_addr(asker, id, &src, &dst)?;
                 Ok(CmReply::Done)
             }
             CmRequest::ResolveRoute { id, .. } => {
@@ -585,12 +588,17 @@ impl CmService {
     }
 
     fn gid_index(&self, ip: IpAddr) -> u8 {
+        self.gid_position(ip).unwrap_or(0)
+    }
+
+    /// The index of `ip`'s GID in the port's table, if it is there.
+    fn gid_position(&self, ip: IpAddr) -> Option<u8> {
         let gid = Gid::from_ip(ip);
         self.port
             .gids
             .iter()
             .position(|g| *g == gid)
-            .map_or(0, |i| i as u8)
+            .map(|i| i as u8)
     }
 
     fn mine(&self, conn: u64, id: u64) -> Result<IdHandle, Refusal> {
@@ -643,8 +651,16 @@ impl CmService {
 
     /// `rdma_resolve_addr`: binds the id to the source address (given, or this port's
     /// address of the destination's family), then finds the destination's next hop.
+    ///
+    /// A multicast group is resolved as Linux resolves it: an id with an address of its
+    /// own (bound, or the source given) reaches it from that address whatever the routing
+    /// table says (the kernel routes a group out of the interface it is asked to); one
+    /// without asks the route, which must leave by this port (no route: `ENETUNREACH` at
+    /// once, as `rdma_resolve_ip` fails; another interface: `ADDR_ERROR`, `-ENODEV`, as
+    /// rdma_cm finds no RDMA device there).
     fn resolve_addr(
         &mut self,
+        asker: Asker<'_>,
         id: IdHandle,
         src: &CmSockAddr,
         dst: &CmSockAddr,
@@ -668,10 +684,31 @@ impl CmService {
             Some(own) if is_any(dst.ip()) => SocketAddr::new(own, dst.port()),
             _ => dst,
         };
-        let local = match (src.to_socket_addr(), bound) {
-            (_, Some(b)) if !is_any(b.ip()) => b.ip(),
-            (Some(s), _) if !is_any(s.ip()) => s.ip(),
-            _ => self.source_for(dst.ip()).ok_or_else(|| {
+        let own = match (src.to_socket_addr(), bound) {
+            (_, Some(b)) if !is_any(b.ip()) => Some(b.ip()),
+            (Some(s), _) if !is_any(s.ip()) => Some(s.ip()),
+            _ => None,
+        };
+        let preferred = match own {
+            None if dst.ip().is_multicast() => match (asker.route)(dst.ip()) {
+                RouteOut::Port(source) => source.filter(|ip| self.gid_position(*ip).is_some()),
+                RouteOut::Elsewhere(why) => {
+                    debug!("rdma_cm: resolving {} for id {id}: {why}", dst.ip());
+                    self.emit_simple(id, verbs_shm::cm::event::ADDR_ERROR, -libc::ENODEV);
+                    return Ok(());
+                }
+                RouteOut::Unreachable(why) => {
+                    return Err(Refusal::new(
+                        libc::ENETUNREACH,
+                        format!("no route to multicast group {}: {why}", dst.ip()),
+                    ));
+                }
+            },
+            _ => None,
+        };
+        let local = match own.or(preferred) {
+            Some(ip) => ip,
+            None => self.source_for(dst.ip()).ok_or_else(|| {
                 Refusal::new(
                     libc::EADDRNOTAVAIL,
                     format!("this port has no address to reach {}", dst.ip()),

@@ -17,9 +17,14 @@ struct Host {
 /// A port at `ip` with MAC `mac` whose resolver answers `peer_mac` for everything,
 /// with one application connection (1) and its event channel.
 fn host(ip: [u8; 4], mac: u8, peer_mac: u8) -> Host {
+    host_with(&[IpAddr::from(ip)], mac, peer_mac)
+}
+
+/// [`host`] with these addresses, the first of them its `ip`.
+fn host_with(ips: &[IpAddr], mac: u8, peer_mac: u8) -> Host {
     let port = CmPort {
         mac: [2, 0, 0, 0, 0, mac],
-        gids: vec![Gid::from_ip(IpAddr::from(ip))],
+        gids: ips.iter().map(|ip| Gid::from_ip(*ip)).collect(),
         active_mtu: IbMtu::Mtu1024,
     };
     let resolve: Resolver = Arc::new(move |_| Ok(Some([2, 0, 0, 0, 0, peer_mac])));
@@ -42,7 +47,7 @@ fn host(ip: [u8; 4], mac: u8, peer_mac: u8) -> Host {
         svc,
         app,
         channel,
-        ip: IpAddr::from(ip),
+        ip: ips[0],
     }
 }
 
@@ -50,11 +55,17 @@ fn owns(qpn: u32) -> Option<i32> {
     (qpn < 0x100).then_some(PID)
 }
 
+/// The routing table of the tests: empty.
+fn no_route(destination: IpAddr) -> RouteOut {
+    RouteOut::Unreachable(format!("no route to {destination}"))
+}
+
 fn asker(conn: u64) -> Asker<'static> {
     Asker {
         conn,
         pid: PID,
         qp_owner: &owns,
+        route: &no_route,
     }
 }
 
@@ -550,9 +561,8 @@ fn a_pending_connection_request_costs_a_listening_daemon_little_memory() {
         .unwrap();
         // Each its own QP: the same QP asking twice would be a stale connection.
         let asking = Asker {
-            conn: 1,
-            pid: PID,
             qp_owner: &|_| Some(PID),
+            ..asker(1)
         };
         a.svc
             .handle(
@@ -658,4 +668,100 @@ fn an_id_bound_to_the_wildcard_resolves_from_the_ports_address_on_its_port() {
         .unwrap_err();
         assert_eq!(refused.errno, libc::EINVAL, "{any}: {refused:?}");
     }
+}
+
+/// The group the multicast tests join (pyverbs' rdmacm tests take 230.x.y.z).
+const GROUP: [u8; 4] = [230, 1, 2, 3];
+
+/// A UDP id of `h` bound to `ip` (port 0: any).
+fn ud_bound(h: &mut Host, ip: IpAddr) -> u64 {
+    let c = id(h, port_space::UDP, 4);
+    call(
+        &mut h.svc,
+        CmRequest::Bind {
+            id: c,
+            addr: sockaddr(ip, 0),
+        },
+    )
+    .unwrap();
+    c
+}
+
+fn resolve_to(h: &mut Host, c: u64, dst: IpAddr) -> Result<CmReply, Refusal> {
+    call(
+        &mut h.svc,
+        CmRequest::ResolveAddr {
+            id: c,
+            src: CmSockAddr::NONE,
+            dst: sockaddr(dst, 0),
+            timeout_ms: 2000,
+        },
+    )
+}
+
+/// `rdma_resolve_addr` to a group from an id with an address of its own: as the kernel
+/// routes a group out of the interface it is asked to, no route is looked up (the tests'
+/// table has none) and the address resolves.
+#[test]
+fn a_bound_id_resolves_a_multicast_group_without_a_route() {
+    let mut h = host([10, 0, 0, 1], 1, 2);
+    let ip = h.ip;
+    let c = ud_bound(&mut h, ip);
+    resolve_to(&mut h, c, IpAddr::from(GROUP)).unwrap();
+    resolutions(&mut h);
+    let e = events(&h);
+    assert_eq!((e[0].event, e[0].status), (event::ADDR_RESOLVED, 0));
+    assert_eq!(e[0].remote.ip(), Some(IpAddr::from(GROUP)));
+    assert_eq!(e[0].local.ip(), Some(ip));
+    // The source given instead of a bound address does the same.
+    let d = id(&mut h, port_space::UDP, 4);
+    call(
+        &mut h.svc,
+        CmRequest::ResolveAddr {
+            id: d,
+            src: sockaddr(ip, 0),
+            dst: sockaddr(IpAddr::from(GROUP), 0),
+            timeout_ms: 2000,
+        },
+    )
+    .unwrap();
+    resolutions(&mut h);
+    assert_eq!(events(&h)[0].event, event::ADDR_RESOLVED);
+}
+
+/// An id without an address of its own resolves a group as the kernel's route to it says.
+#[test]
+fn an_id_without_an_address_resolves_a_group_by_its_route() {
+    let second = IpAddr::from([10, 0, 0, 7]);
+    let mut h = host_with(&[IpAddr::from([10, 0, 0, 1]), second], 1, 2);
+    let group = IpAddr::from(GROUP);
+    let resolve = |h: &mut Host, route: &dyn Fn(IpAddr) -> RouteOut| {
+        let c = id(h, port_space::UDP, 4);
+        let asker = Asker { route, ..asker(1) };
+        let request = CmRequest::ResolveAddr {
+            id: c,
+            src: CmSockAddr::NONE,
+            dst: sockaddr(group, 0),
+            timeout_ms: 2000,
+        };
+        h.svc.handle(asker, request, vec![])
+    };
+    // No route: the call fails at once, as `rdma_resolve_ip` does.
+    let refused = resolve(&mut h, &no_route).unwrap_err();
+    assert_eq!(refused.errno, libc::ENETUNREACH, "{refused:?}");
+    assert!(events(&h).is_empty());
+    // Out of another interface: no device there.
+    resolve(&mut h, &|_| RouteOut::Elsewhere("eth0".into())).unwrap();
+    let e = events(&h);
+    assert_eq!(
+        (e[0].event, e[0].status),
+        (event::ADDR_ERROR, -libc::ENODEV)
+    );
+    // Out of this port, from the source the route prefers.
+    resolve(&mut h, &|_| RouteOut::Port(Some(second))).unwrap();
+    resolutions(&mut h);
+    let e = events(&h);
+    assert_eq!((e[0].event, e[0].status), (event::ADDR_RESOLVED, 0));
+    assert_eq!(e[0].local.ip(), Some(second));
+    assert_eq!(e[0].sgid_index, 1);
 }
