@@ -342,6 +342,38 @@ pub enum CmRequest {
         /// The id.
         id: u64,
     },
+    /// `rdma_join_multicast`: the id joins `group` under the key `join` (the library's,
+    /// unique among the id's joins, never 0); `MULTICAST_JOIN` follows at once, naming
+    /// `join` ([`CmEventRecord::join`]). [`CmReply::Done`]. Refused as Linux refuses: an id
+    /// without a device, not bound or address-resolved, or not UD, the unspecified group,
+    /// flags other than [`join_flags`] (`EINVAL`); an IPv6 group on RoCE v2 (`ENOTSUPP`,
+    /// 524).
+    JoinMulticast {
+        /// The id.
+        id: u64,
+        /// The join's key.
+        join: u32,
+        /// The group.
+        group: CmSockAddr,
+        /// `rdma_cm_mc_join_flags` ([`join_flags`]).
+        flags: u32,
+    },
+    /// `rdma_leave_multicast`: the id leaves the join `join` (`ENOENT` if it holds none of
+    /// that key). No event of it follows. [`CmReply::Done`].
+    LeaveMulticast {
+        /// The id.
+        id: u64,
+        /// The join's key.
+        join: u32,
+    },
+}
+
+/// `enum rdma_cm_mc_join_flags`: how an id joins a multicast group.
+pub mod join_flags {
+    /// `RDMA_MC_JOIN_FLAG_FULLMEMBER`: sends to the group and receives from it.
+    pub const FULLMEMBER: u32 = 0;
+    /// `RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER`: sends only (the QP is not attached).
+    pub const SENDONLY_FULLMEMBER: u32 = 1;
 }
 
 /// The daemon's answer to a [`CmRequest`].
@@ -418,8 +450,10 @@ pub struct CmEventRecord {
     pub remote: CmSockAddr,
     /// Private data.
     pub private_data: [u8; MAX_PRIVATE_DATA],
-    /// Zero.
-    pub reserved: [u8; 4],
+    /// For `MULTICAST_JOIN` and `MULTICAST_ERROR`: the key of the join the event answers
+    /// ([`CmRequest::JoinMulticast`]); otherwise 0. (Zero bytes before multicast existed:
+    /// the records of one contract version keep one size and layout.)
+    pub join: u32,
 }
 
 impl Default for CmEventRecord {
@@ -453,6 +487,16 @@ mod tests {
     }
 
     #[test]
+    fn the_join_key_takes_the_records_last_four_bytes() {
+        let r = CmEventRecord {
+            join: 0x0102_0304,
+            ..CmEventRecord::default()
+        };
+        let bytes = zerocopy::IntoBytes::as_bytes(&r);
+        assert_eq!(bytes[324..], 0x0102_0304u32.to_ne_bytes());
+    }
+
+    #[test]
     fn requests_and_replies_encode_and_decode() {
         let r = crate::protocol::Request::Cm(CmRequest::Connect {
             id: 7,
@@ -467,6 +511,17 @@ mod tests {
         assert_eq!(
             crate::protocol::decode::<crate::protocol::Request>(&bytes).unwrap(),
             r
+        );
+        let join = crate::protocol::Request::Cm(CmRequest::JoinMulticast {
+            id: 7,
+            join: 1,
+            group: CmSockAddr::from(SocketAddr::from(([230, 1, 2, 3], 0))),
+            flags: join_flags::SENDONLY_FULLMEMBER,
+        });
+        let bytes = crate::protocol::encode(&join);
+        assert_eq!(
+            crate::protocol::decode::<crate::protocol::Request>(&bytes).unwrap(),
+            join
         );
     }
 }

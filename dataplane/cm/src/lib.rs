@@ -23,9 +23,10 @@
 //!   handshake (REQ to RTU), the teardown (REJ, DREQ, DREP, TimeWait), SIDR and the QP
 //!   attributes.
 //! - [`rdma_cm`]: ids in port spaces ([`RdmaCm`]), ports, listeners, the IP CM header,
-//!   events as librdmacm reports them, `rdma_init_qp_attr`, owners. Its modules:
-//!   [`rdma_cm::id`], [`rdma_cm::events`], [`rdma_cm::error`]; inside, the ports, the
-//!   calls (connect to destroy), the handler of CM events and the QP attributes.
+//!   events as librdmacm reports them, `rdma_init_qp_attr`, owners, multicast groups. Its
+//!   modules: [`rdma_cm::id`], [`rdma_cm::events`], [`rdma_cm::error`],
+//!   [`rdma_cm::multicast`]; inside, the ports, the calls (connect to destroy), the
+//!   handler of CM events and the QP attributes.
 //! - [`counters`]: one counter per way a MAD fares; every received MAD lands in exactly
 //!   one disposition counter.
 //! - [`address`]: where MADs come from and go to; [`random`]: injected randomness.
@@ -98,7 +99,10 @@ pub use ib_cm::params::{CmError, CmEvent, CmEventKind};
 pub use ib_cm::{IbCm, IbCmConfig};
 pub use random::{Random, ScriptedRandom, SeededRandom};
 pub use rdma_cm::error::Error;
-pub use rdma_cm::events::{AhAttr, ConnEventParam, Event, EventKind, EventParam, UdEventParam};
+pub use rdma_cm::events::{
+    AhAttr, ConnEventParam, Event, EventKind, EventParam, McEventParam, UdEventParam,
+};
 pub use rdma_cm::id::{ConnParam, IdHandle, IdInfo, IdOption, IdState, Owner, Route};
+pub use rdma_cm::multicast::{MC_HOP_LIMIT, MC_QPN, Membership};
 pub use rdma_cm::{Config, RDMA_UDP_QKEY, RdmaCm};
 pub use xroce_transport::Instant;

@@ -550,6 +550,18 @@ impl Host for NetlinkHost {
         has_capability(pid, CAP_NET_RAW)
     }
 
+    fn route(&mut self, destination: std::net::IpAddr) -> crate::control::RouteOut {
+        use crate::control::RouteOut;
+        match self.neighbours.route(self.ifindex, destination) {
+            Ok(route) if route.ifindex == self.ifindex => RouteOut::Port(route.source),
+            Ok(route) => RouteOut::Elsewhere(format!(
+                "the route to {destination} leaves by interface {}, not {}",
+                route.ifindex, self.ifindex
+            )),
+            Err(e) => RouteOut::Unreachable(e.to_string()),
+        }
+    }
+
     fn resolver(&self) -> Resolver {
         let (ifindex, timeout) = (self.ifindex, self.timeout);
         Arc::new(move |dgid: xroce_wire::Gid| {

@@ -109,5 +109,7 @@ pub(crate) fn request_name(request: &CmRequest) -> &'static str {
         CmRequest::Disconnect { .. } => "disconnect",
         CmRequest::InitQpAttr { .. } => "init QP attributes",
         CmRequest::Query { .. } => "query",
+        CmRequest::JoinMulticast { .. } => "join multicast",
+        CmRequest::LeaveMulticast { .. } => "leave multicast",
     }
 }

@@ -13,6 +13,10 @@
 //!   fails, after which the id's `REJECTED` and `DISCONNECTED` are not reported); without
 //!   one, it is reported as is, for the application's `rdma_establish`.
 //! - `REJECTED`: the QP goes to ERR.
+//! - `MULTICAST_JOIN`: the join it names keeps the group's MGID and the id's QP is
+//!   attached to the group (`MULTICAST_ERROR` if that fails); it and `MULTICAST_ERROR`
+//!   carry the join's `context` as `param.ud.private_data` (`crate::multicast`). A record
+//!   of a join that was left is dropped.
 //! - Every other event carries its parameters (`param.conn`, or `param.ud` for UD ids).
 //!
 //! Private data is copied into the event, so `param.*.private_data` stays valid until the
@@ -28,8 +32,9 @@ use verbs_shm::cm::{self, CmEventRecord, CmRequest, MAX_PRIVATE_DATA};
 use crate::abi::{
     RDMA_CM_EVENT_ADDR_ERROR, RDMA_CM_EVENT_ADDR_RESOLVED, RDMA_CM_EVENT_CONNECT_ERROR,
     RDMA_CM_EVENT_CONNECT_REQUEST, RDMA_CM_EVENT_CONNECT_RESPONSE, RDMA_CM_EVENT_DISCONNECTED,
-    RDMA_CM_EVENT_ESTABLISHED, RDMA_CM_EVENT_REJECTED, RDMA_CM_EVENT_ROUTE_ERROR,
-    RDMA_CM_EVENT_ROUTE_RESOLVED, rdma_cm_event, rdma_conn_param, rdma_ud_param,
+    RDMA_CM_EVENT_ESTABLISHED, RDMA_CM_EVENT_MULTICAST_ERROR, RDMA_CM_EVENT_MULTICAST_JOIN,
+    RDMA_CM_EVENT_REJECTED, RDMA_CM_EVENT_ROUTE_ERROR, RDMA_CM_EVENT_ROUTE_RESOLVED, rdma_cm_event,
+    rdma_conn_param, rdma_ud_param,
 };
 use crate::channel::Channel;
 use crate::cma::{Cma, lock};
@@ -37,6 +42,7 @@ use crate::connection;
 use crate::device::Device;
 use crate::ffi::{Cm, Errno};
 use crate::id::{self, Handle, IdPrivate};
+use crate::multicast::{self, Membership};
 
 /// An event handed to the application: the C part first, then what it points into.
 #[repr(C)]
@@ -47,6 +53,9 @@ struct Event {
     /// The id whose event count its acknowledgement completes (for a connection request,
     /// the listener's).
     owner: *const IdPrivate,
+    /// The multicast join a `MULTICAST_JOIN` or `MULTICAST_ERROR` answers, whose count
+    /// its acknowledgement completes too.
+    mc: Option<Arc<Membership>>,
 }
 
 /// What a record is about, once matched to the library's ids.
@@ -153,21 +162,26 @@ fn copy_ud(event: &mut Event, record: &CmEventRecord) {
     event.c.param.ud = rdma_ud_param {
         private_data: data,
         private_data_len: len,
-        ah_attr: ibv_ah_attr {
-            grh: ibv_global_route {
-                dgid: ibv_gid::from_raw(record.dgid),
-                flow_label: record.flow_label,
-                sgid_index: record.sgid_index,
-                hop_limit: record.hop_limit,
-                traffic_class: record.traffic_class,
-            },
-            is_global: 1,
-            port_num: 1,
-            ..ibv_ah_attr::default()
-        },
+        ah_attr: ah_attr(record),
         qp_num: record.qp_num,
         qkey: record.qkey,
     };
+}
+
+/// The record's address vector (`param.ud.ah_attr`).
+fn ah_attr(record: &CmEventRecord) -> ibv_ah_attr {
+    ibv_ah_attr {
+        grh: ibv_global_route {
+            dgid: ibv_gid::from_raw(record.dgid),
+            flow_label: record.flow_label,
+            sgid_index: record.sgid_index,
+            hop_limit: record.hop_limit,
+            traffic_class: record.traffic_class,
+        },
+        is_global: 1,
+        port_num: 1,
+        ..ibv_ah_attr::default()
+    }
 }
 
 /// The event for a record, or `None` when cma.c would drop it (and look for the next).
@@ -186,6 +200,7 @@ fn process(subject: Subject<'_>, record: &CmEventRecord) -> Option<Box<Event>> {
         c: rdma_cm_event::default(),
         private_data: [0; MAX_PRIVATE_DATA],
         owner,
+        mc: None,
     });
     event.c.id = id.as_c();
     event.c.event = c_int::try_from(record.event).unwrap_or(c_int::MAX);
@@ -235,10 +250,40 @@ fn process(subject: Subject<'_>, record: &CmEventRecord) -> Option<Box<Event>> {
                 let _ = connection::modify_qp_err(id);
             }
         }
+        RDMA_CM_EVENT_MULTICAST_JOIN | RDMA_CM_EVENT_MULTICAST_ERROR => {
+            let Some(mc) = multicast::reported(id, record.join) else {
+                // The join was left: its events go unread, as ucma drops them.
+                id.count_completed();
+                return None;
+            };
+            if event.c.event == RDMA_CM_EVENT_MULTICAST_JOIN {
+                copy_ud(&mut event, record);
+                if let Err(e) = multicast::process_join(id, &mc, &ah_attr(record)) {
+                    event.c.status = -e.0;
+                    event.c.event = RDMA_CM_EVENT_MULTICAST_ERROR;
+                }
+            }
+            // cma.c hands the join's context back here, and no private data.
+            event.c.param.ud.private_data = mc.context();
+            event.c.param.ud.private_data_len = 0;
+            event.mc = Some(mc);
+        }
         _ if ud => copy_ud(&mut event, record),
         _ => copy_conn(&mut event, record),
     }
     Some(event)
+}
+
+/// Whether a live event handed out answers the join `mc`.
+pub(crate) fn is_of(cma: &Cma, event: *mut rdma_cm_event, mc: &Arc<Membership>) -> bool {
+    let events = lock(&cma.events);
+    if !events.contains(&(event as usize)) {
+        return false;
+    }
+    // Safety: a registered event is a live `Event` made by `get`; the registry's lock keeps
+    // it from being acknowledged (and freed) meanwhile.
+    let event = unsafe { &*event.cast::<Event>() };
+    event.mc.as_ref().is_some_and(|m| Arc::ptr_eq(m, mc))
 }
 
 /// `ADDR_RESOLVED`: the id's device and addresses.
@@ -298,6 +343,9 @@ pub(crate) fn ack(cma: &Cma, event: *mut rdma_cm_event) -> Cm<()> {
     // Safety: a registered event was made by `Box::into_raw` in `get` and is unregistered
     // now, so this is its only owner.
     let event = unsafe { Box::from_raw(event.cast::<Event>()) };
+    if let Some(mc) = &event.mc {
+        mc.count_completed();
+    }
     // Safety: the owner cannot be freed before this acknowledgement: `destroy` waits for it.
     unsafe { &*event.owner }.count_completed();
     Ok(())

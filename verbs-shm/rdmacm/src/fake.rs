@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use verbs_abi::{
-    ibv_comp_channel, ibv_context, ibv_cq, ibv_device, ibv_pd, ibv_qp, ibv_qp_attr,
+    ibv_comp_channel, ibv_context, ibv_cq, ibv_device, ibv_gid, ibv_pd, ibv_qp, ibv_qp_attr,
     ibv_qp_init_attr, ibv_srq, ibv_srq_init_attr,
 };
 use verbs_shm::client::{Error, EventChannel};
@@ -32,6 +32,7 @@ thread_local! {
     static JOURNAL: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
     static DEVICES: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
     static FAIL_MODIFY_TO: RefCell<Option<u32>> = const { RefCell::new(None) };
+    static FAIL_ATTACH: RefCell<Option<c_int>> = const { RefCell::new(None) };
 }
 
 /// Appends to the calling thread's journal.
@@ -47,6 +48,11 @@ pub(crate) fn journal() -> Vec<String> {
 /// Makes `ibv_modify_qp` to `state` fail (with `EINVAL`) on this thread.
 pub(crate) fn fail_modify_to(state: Option<u32>) {
     FAIL_MODIFY_TO.with(|f| *f.borrow_mut() = state);
+}
+
+/// Makes `ibv_attach_mcast` return `errno` on this thread.
+pub(crate) fn fail_attach(errno: Option<c_int>) {
+    FAIL_ATTACH.with(|f| *f.borrow_mut() = errno);
 }
 
 /// A daemon.
@@ -219,6 +225,12 @@ impl FakeDaemon {
                 self.send(&record(id, cm::event::DISCONNECTED, 0));
                 CmReply::Done
             }
+            CmRequest::JoinMulticast {
+                id, join, group, ..
+            } if auto => {
+                self.send(&multicast_join(id, join, group.addr));
+                CmReply::Done
+            }
             _ => CmReply::Done,
         };
         Ok(reply)
@@ -271,6 +283,22 @@ fn init_qp_attr(state: u32) -> CmReply {
         _ => AttrMask::STATE,
     };
     CmReply::QpAttr { attr, mask: mask.0 }
+}
+
+/// The `MULTICAST_JOIN` a daemon reports for join `join` of `id` to the group whose
+/// address (IPv4-mapped) is `mgid`: recognisable values where the daemon's own would be
+/// the id's GID index and Q_Key.
+pub(crate) fn multicast_join(id: u64, join: u32, mgid: [u8; 16]) -> CmEventRecord {
+    CmEventRecord {
+        ud: 1,
+        join,
+        dgid: mgid,
+        hop_limit: 64,
+        sgid_index: 2,
+        qp_num: 0xFF_FFFF,
+        qkey: cm::RDMA_UDP_QKEY,
+        ..record(id, cm::event::MULTICAST_JOIN, 0)
+    }
 }
 
 /// A record of `event` about `id`.
@@ -353,6 +381,7 @@ pub(crate) fn cma(addresses: &[&str], dead: usize) -> (&'static Cma, Vec<Arc<Fak
     DEVICES.with(|d| *d.borrow_mut() = names);
     journal();
     fail_modify_to(None);
+    fail_attach(None);
     let cma: &'static Cma = Box::leak(Box::new(Cma::new(verbs, connect)));
     (cma, daemons)
 }
@@ -379,6 +408,8 @@ fn verbs() -> Cm<Verbs> {
         destroy_qp,
         create_srq,
         destroy_srq,
+        attach_mcast,
+        detach_mcast,
     })
 }
 
@@ -553,6 +584,38 @@ unsafe extern "C" fn create_srq(pd: *mut ibv_pd, _attr: *mut ibv_srq_init_attr) 
         pd,
         ..ibv_srq::default()
     })
+}
+
+/// The journal's name of a group: its GID as an IPv6 address.
+fn group_name(gid: *const ibv_gid) -> std::net::Ipv6Addr {
+    // Safety: the caller's GID, valid for the call.
+    std::net::Ipv6Addr::from(unsafe { (*gid).raw() })
+}
+
+/// # Safety
+///
+/// `qp` is a fake QP; `gid` is valid.
+unsafe extern "C" fn attach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int {
+    // Safety: a fake QP (caller).
+    let qp_num = unsafe { (*qp).qp_num };
+    note(format!(
+        "attach qp {qp_num:#x} to {} lid {lid}",
+        group_name(gid)
+    ));
+    FAIL_ATTACH.with(|f| f.borrow().unwrap_or(0))
+}
+
+/// # Safety
+///
+/// `qp` is a fake QP; `gid` is valid.
+unsafe extern "C" fn detach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int {
+    // Safety: a fake QP (caller).
+    let qp_num = unsafe { (*qp).qp_num };
+    note(format!(
+        "detach qp {qp_num:#x} from {} lid {lid}",
+        group_name(gid)
+    ));
+    0
 }
 
 unsafe extern "C" fn destroy_srq(_srq: *mut ibv_srq) -> c_int {

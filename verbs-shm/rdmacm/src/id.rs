@@ -40,6 +40,7 @@ use crate::daemon;
 use crate::device::Device;
 use crate::event;
 use crate::ffi::{Cm, Errno};
+use crate::multicast::{self, Membership};
 
 /// The packet lifetime code of a RoCE path, as Debian 12's kernel gives it
 /// (`CMA_IBOE_PACKET_LIFETIME`).
@@ -84,6 +85,8 @@ pub(crate) struct IdState {
     pub(crate) connect_data: Vec<u8>,
     /// A passive endpoint's QP attributes (`rdma_create_ep`), for `rdma_get_request`.
     pub(crate) qp_init_attr: Option<ibv_qp_init_attr>,
+    /// The multicast groups it joined, newest first (cma.c's `mc_list`).
+    pub(crate) multicast: Vec<Arc<Membership>>,
 }
 
 /// Events returned for an id, and their acknowledgements.
@@ -151,6 +154,7 @@ impl IdPrivate {
                 connect_error: false,
                 connect_data: Vec::new(),
                 qp_init_attr: None,
+                multicast: Vec::new(),
             }),
             events: Mutex::default(),
             acked: Condvar::new(),
@@ -366,8 +370,9 @@ pub(crate) fn create(
 }
 
 /// `rdma_destroy_id`: the daemon ids go (a connection is disconnected, a request
-/// rejected), the id's pending `event` is acknowledged, then the call waits until every
-/// event returned for the id is acknowledged, and frees it.
+/// rejected, the multicast groups left), the id's QP, if it still has one, is detached
+/// from its groups, the id's pending `event` is acknowledged, then the call waits until
+/// every event returned for the id is acknowledged, and frees it.
 pub(crate) fn destroy(id: &IdPrivate) -> Cm<()> {
     let cma = id.cma;
     let mut state = lock(&id.state);
@@ -380,8 +385,12 @@ pub(crate) fn destroy(id: &IdPrivate) -> Cm<()> {
     }
     drop(ids);
     id.drop_handles(&mut state, |_| true);
+    let joins = std::mem::take(&mut state.multicast);
     let pending = id.with_c(|c| std::mem::replace(&mut c.event, std::ptr::null_mut()));
     drop(state);
+    for mc in &joins {
+        multicast::detach(id, mc);
+    }
     if !pending.is_null() {
         let _ = event::ack(cma, pending);
     }

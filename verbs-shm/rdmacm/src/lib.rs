@@ -31,13 +31,14 @@
 //! - `id`: ids, their addresses, options and channels; `connection`: connect, accept,
 //!   reject, disconnect and the QP's states; `event`: records become events (cma.c's
 //!   `rdma_get_cm_event`); `qp`: the id's QP, CQs and SRQ; `endpoint`: `rdma_create_ep`,
-//!   `rdma_get_request`; `addrinfo`: `rdma_getaddrinfo`.
+//!   `rdma_get_request`; `addrinfo`: `rdma_getaddrinfo`; `multicast`: joins and leaves of
+//!   multicast groups.
 //! - `channel`: event channels over one socket per daemon; `device`: the device list;
 //!   `daemon`: the connection to a daemon (a trait, faked in tests); `verbs`: the
 //!   libibverbs functions, found at run time; `address`: socket addresses; `cma`: the state
 //!   and registries.
-//! - Tests only: `fake` (fake daemons and libibverbs functions), `flows` and `handshakes`
-//!   (whole flows against them), `system_header` (the layouts against rdma_cma.h).
+//! - Tests only: `fake` (fake daemons and libibverbs functions), `flows`, `handshakes` and
+//!   `joins` (whole flows against them), `system_header` (the layouts against rdma_cma.h).
 //!
 //! `XROCE_RDMACM_DEBUG=1` prints every refusal of a daemon to stderr (a C caller sees only
 //! the errno). cma.c does not re-initialise after `fork`, and neither does this library.
@@ -54,17 +55,20 @@
 //! | `rdma_get_devices`, `rdma_free_devices` | implemented |
 //! | `rdma_getaddrinfo`, `rdma_freeaddrinfo` | implemented over libc's `getaddrinfo` (no ibacm); `AF_IB`: `EAFNOSUPPORT` |
 //! | `rdma_set_local_ece`, `rdma_get_remote_ece`, `rdma_reject_ece` | `EOPNOTSUPP` after cma.c's argument checks: xroce devices have no ECE (enhanced connection establishment is a vendor extension) |
-//! | `rdma_join_multicast`, `rdma_join_multicast_ex` | `EOPNOTSUPP` after cma.c's argument checks: xroce devices have no multicast groups (`max_mcast_grp` 0) |
-//! | `rdma_leave_multicast` | `EADDRNOTAVAIL` (no group is ever joined), as cma.c answers for an address not joined |
+//! | `rdma_join_multicast`, `rdma_join_multicast_ex` | implemented, as Linux's rdma_cm on RoCE v2: `MULTICAST_JOIN` carries the group's address vector (MGID `::ffff:a.b.c.d`) and the join's `context`, and the id's QP is attached to the group when the event is read (not for a send-only join); an IPv6 group: `ENOTSUPP` (524) |
+//! | `rdma_leave_multicast` | implemented: the QP detached, the daemon told, the join's events waited for; `EADDRNOTAVAIL` for an address not joined |
 //! | `rsocket`, `rbind`, `rlisten`, `raccept`, `rconnect`, `rshutdown`, `rclose`, `rrecv`, `rrecvfrom`, `rrecvmsg`, `rsend`, `rsendto`, `rsendmsg`, `rread`, `rreadv`, `rwrite`, `rwritev`, `rpoll`, `rselect`, `rgetpeername`, `rgetsockname`, `rsetsockopt`, `rgetsockopt`, `rfcntl`, `riomap`, `riounmap`, `riowrite` | -1 with `ENOSYS`: rsocket (sockets over RDMA, librdmacm's own protocol) is not implemented; the symbols exist so that programs linked `BIND_NOW` load |
 //!
 //! Where this library differs from cma.c over the kernel's rdma_cm: `rdma_resolve_addr`
 //! fails at once with `ENODEV` when it cannot tell which device reaches the destination
 //! (several devices and none on the route) instead of reporting `ADDR_ERROR`; a wildcard
 //! bind takes its port from the first device's daemon; an event the library itself turns
-//! into an error (`ADDR_ERROR`, `ROUTE_ERROR`, `CONNECT_ERROR`) has a negative errno as its
-//! status where cma.c puts -1; and NULL or foreign pointers are `EINVAL` where cma.c would
-//! read through them.
+//! into an error (`ADDR_ERROR`, `ROUTE_ERROR`, `CONNECT_ERROR`, `MULTICAST_ERROR`) has a
+//! negative errno as its status where cma.c puts -1; a synchronous id's
+//! `rdma_leave_multicast` acknowledges the join's event the id keeps (cma.c would wait for
+//! it for ever), and `rdma_destroy_id` detaches a QP the id still has from its groups
+//! (cma.c leaves that to the QP's destruction); and NULL or foreign pointers are `EINVAL`
+//! where cma.c would read through them.
 
 mod abi;
 mod address;
@@ -85,6 +89,9 @@ mod flows;
 #[cfg(test)]
 mod handshakes;
 mod id;
+#[cfg(test)]
+mod joins;
+mod multicast;
 mod qp;
 #[cfg(test)]
 mod system_header;

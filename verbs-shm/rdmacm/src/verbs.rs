@@ -1,5 +1,6 @@
 //! The libibverbs functions this library calls, found at run time in the process's own
-//! `libibverbs.so.1`.
+//! `libibverbs.so.1` (`ibv_attach_mcast` and `ibv_detach_mcast` among them: the QP of an
+//! id that joined a multicast group is attached to it as cma.c attaches it).
 //!
 //! Every verbs object an id owns (the device context, its PD, the CQs whose `cq_context`
 //! is the id, completion channels, QPs, SRQs) is made through the libibverbs C API, so
@@ -16,9 +17,9 @@ use std::ffi::{CStr, c_char, c_int, c_void};
 
 use verbs_abi::{
     __VERBS_ABI_IS_EXTENDED, IBV_QP_INIT_ATTR_PD, IBV_SRQ_INIT_ATTR_PD, IBV_SRQ_INIT_ATTR_TYPE,
-    IBV_SRQT_BASIC, ibv_comp_channel, ibv_context, ibv_cq, ibv_device, ibv_pd, ibv_qp, ibv_qp_attr,
-    ibv_qp_init_attr, ibv_qp_init_attr_ex, ibv_srq, ibv_srq_init_attr, ibv_srq_init_attr_ex,
-    verbs_context,
+    IBV_SRQT_BASIC, ibv_comp_channel, ibv_context, ibv_cq, ibv_device, ibv_gid, ibv_pd, ibv_qp,
+    ibv_qp_attr, ibv_qp_init_attr, ibv_qp_init_attr_ex, ibv_srq, ibv_srq_init_attr,
+    ibv_srq_init_attr_ex, verbs_context,
 };
 
 use crate::ffi::{Cm, Errno};
@@ -50,6 +51,8 @@ pub(crate) struct Verbs {
     pub(crate) create_srq:
         unsafe extern "C" fn(*mut ibv_pd, *mut ibv_srq_init_attr) -> *mut ibv_srq,
     pub(crate) destroy_srq: unsafe extern "C" fn(*mut ibv_srq) -> c_int,
+    pub(crate) attach_mcast: unsafe extern "C" fn(*mut ibv_qp, *const ibv_gid, u16) -> c_int,
+    pub(crate) detach_mcast: unsafe extern "C" fn(*mut ibv_qp, *const ibv_gid, u16) -> c_int,
 }
 
 /// Looks up `name` in `handle` and returns it as a function pointer of type `F`.
@@ -105,6 +108,8 @@ impl Verbs {
             destroy_qp: function!(c"ibv_destroy_qp"),
             create_srq: function!(c"ibv_create_srq"),
             destroy_srq: function!(c"ibv_destroy_srq"),
+            attach_mcast: function!(c"ibv_attach_mcast"),
+            detach_mcast: function!(c"ibv_detach_mcast"),
         })
     }
 
@@ -183,11 +188,28 @@ impl Verbs {
     pub(crate) unsafe fn modify(&self, qp: *mut ibv_qp, attr: &ibv_qp_attr, mask: c_int) -> Cm<()> {
         let mut attr = *attr;
         // Safety: a live QP (caller) and a local attribute structure.
-        match unsafe { (self.modify_qp)(qp, &mut attr, mask) } {
-            0 => Ok(()),
-            e if e > 0 => Err(Errno(e)),
-            _ => Err(Errno::last()),
-        }
+        errno_value(unsafe { (self.modify_qp)(qp, &mut attr, mask) })
+    }
+
+    /// `ibv_attach_mcast`: `qp` receives what is sent to the group `gid` (`lid` 0 on
+    /// RoCE); its error value as an [`Errno`].
+    ///
+    /// # Safety
+    ///
+    /// `qp` is a live QP of the loaded libibverbs.
+    pub(crate) unsafe fn attach(&self, qp: *mut ibv_qp, gid: &ibv_gid, lid: u16) -> Cm<()> {
+        // Safety: a live QP (caller) and a GID that outlives the call.
+        errno_value(unsafe { (self.attach_mcast)(qp, gid, lid) })
+    }
+
+    /// `ibv_detach_mcast`, as [`Verbs::attach`].
+    ///
+    /// # Safety
+    ///
+    /// As [`Verbs::attach`].
+    pub(crate) unsafe fn detach(&self, qp: *mut ibv_qp, gid: &ibv_gid, lid: u16) -> Cm<()> {
+        // Safety: as above.
+        errno_value(unsafe { (self.detach_mcast)(qp, gid, lid) })
     }
 
     /// The name of a listed device.
@@ -207,6 +229,15 @@ impl Verbs {
                 .to_string_lossy()
                 .into_owned(),
         )
+    }
+}
+
+/// A verb's return value (0, an errno value, or -1 with `errno` set) as a result.
+fn errno_value(value: c_int) -> Cm<()> {
+    match value {
+        0 => Ok(()),
+        e if e > 0 => Err(Errno(e)),
+        _ => Err(Errno::last()),
     }
 }
 

@@ -5,8 +5,8 @@
 //! on both, and the outputs must be equal): event names, and `ENODEV` from everything that
 //! needs a device (cma.c's `ucma_init` finds none). `ours` calls are those Debian's library
 //! crashes on or does not answer as this one does by design: NULL and foreign pointers are
-//! `EINVAL` (`ENODEV` first where cma.c looks for a device first), rsocket is `ENOSYS`,
-//! multicast is refused.
+//! `EINVAL` (`ENODEV` first where cma.c looks for a device first; a multicast join of a
+//! foreign id too), rsocket is `ENOSYS`.
 
 mod common;
 

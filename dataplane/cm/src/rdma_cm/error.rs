@@ -23,6 +23,9 @@ pub const EISCONN: i32 = 106;
 pub const ETIMEDOUT: i32 = 110;
 /// `EAFNOSUPPORT`.
 pub const EAFNOSUPPORT: i32 = 97;
+/// `ENOTSUPP` (524), the kernel's own "operation not supported" that leaks to user space
+/// from a few calls (an IPv6 multicast join on RoCE v2 among them); not `ENOTSUP`.
+pub const ENOTSUPP: i32 = 524;
 
 /// Why an rdma_cm call failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -100,6 +103,41 @@ pub enum Error {
     /// off on a bound id or on a listener).
     #[error("option {0} cannot be set on this id now")]
     Option(&'static str),
+    /// The id has no device: it is bound to no address of this port (or to the wildcard),
+    /// which a multicast join needs (the kernel refuses an id without a device).
+    #[error("{op} needs an rdma_cm id bound to an address of this port (it has no device)")]
+    NoDevice {
+        /// The call.
+        op: &'static str,
+    },
+    /// A multicast join of an id that is not UD (Linux joins only UD ids).
+    #[error("only UD rdma_cm ids join multicast groups, not {qp_type:?} ones")]
+    McQpType {
+        /// The id's QP type.
+        qp_type: xroce_transport::QpType,
+    },
+    /// A multicast join of the unspecified address.
+    #[error("{0} is no multicast group")]
+    McZeroGroup(IpAddr),
+    /// An IPv6 multicast group on RoCE v2, which Linux does not join (`ENOTSUPP`).
+    #[error("IPv6 multicast group {0}: RoCE v2 joins IPv4 groups only")]
+    McIpv6(IpAddr),
+    /// A join key the id already uses.
+    #[error("rdma_cm id {id} already has a multicast join {join}")]
+    McJoinInUse {
+        /// The id.
+        id: IdHandle,
+        /// The key.
+        join: u32,
+    },
+    /// No join of the id has this key (left already, or never made).
+    #[error("rdma_cm id {id} has no multicast join {join}")]
+    McNotJoined {
+        /// The id.
+        id: IdHandle,
+        /// The key.
+        join: u32,
+    },
     /// The connection manager refused the call.
     #[error(transparent)]
     Cm(#[from] CmError),
@@ -115,11 +153,17 @@ impl Error {
                 EADDRNOTAVAIL
             }
             Error::AddressFamily { .. } => EAFNOSUPPORT,
+            Error::McIpv6(_) => ENOTSUPP,
+            Error::McNotJoined { .. } => ENOENT,
             Error::Cm(CmError::AlreadyEstablished) => EISCONN,
             Error::InvalidState { .. }
             | Error::PrivateDataTooLong { .. }
             | Error::QpType { .. }
             | Error::Option(_)
+            | Error::NoDevice { .. }
+            | Error::McQpType { .. }
+            | Error::McZeroGroup(_)
+            | Error::McJoinInUse { .. }
             | Error::Cm(_) => EINVAL,
         }
     }

@@ -37,7 +37,7 @@ pub enum EventKind {
     Disconnected = 10,
     /// `RDMA_CM_EVENT_DEVICE_REMOVAL`.
     DeviceRemoval = 11,
-    /// `RDMA_CM_EVENT_MULTICAST_JOIN`.
+    /// `RDMA_CM_EVENT_MULTICAST_JOIN`: the id joined a group ([`EventParam::Multicast`]).
     MulticastJoin = 12,
     /// `RDMA_CM_EVENT_MULTICAST_ERROR`.
     MulticastError = 13,
@@ -120,6 +120,16 @@ pub struct UdEventParam {
     pub qkey: u32,
 }
 
+/// `param.ud` of a multicast event, and which join of the id it answers.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct McEventParam {
+    /// The join's key, as [`crate::RdmaCm::join_multicast`] got it.
+    pub join: u32,
+    /// How to send to the group: its MGID as the address vector's destination, QPN
+    /// 0xFFFFFF, the id's Q_Key.
+    pub ud: UdEventParam,
+}
+
 /// The parameters an event carries.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum EventParam {
@@ -130,6 +140,8 @@ pub enum EventParam {
     Conn(ConnEventParam),
     /// UD parameters.
     Ud(UdEventParam),
+    /// UD parameters of a multicast group, with the join they answer.
+    Multicast(McEventParam),
 }
 
 /// An event of an id.
@@ -156,10 +168,19 @@ impl Event {
         }
     }
 
-    /// The UD parameters, if any.
+    /// The UD parameters, if any (a multicast event's too).
     pub fn ud(&self) -> Option<&UdEventParam> {
         match &self.param {
             EventParam::Ud(u) => Some(u),
+            EventParam::Multicast(m) => Some(&m.ud),
+            _ => None,
+        }
+    }
+
+    /// The multicast parameters, if any.
+    pub fn multicast(&self) -> Option<&McEventParam> {
+        match &self.param {
+            EventParam::Multicast(m) => Some(m),
             _ => None,
         }
     }

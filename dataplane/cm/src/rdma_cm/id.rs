@@ -7,6 +7,8 @@ use std::net::{IpAddr, SocketAddr};
 use xroce_transport::QpType;
 use xroce_wire::{CommId, IbMtu, PortSpace, Psn, Qpn};
 
+use super::multicast::Membership;
+
 /// A handle on an rdma_cm id, unique for the life of the [`crate::RdmaCm`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct IdHandle(pub u64);
@@ -158,6 +160,8 @@ pub(crate) struct RdmaId {
     /// A connection request this id came from that the application has not accepted or
     /// rejected yet (it counts against its listener's backlog).
     pub(crate) unanswered: bool,
+    /// The multicast groups it joined, oldest first.
+    pub(crate) multicast: Vec<Membership>,
 }
 
 impl RdmaId {
@@ -183,6 +187,7 @@ impl RdmaId {
             listening: false,
             backlog: 0,
             unanswered: false,
+            multicast: Vec::new(),
         }
     }
 

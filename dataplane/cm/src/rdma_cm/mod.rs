@@ -10,9 +10,9 @@
 //! Address and route resolution are the engine's: it hands a resolved [`Route`] to
 //! [`RdmaCm::resolve_route`].
 //!
-//! The modules: [`id`] (ids and their parameters), [`events`], [`error`], `ports`,
-//! `calls` (connect, accept and the rest), `handler` (CM events into rdma_cm events,
-//! incoming requests), `attributes` (`rdma_init_qp_attr`).
+//! The modules: [`id`] (ids and their parameters), [`events`], [`error`], [`multicast`]
+//! (groups of UD ids), `ports`, `calls` (connect, accept and the rest), `handler` (CM
+//! events into rdma_cm events, incoming requests), `attributes` (`rdma_init_qp_attr`).
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -32,6 +32,7 @@ pub mod error;
 pub mod events;
 mod handler;
 pub mod id;
+pub mod multicast;
 mod ports;
 
 use error::Error;

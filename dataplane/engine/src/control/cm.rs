@@ -1,5 +1,6 @@
 //! rdma_cm requests: the port's connection manager ([`crate::rdma_cm`]) serves them, with
-//! the registry's word on whose QPs a connection may name; the MADs it produces leave
+//! the registry's word on whose QPs a connection may name and the host's on where routes
+//! leave; the MADs it produces leave
 //! through the first poller, and its timers and resolutions run in the daemon's loop.
 
 use std::os::fd::OwnedFd;
@@ -38,10 +39,13 @@ impl Control {
             other => {
                 let registry = &self.registry;
                 let owner = |qpn: u32| registry.pid_of_qpn(qpn);
+                let host = std::cell::RefCell::new(&mut self.host);
+                let route = |destination| host.borrow_mut().route(destination);
                 let asker = Asker {
                     conn: id,
                     pid,
                     qp_owner: &owner,
+                    route: &route,
                 };
                 self.cm.handle(asker, other, fds)?
             }

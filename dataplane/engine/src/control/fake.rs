@@ -11,7 +11,9 @@ use verbs_shm::sys;
 use xroce_transport::{QpAttr, SrqAttr};
 use xroce_wire::{Gid, IbMtu};
 
-use super::{Answer, AppLimits, Control, Host, Link, Neighbour, PortView, Refusal, Resolver};
+use super::{
+    Answer, AppLimits, Control, Host, Link, Neighbour, PortView, Refusal, Resolver, RouteOut,
+};
 use crate::poller::{Command, PollerStats};
 
 /// The MAC address of the fake port.
@@ -110,6 +112,8 @@ pub(super) struct FakeHost {
     pub(super) groups: Arc<Mutex<Vec<(bool, Gid)>>>,
     /// See `groups`.
     pub(super) refuse_groups: Vec<Gid>,
+    /// Where every route leaves.
+    pub(super) route: RouteOut,
 }
 
 impl Default for FakeHost {
@@ -129,6 +133,7 @@ impl Default for FakeHost {
             hop_limit: crate::control::ROCE_HOP_LIMIT,
             groups: Arc::default(),
             refuse_groups: Vec::new(),
+            route: RouteOut::Port(None),
         }
     }
 }
@@ -165,6 +170,10 @@ impl Host for FakeHost {
 
     fn leave_group(&mut self, gid: Gid) {
         self.groups.lock().expect("groups").push((false, gid));
+    }
+
+    fn route(&mut self, _destination: std::net::IpAddr) -> RouteOut {
+        self.route.clone()
     }
 }
 

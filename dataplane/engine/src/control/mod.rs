@@ -115,6 +115,18 @@ pub enum Neighbour {
     Unreachable(String),
 }
 
+/// Where the kernel's routing table sends a destination when no outgoing interface is
+/// given (`ip route get`): how rdma_cm decides for an id with no address of its own.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RouteOut {
+    /// Out of the port's interface, from this source address if the route prefers one.
+    Port(Option<std::net::IpAddr>),
+    /// Out of another interface, and which.
+    Elsewhere(String),
+    /// No route, and why.
+    Unreachable(String),
+}
+
 /// Waits for the kernel to resolve a destination GID, within a bound of its own: the
 /// next-hop MAC address, `None` for a GID of this host, or why it cannot be reached. Runs
 /// on a thread of its own, so the control plane serves other applications meanwhile.
@@ -139,6 +151,8 @@ pub trait Host {
     fn hop_limit(&mut self, dgid: Gid) -> u8;
     /// What waits for a pending destination.
     fn resolver(&self) -> Resolver;
+    /// Where the kernel's route to `destination` leaves, given no outgoing interface.
+    fn route(&mut self, destination: std::net::IpAddr) -> RouteOut;
     /// Whether process `pid` is privileged for the network as the kernel's verbs mean it
     /// (`CAP_NET_RAW`): only such a process may give a queue pair a controlled Q_Key.
     fn is_privileged(&self, pid: i32) -> bool;

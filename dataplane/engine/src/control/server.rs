@@ -622,6 +622,51 @@ mod tests {
         assert_eq!(gauge(&fx, "cm_event_channels"), Some(0));
     }
 
+    /// An rdma_cm id with no address of its own resolves a multicast group by the host's
+    /// route to it: none here, so the call fails as Linux's `rdma_resolve_addr` does.
+    #[test]
+    fn a_multicast_group_is_resolved_by_the_hosts_route() {
+        use verbs_shm::cm::{CmReply, CmRequest, CmSockAddr, port_space};
+        let host = FakeHost {
+            route: super::super::RouteOut::Unreachable("the table of the test is empty".into()),
+            ..FakeHost::default()
+        };
+        let mut fx = Fixture::with(AppLimits::default(), host);
+        let (_app, daemon) = nix::sys::socket::socketpair(
+            nix::sys::socket::AddressFamily::Unix,
+            nix::sys::socket::SockType::SeqPacket,
+            None,
+            nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+        )
+        .unwrap();
+        let Ok(Answer {
+            reply: Reply::Cm(CmReply::Channel { channel }),
+            ..
+        }) = fx.ask_with(Request::Cm(CmRequest::Channel), vec![daemon])
+        else {
+            panic!("no channel");
+        };
+        let create = CmRequest::CreateId {
+            channel,
+            port_space: port_space::UDP,
+            qp_type: 4,
+        };
+        let Ok(Reply::Cm(CmReply::Id { id })) = fx.ask(Request::Cm(create)) else {
+            panic!("no id");
+        };
+        let resolve = CmRequest::ResolveAddr {
+            id,
+            src: CmSockAddr::NONE,
+            dst: CmSockAddr::from(std::net::SocketAddr::from(([230, 1, 2, 3], 0))),
+            timeout_ms: 2000,
+        };
+        refused(
+            fx.ask(Request::Cm(resolve)),
+            libc::ENETUNREACH,
+            "the table of the test is empty",
+        );
+    }
+
     #[test]
     fn a_request_is_answered_on_its_socket() {
         let mut fx = Fixture::new();

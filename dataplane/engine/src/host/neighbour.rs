@@ -559,14 +559,20 @@ fn parse_route(message: &RouteMessage, destination: IpAddr) -> Result<Route, Hos
         local: false,
         hop_limit: None,
     };
-    match message.header.kind {
-        RouteType::Unicast => {}
-        RouteType::Local => route.local = true,
-        RouteType::Broadcast | RouteType::Anycast | RouteType::Multicast => {
+    let multicast = match message.header.kind {
+        RouteType::Unicast => false,
+        RouteType::Local => {
+            route.local = true;
+            false
+        }
+        // A group: out of the route's interface to the group's own Ethernet address (the
+        // kernel gives a group no gateway, even through a default route).
+        RouteType::Multicast => true,
+        RouteType::Broadcast | RouteType::Anycast => {
             return Err(HostError::NotUnicast { destination });
         }
         _ => return Err(HostError::NoRoute { destination }),
-    }
+    };
     for attribute in &message.attributes {
         match attribute {
             RouteAttribute::Oif(index) => route.ifindex = *index,
@@ -583,6 +589,9 @@ fn parse_route(message: &RouteMessage, destination: IpAddr) -> Result<Route, Hos
             }
             _ => {}
         }
+    }
+    if multicast {
+        route.gateway = None;
     }
     Ok(route)
 }
@@ -681,5 +690,30 @@ mod tests {
         ));
         m.header.kind = RouteType::Local;
         assert!(parse_route(&m, destination).expect("route").local);
+        m.header.kind = RouteType::Broadcast;
+        assert!(matches!(
+            parse_route(&m, destination),
+            Err(HostError::NotUnicast { .. })
+        ));
+    }
+
+    #[test]
+    fn a_route_to_a_group_leaves_by_its_interface_to_the_group_itself() {
+        // `ip route get 230.1.2.3` through a default route: type multicast, no gateway.
+        let group: IpAddr = "230.1.2.3".parse().expect("ip");
+        let mut m = RouteMessage::default();
+        m.header.kind = RouteType::Multicast;
+        m.attributes.push(RouteAttribute::Oif(4));
+        m.attributes
+            .push(RouteAttribute::Gateway(RouteAddress::Inet(Ipv4Addr::new(
+                10, 0, 0, 254,
+            ))));
+        m.attributes
+            .push(RouteAttribute::PrefSource(RouteAddress::Inet(
+                Ipv4Addr::new(10, 0, 0, 1),
+            )));
+        let r = parse_route(&m, group).expect("a multicast route");
+        assert_eq!((r.ifindex, r.next_hop(), r.local), (4, group, false));
+        assert_eq!(r.source, Some("10.0.0.1".parse().expect("ip")));
     }
 }

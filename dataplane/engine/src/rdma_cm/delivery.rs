@@ -1,11 +1,13 @@
 //! Events to applications: the CM's events become [`CmEventRecord`]s on the event
 //! channel of the id's owner, written without blocking; a channel without room keeps its
-//! events, in order, until it drains.
+//! events, in order, until it drains. A multicast event names its join
+//! ([`CmEventRecord::join`]) and the index of the id's GID in the port's table.
 
 use std::os::fd::OwnedFd;
 
+use tracing::debug;
 use verbs_shm::cm::{CmEventRecord, CmSockAddr, MAX_PRIVATE_DATA};
-use xroce_cm::{Event, EventParam, IdHandle};
+use xroce_cm::{Event, EventParam, IdHandle, UdEventParam};
 
 use super::{CmService, IdPlace};
 
@@ -45,15 +47,25 @@ impl CmService {
                 r.qp_num = c.qp_num;
                 r.private_data_len = copy_private(&mut r.private_data, &c.private_data);
             }
-            EventParam::Ud(u) => {
-                r.ud = 1;
-                r.qp_num = u.qp_num;
-                r.qkey = u.qkey;
-                r.dgid = u.ah_attr.dgid.0;
-                r.flow_label = u.ah_attr.flow_label;
-                r.hop_limit = u.ah_attr.hop_limit;
-                r.traffic_class = u.ah_attr.traffic_class;
-                r.private_data_len = copy_private(&mut r.private_data, &u.private_data);
+            EventParam::Ud(u) => copy_ud(&mut r, u),
+            EventParam::Multicast(m) => {
+                copy_ud(&mut r, &m.ud);
+                r.join = m.join;
+                // The group's address vector sends from the id's GID: gone from the port
+                // since the id was bound, there is none (the kernel's
+                // `ib_init_ah_from_mcmember` fails, and the join is a MULTICAST_ERROR).
+                let local = self.cm.id(e.id).and_then(|i| i.local);
+                match local.and_then(|a| self.gid_position(a.ip())) {
+                    Some(index) => r.sgid_index = index,
+                    None => {
+                        debug!(
+                            "rdma_cm: id {} joined a group from {local:?}, no address of this port now",
+                            e.id
+                        );
+                        r.event = verbs_shm::cm::event::MULTICAST_ERROR;
+                        r.status = -libc::EADDRNOTAVAIL;
+                    }
+                }
             }
         }
         self.deliver(place, r);
@@ -137,6 +149,18 @@ fn send_record(sock: &OwnedFd, r: &CmEventRecord) -> Sent {
             Err(_) => return Sent::Gone,
         }
     }
+}
+
+/// `param.ud`: the peer's (or the group's) address vector, QPN, Q_Key, private data.
+fn copy_ud(r: &mut CmEventRecord, u: &UdEventParam) {
+    r.ud = 1;
+    r.qp_num = u.qp_num;
+    r.qkey = u.qkey;
+    r.dgid = u.ah_attr.dgid.0;
+    r.flow_label = u.ah_attr.flow_label;
+    r.hop_limit = u.ah_attr.hop_limit;
+    r.traffic_class = u.ah_attr.traffic_class;
+    r.private_data_len = copy_private(&mut r.private_data, &u.private_data);
 }
 
 fn copy_private(to: &mut [u8; MAX_PRIVATE_DATA], from: &[u8]) -> u16 {

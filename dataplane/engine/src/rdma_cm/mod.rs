@@ -17,6 +17,12 @@
 //! channel keeps its events in order until it drains). When a connection goes, its ids go
 //! ([`CmService::connection_closed`]): the CM rejects or disconnects on its behalf.
 //!
+//! Multicast joins put nothing on the wire (RoCE has no subnet administrator): the CM
+//! keeps the id's groups and reports `MULTICAST_JOIN` at once, naming the join by the key
+//! the library chose; receiving is up to the QP, which the library attaches to the group
+//! (`ibv_attach_mcast`) when it reads that event, and whose attachments make the port join
+//! the group on the network. The joins of an id go with it.
+//!
 //! Time is the daemon's monotonic clock, turned into the transport's [`Instant`] here.
 
 use std::collections::{HashMap, VecDeque};
@@ -28,7 +34,7 @@ use crossbeam_channel::{Receiver, Sender, unbounded};
 use rand::{Rng, SeedableRng};
 use tracing::debug;
 use verbs_shm::cm::{
-    CmConnParam, CmEventRecord, CmIdInfo, CmOption, CmReply, CmRequest, CmSockAddr,
+    CmConnParam, CmEventRecord, CmIdInfo, CmOption, CmReply, CmRequest, CmSockAddr, join_flags,
 };
 use verbs_shm::sys;
 use xroce_cm::address::is_any;
@@ -38,7 +44,7 @@ use xroce_wire::cm::{Guid, PortSpace};
 use xroce_wire::mad::MAD_LEN;
 use xroce_wire::{Gid, IbMtu, Qpn};
 
-use crate::control::Resolver;
+use crate::control::{Resolver, RouteOut};
 use crate::gsi::{self, GsiDrop, GsiSender};
 
 /// The hop limit of the paths rdma_cm synthesizes (the route's TTL).
@@ -89,6 +95,9 @@ pub struct Asker<'a> {
     /// The process owning a QP number, if any (a connect or accept may only name the
     /// caller's own QPs).
     pub qp_owner: &'a dyn Fn(u32) -> Option<i32>,
+    /// Where the kernel's route to a destination leaves, given no outgoing interface (an
+    /// id with no address of its own resolving a multicast group).
+    pub route: &'a dyn Fn(IpAddr) -> RouteOut,
 }
 
 impl std::fmt::Debug for Asker<'_> {
@@ -156,6 +165,11 @@ pub struct CmServiceCounters {
     pub cm_events_delayed: u64,
     /// Events dropped: their channel was gone.
     pub cm_events_lost: u64,
+    /// Multicast groups joined (`rdma_join_multicast`).
+    pub mc_joins: u64,
+    /// Multicast groups left (`rdma_leave_multicast`; the joins of ids that go are not
+    /// counted here).
+    pub mc_leaves: u64,
 }
 
 /// A random source for comm IDs, starting PSNs and ephemeral ports.
@@ -289,6 +303,9 @@ impl CmService {
                     .count() as u64,
             ),
             ("cm_event_channels", self.channels.len() as u64),
+            ("cm_mc_joins", c.mc_joins),
+            ("cm_mc_leaves", c.mc_leaves),
+            ("cm_mc_joined", self.cm.multicast_joins() as u64),
         ]
         .into_iter()
         .map(|(n, v)| (n.to_owned(), v))
@@ -494,7 +511,7 @@ impl CmService {
             }
             CmRequest::ResolveAddr { id, src, dst, .. } => {
                 let id = self.mine(conn, id)?;
-                self.resolve_addr(id, &src, &dst)?;
+                self.resolve_addr(asker, id, &src, &dst)?;
                 Ok(CmReply::Done)
             }
             CmRequest::ResolveRoute { id, .. } => {
@@ -562,7 +579,79 @@ impl CmService {
                 let id = self.mine(conn, id)?;
                 Ok(CmReply::Info(self.info(id)))
             }
+            CmRequest::JoinMulticast {
+                id,
+                join,
+                group,
+                flags,
+            } => {
+                let id = self.mine(conn, id)?;
+                self.join_multicast(id, join, &group, flags)?;
+                Ok(CmReply::Done)
+            }
+            CmRequest::LeaveMulticast { id, join } => {
+                let id = self.mine(conn, id)?;
+                let left = self.cm.leave_multicast(id, join)?;
+                self.counters.mc_leaves += 1;
+                debug!("rdma_cm: id {id} left multicast group {}", left.group);
+                Ok(CmReply::Done)
+            }
         }
+    }
+
+    /// `rdma_join_multicast`: the flags and the group's family checked as ucma checks them,
+    /// then the CM joins (`MULTICAST_JOIN` follows at once). An id whose address is still
+    /// being resolved is refused, as the kernel refuses one in `RDMA_CM_ADDR_QUERY`.
+    fn join_multicast(
+        &mut self,
+        id: IdHandle,
+        join: u32,
+        group: &CmSockAddr,
+        flags: u32,
+    ) -> Result<(), Refusal> {
+        let send_only = match flags {
+            join_flags::FULLMEMBER => false,
+            join_flags::SENDONLY_FULLMEMBER => true,
+            other => {
+                return Err(Refusal::new(
+                    libc::EINVAL,
+                    format!("unknown multicast join flags {other:#x}"),
+                ));
+            }
+        };
+        let group = group.ip().ok_or_else(|| {
+            Refusal::new(
+                libc::EINVAL,
+                format!("address family {} is not IPv4 or IPv6", group.family),
+            )
+        })?;
+        if join == 0 {
+            return Err(Refusal::new(libc::EINVAL, "multicast join key 0"));
+        }
+        if self.resolving(id) {
+            return Err(Refusal::new(
+                libc::EINVAL,
+                format!(
+                    "rdma_cm id {id} is still resolving its address: join {group} after ADDR_RESOLVED"
+                ),
+            ));
+        }
+        let mgid = self.cm.join_multicast(id, join, group, send_only)?;
+        self.counters.mc_joins += 1;
+        debug!(
+            "rdma_cm: id {id} joined multicast group {group} (MGID {}){}",
+            mgid.to_ip(),
+            if send_only { ", send-only" } else { "" }
+        );
+        Ok(())
+    }
+
+    /// Whether an `rdma_resolve_addr` of `id` waits for its answer.
+    fn resolving(&self, id: IdHandle) -> bool {
+        self.waiting
+            .values()
+            .flatten()
+            .any(|w| matches!(w, Waiter::Addr(i) if *i == id))
     }
 
     /// `rdma_init_qp_attr`: the attributes that move `id`'s QP to `state` (raw
@@ -585,12 +674,17 @@ impl CmService {
     }
 
     fn gid_index(&self, ip: IpAddr) -> u8 {
+        self.gid_position(ip).unwrap_or(0)
+    }
+
+    /// The index of `ip`'s GID in the port's table, if it is there.
+    fn gid_position(&self, ip: IpAddr) -> Option<u8> {
         let gid = Gid::from_ip(ip);
         self.port
             .gids
             .iter()
             .position(|g| *g == gid)
-            .map_or(0, |i| i as u8)
+            .map(|i| i as u8)
     }
 
     fn mine(&self, conn: u64, id: u64) -> Result<IdHandle, Refusal> {
@@ -643,8 +737,16 @@ impl CmService {
 
     /// `rdma_resolve_addr`: binds the id to the source address (given, or this port's
     /// address of the destination's family), then finds the destination's next hop.
+    ///
+    /// A multicast group is resolved as Linux resolves it: an id with an address of its
+    /// own (bound, or the source given) reaches it from that address whatever the routing
+    /// table says (the kernel routes a group out of the interface it is asked to); one
+    /// without asks the route, which must leave by this port (no route: `ENETUNREACH` at
+    /// once, as `rdma_resolve_ip` fails; another interface: `ADDR_ERROR`, `-ENODEV`, as
+    /// rdma_cm finds no RDMA device there).
     fn resolve_addr(
         &mut self,
+        asker: Asker<'_>,
         id: IdHandle,
         src: &CmSockAddr,
         dst: &CmSockAddr,
@@ -668,10 +770,31 @@ impl CmService {
             Some(own) if is_any(dst.ip()) => SocketAddr::new(own, dst.port()),
             _ => dst,
         };
-        let local = match (src.to_socket_addr(), bound) {
-            (_, Some(b)) if !is_any(b.ip()) => b.ip(),
-            (Some(s), _) if !is_any(s.ip()) => s.ip(),
-            _ => self.source_for(dst.ip()).ok_or_else(|| {
+        let own = match (src.to_socket_addr(), bound) {
+            (_, Some(b)) if !is_any(b.ip()) => Some(b.ip()),
+            (Some(s), _) if !is_any(s.ip()) => Some(s.ip()),
+            _ => None,
+        };
+        let preferred = match own {
+            None if dst.ip().is_multicast() => match (asker.route)(dst.ip()) {
+                RouteOut::Port(source) => source.filter(|ip| self.gid_position(*ip).is_some()),
+                RouteOut::Elsewhere(why) => {
+                    debug!("rdma_cm: resolving {} for id {id}: {why}", dst.ip());
+                    self.emit_simple(id, verbs_shm::cm::event::ADDR_ERROR, -libc::ENODEV);
+                    return Ok(());
+                }
+                RouteOut::Unreachable(why) => {
+                    return Err(Refusal::new(
+                        libc::ENETUNREACH,
+                        format!("no route to multicast group {}: {why}", dst.ip()),
+                    ));
+                }
+            },
+            _ => None,
+        };
+        let local = match own.or(preferred) {
+            Some(ip) => ip,
+            None => self.source_for(dst.ip()).ok_or_else(|| {
                 Refusal::new(
                     libc::EADDRNOTAVAIL,
                     format!("this port has no address to reach {}", dst.ip()),

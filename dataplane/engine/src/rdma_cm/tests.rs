@@ -17,9 +17,14 @@ struct Host {
 /// A port at `ip` with MAC `mac` whose resolver answers `peer_mac` for everything,
 /// with one application connection (1) and its event channel.
 fn host(ip: [u8; 4], mac: u8, peer_mac: u8) -> Host {
+    host_with(&[IpAddr::from(ip)], mac, peer_mac)
+}
+
+/// [`host`] with these addresses, the first of them its `ip`.
+fn host_with(ips: &[IpAddr], mac: u8, peer_mac: u8) -> Host {
     let port = CmPort {
         mac: [2, 0, 0, 0, 0, mac],
-        gids: vec![Gid::from_ip(IpAddr::from(ip))],
+        gids: ips.iter().map(|ip| Gid::from_ip(*ip)).collect(),
         active_mtu: IbMtu::Mtu1024,
     };
     let resolve: Resolver = Arc::new(move |_| Ok(Some([2, 0, 0, 0, 0, peer_mac])));
@@ -42,7 +47,7 @@ fn host(ip: [u8; 4], mac: u8, peer_mac: u8) -> Host {
         svc,
         app,
         channel,
-        ip: IpAddr::from(ip),
+        ip: ips[0],
     }
 }
 
@@ -50,11 +55,17 @@ fn owns(qpn: u32) -> Option<i32> {
     (qpn < 0x100).then_some(PID)
 }
 
+/// The routing table of the tests: empty.
+fn no_route(destination: IpAddr) -> RouteOut {
+    RouteOut::Unreachable(format!("no route to {destination}"))
+}
+
 fn asker(conn: u64) -> Asker<'static> {
     Asker {
         conn,
         pid: PID,
         qp_owner: &owns,
+        route: &no_route,
     }
 }
 
@@ -550,9 +561,8 @@ fn a_pending_connection_request_costs_a_listening_daemon_little_memory() {
         .unwrap();
         // Each its own QP: the same QP asking twice would be a stale connection.
         let asking = Asker {
-            conn: 1,
-            pid: PID,
             qp_owner: &|_| Some(PID),
+            ..asker(1)
         };
         a.svc
             .handle(
@@ -658,4 +668,359 @@ fn an_id_bound_to_the_wildcard_resolves_from_the_ports_address_on_its_port() {
         .unwrap_err();
         assert_eq!(refused.errno, libc::EINVAL, "{any}: {refused:?}");
     }
+}
+
+/// The group the multicast tests join (pyverbs' rdmacm tests take 230.x.y.z).
+const GROUP: [u8; 4] = [230, 1, 2, 3];
+
+/// A UDP id of `h` bound to `ip` (port 0: any).
+fn ud_bound(h: &mut Host, ip: IpAddr) -> u64 {
+    let c = id(h, port_space::UDP, 4);
+    call(
+        &mut h.svc,
+        CmRequest::Bind {
+            id: c,
+            addr: sockaddr(ip, 0),
+        },
+    )
+    .unwrap();
+    c
+}
+
+fn resolve_to(h: &mut Host, c: u64, dst: IpAddr) -> Result<CmReply, Refusal> {
+    call(
+        &mut h.svc,
+        CmRequest::ResolveAddr {
+            id: c,
+            src: CmSockAddr::NONE,
+            dst: sockaddr(dst, 0),
+            timeout_ms: 2000,
+        },
+    )
+}
+
+fn join(h: &mut Host, c: u64, join: u32, group: IpAddr, flags: u32) -> Result<CmReply, Refusal> {
+    call(
+        &mut h.svc,
+        CmRequest::JoinMulticast {
+            id: c,
+            join,
+            group: sockaddr(group, 0),
+            flags,
+        },
+    )
+}
+
+fn stat(h: &Host, name: &str) -> u64 {
+    h.svc
+        .stats()
+        .into_iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| v)
+        .unwrap_or_else(|| panic!("no counter {name}"))
+}
+
+/// `rdma_resolve_addr` to a group from an id with an address of its own: as the kernel
+/// routes a group out of the interface it is asked to, no route is looked up (the tests'
+/// table has none) and the address resolves.
+#[test]
+fn a_bound_id_resolves_a_multicast_group_without_a_route() {
+    let mut h = host([10, 0, 0, 1], 1, 2);
+    let ip = h.ip;
+    let c = ud_bound(&mut h, ip);
+    resolve_to(&mut h, c, IpAddr::from(GROUP)).unwrap();
+    resolutions(&mut h);
+    let e = events(&h);
+    assert_eq!((e[0].event, e[0].status), (event::ADDR_RESOLVED, 0));
+    assert_eq!(e[0].remote.ip(), Some(IpAddr::from(GROUP)));
+    assert_eq!(e[0].local.ip(), Some(ip));
+    // The source given instead of a bound address does the same.
+    let d = id(&mut h, port_space::UDP, 4);
+    call(
+        &mut h.svc,
+        CmRequest::ResolveAddr {
+            id: d,
+            src: sockaddr(ip, 0),
+            dst: sockaddr(IpAddr::from(GROUP), 0),
+            timeout_ms: 2000,
+        },
+    )
+    .unwrap();
+    resolutions(&mut h);
+    assert_eq!(events(&h)[0].event, event::ADDR_RESOLVED);
+}
+
+/// An id without an address of its own resolves a group as the kernel's route to it says.
+#[test]
+fn an_id_without_an_address_resolves_a_group_by_its_route() {
+    let second = IpAddr::from([10, 0, 0, 7]);
+    let mut h = host_with(&[IpAddr::from([10, 0, 0, 1]), second], 1, 2);
+    let group = IpAddr::from(GROUP);
+    let resolve = |h: &mut Host, route: &dyn Fn(IpAddr) -> RouteOut| {
+        let c = id(h, port_space::UDP, 4);
+        let asker = Asker { route, ..asker(1) };
+        let request = CmRequest::ResolveAddr {
+            id: c,
+            src: CmSockAddr::NONE,
+            dst: sockaddr(group, 0),
+            timeout_ms: 2000,
+        };
+        h.svc.handle(asker, request, vec![])
+    };
+    // No route: the call fails at once, as `rdma_resolve_ip` does.
+    let refused = resolve(&mut h, &no_route).unwrap_err();
+    assert_eq!(refused.errno, libc::ENETUNREACH, "{refused:?}");
+    assert!(events(&h).is_empty());
+    // Out of another interface: no device there.
+    resolve(&mut h, &|_| RouteOut::Elsewhere("eth0".into())).unwrap();
+    let e = events(&h);
+    assert_eq!(
+        (e[0].event, e[0].status),
+        (event::ADDR_ERROR, -libc::ENODEV)
+    );
+    // Out of this port, from the source the route prefers.
+    resolve(&mut h, &|_| RouteOut::Port(Some(second))).unwrap();
+    resolutions(&mut h);
+    let e = events(&h);
+    assert_eq!((e[0].event, e[0].status), (event::ADDR_RESOLVED, 0));
+    assert_eq!(e[0].local.ip(), Some(second));
+    assert_eq!(e[0].sgid_index, 1);
+}
+
+/// `rdma_join_multicast` after `rdma_resolve_addr`, as mckey and pyverbs join:
+/// `MULTICAST_JOIN` at once with the group's address vector, naming the join.
+#[test]
+fn a_join_reports_multicast_join_with_the_groups_address_vector() {
+    let ip = IpAddr::from([10, 0, 0, 1]);
+    let mut h = host_with(&[IpAddr::from([10, 0, 0, 9]), ip], 1, 2);
+    let c = id(&mut h, port_space::UDP, 4);
+    call(
+        &mut h.svc,
+        CmRequest::SetOption {
+            id: c,
+            option: CmOption::Tos(32),
+        },
+    )
+    .unwrap();
+    call(
+        &mut h.svc,
+        CmRequest::Bind {
+            id: c,
+            addr: sockaddr(ip, 0),
+        },
+    )
+    .unwrap();
+    resolve_to(&mut h, c, IpAddr::from(GROUP)).unwrap();
+    resolutions(&mut h);
+    assert_eq!(events(&h)[0].event, event::ADDR_RESOLVED);
+
+    join(&mut h, c, 7, IpAddr::from(GROUP), 0).unwrap();
+    let e = events(&h);
+    assert_eq!(e.len(), 1, "{e:?}");
+    let r = &e[0];
+    assert_eq!((r.id, r.event, r.status), (c, event::MULTICAST_JOIN, 0));
+    assert_eq!((r.ud, r.join), (1, 7));
+    let mut mgid = [0u8; 16];
+    mgid[10..12].copy_from_slice(&[0xff, 0xff]);
+    mgid[12..].copy_from_slice(&GROUP);
+    assert_eq!(r.dgid, mgid, "the IPv4-mapped group");
+    assert_eq!(r.sgid_index, 1, "the index of the id's GID");
+    assert_eq!(r.hop_limit, 64, "IPV6_DEFAULT_HOPLIMIT");
+    assert_eq!(
+        (r.traffic_class, r.flow_label),
+        (0, 0),
+        "Linux takes no TOS for a group"
+    );
+    assert_eq!((r.qp_num, r.qkey), (0xFF_FFFF, 0x0123_4567));
+    assert_eq!(r.private_data_len, 0);
+
+    // Send-only, on an id that is only bound (ADDR_BOUND), another group.
+    let d = ud_bound(&mut h, ip);
+    join(&mut h, d, 1, IpAddr::from([239, 0, 0, 1]), 1).unwrap();
+    let e = events(&h);
+    assert_eq!(
+        (e[0].id, e[0].event, e[0].join),
+        (d, event::MULTICAST_JOIN, 1)
+    );
+    assert_eq!(e[0].dgid[12..], [239, 0, 0, 1]);
+    assert_eq!((stat(&h, "cm_mc_joins"), stat(&h, "cm_mc_joined")), (2, 2));
+
+    // The id's address gone from the port since it was bound: no address vector sends
+    // from it, and the join is a MULTICAST_ERROR.
+    h.svc.update_port(CmPort {
+        mac: [2, 0, 0, 0, 0, 1],
+        gids: vec![Gid::from_ip(IpAddr::from([10, 0, 0, 9]))],
+        active_mtu: IbMtu::Mtu1024,
+    });
+    join(&mut h, d, 2, IpAddr::from(GROUP), 0).unwrap();
+    let e = events(&h);
+    assert_eq!(
+        (e[0].event, e[0].status, e[0].join),
+        (event::MULTICAST_ERROR, -libc::EADDRNOTAVAIL, 2)
+    );
+}
+
+/// What Linux refuses (`rdma_join_multicast`, `cma_iboe_join_multicast`, ucma's checks),
+/// with its errno, and nothing joined.
+#[test]
+fn joins_are_refused_as_linux_refuses_them() {
+    let mut h = host([10, 0, 0, 1], 1, 2);
+    let ip = h.ip;
+    let group = IpAddr::from(GROUP);
+    let errno = |r: Result<CmReply, Refusal>| r.unwrap_err().errno;
+
+    let idle = id(&mut h, port_space::UDP, 4);
+    assert_eq!(
+        errno(join(&mut h, idle, 1, group, 0)),
+        libc::EINVAL,
+        "no device"
+    );
+    let wildcard = ud_bound(&mut h, IpAddr::from([0, 0, 0, 0]));
+    assert_eq!(
+        errno(join(&mut h, wildcard, 1, group, 0)),
+        libc::EINVAL,
+        "bound to the wildcard: no device"
+    );
+    let rc = id(&mut h, port_space::TCP, 2);
+    call(
+        &mut h.svc,
+        CmRequest::Bind {
+            id: rc,
+            addr: sockaddr(ip, 0),
+        },
+    )
+    .unwrap();
+    assert_eq!(errno(join(&mut h, rc, 1, group, 0)), libc::EINVAL, "RC");
+
+    let c = ud_bound(&mut h, ip);
+    assert_eq!(
+        errno(join(&mut h, c, 1, IpAddr::from([0, 0, 0, 0]), 0)),
+        libc::EINVAL
+    );
+    assert_eq!(
+        errno(join(&mut h, c, 1, "ff0e::1".parse().unwrap(), 0)),
+        524,
+        "IPv6 on RoCE v2: ENOTSUPP"
+    );
+    assert_eq!(errno(join(&mut h, c, 1, group, 2)), libc::EINVAL, "flags");
+    let no_family = call(
+        &mut h.svc,
+        CmRequest::JoinMulticast {
+            id: c,
+            join: 1,
+            group: CmSockAddr::NONE,
+            flags: 0,
+        },
+    );
+    assert_eq!(errno(no_family), libc::EINVAL);
+    assert_eq!(errno(join(&mut h, c, 0, group, 0)), libc::EINVAL, "key 0");
+    assert_eq!(errno(join(&mut h, 999, 1, group, 0)), libc::EINVAL, "no id");
+
+    // While its address is being resolved (RDMA_CM_ADDR_QUERY), and once its route is.
+    resolve_to(&mut h, c, IpAddr::from([10, 0, 0, 2])).unwrap();
+    assert_eq!(
+        errno(join(&mut h, c, 1, group, 0)),
+        libc::EINVAL,
+        "resolving"
+    );
+    resolutions(&mut h);
+    call(
+        &mut h.svc,
+        CmRequest::ResolveRoute {
+            id: c,
+            timeout_ms: 2000,
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        errno(join(&mut h, c, 1, group, 0)),
+        libc::EINVAL,
+        "route resolved"
+    );
+
+    let listener = ud_bound(&mut h, ip);
+    call(
+        &mut h.svc,
+        CmRequest::Listen {
+            id: listener,
+            backlog: 1,
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        errno(join(&mut h, listener, 1, group, 0)),
+        libc::EINVAL,
+        "listening"
+    );
+
+    let joined = ud_bound(&mut h, ip);
+    join(&mut h, joined, 5, group, 0).unwrap();
+    assert_eq!(
+        errno(join(&mut h, joined, 5, group, 0)),
+        libc::EINVAL,
+        "key in use"
+    );
+    let multicast: Vec<u32> = events(&h)
+        .iter()
+        .filter(|r| r.event == event::MULTICAST_JOIN || r.event == event::MULTICAST_ERROR)
+        .map(|r| r.join)
+        .collect();
+    assert_eq!(multicast, [5], "only the one join");
+    assert_eq!(stat(&h, "cm_mc_joined"), 1);
+}
+
+/// `rdma_leave_multicast`, and a leave of a join the id does not hold (`ENOENT`, as ucma
+/// answers for an unknown join).
+#[test]
+fn a_leave_ends_the_join_and_one_not_joined_is_refused() {
+    let mut h = host([10, 0, 0, 1], 1, 2);
+    let ip = h.ip;
+    let c = ud_bound(&mut h, ip);
+    join(&mut h, c, 7, IpAddr::from(GROUP), 0).unwrap();
+    // The same group again: a second join, as Linux allows.
+    join(&mut h, c, 8, IpAddr::from(GROUP), 0).unwrap();
+    events(&h);
+    call(&mut h.svc, CmRequest::LeaveMulticast { id: c, join: 7 }).unwrap();
+    assert_eq!(stat(&h, "cm_mc_joined"), 1);
+    for unknown in [7, 9] {
+        let refused = call(
+            &mut h.svc,
+            CmRequest::LeaveMulticast {
+                id: c,
+                join: unknown,
+            },
+        )
+        .unwrap_err();
+        assert_eq!(refused.errno, libc::ENOENT, "{unknown}: {refused:?}");
+    }
+    call(&mut h.svc, CmRequest::LeaveMulticast { id: c, join: 8 }).unwrap();
+    assert!(events(&h).is_empty(), "a leave reports nothing");
+    assert_eq!((stat(&h, "cm_mc_leaves"), stat(&h, "cm_mc_joined")), (2, 0));
+    // Another connection cannot leave for it.
+    join(&mut h, c, 9, IpAddr::from(GROUP), 0).unwrap();
+    let other = h.svc.handle(
+        asker(2),
+        CmRequest::LeaveMulticast { id: c, join: 9 },
+        vec![],
+    );
+    assert_eq!(other.unwrap_err().errno, libc::EINVAL);
+}
+
+/// `rdma_destroy_id` leaves every group of the id, and an application that dies leaves
+/// every group of its ids: nothing of them stays in the daemon.
+#[test]
+fn ids_that_go_leave_their_groups() {
+    let mut h = host([10, 0, 0, 1], 1, 2);
+    let ip = h.ip;
+    let c = ud_bound(&mut h, ip);
+    let d = ud_bound(&mut h, ip);
+    join(&mut h, c, 1, IpAddr::from(GROUP), 0).unwrap();
+    join(&mut h, c, 2, IpAddr::from([239, 0, 0, 1]), 1).unwrap();
+    join(&mut h, d, 1, IpAddr::from(GROUP), 0).unwrap();
+    assert_eq!(stat(&h, "cm_mc_joined"), 3);
+    call(&mut h.svc, CmRequest::DestroyId { id: c }).unwrap();
+    assert_eq!(stat(&h, "cm_mc_joined"), 1);
+    h.svc.connection_closed(1);
+    assert_eq!(stat(&h, "cm_mc_joined"), 0);
+    assert_eq!(stat(&h, "cm_ids"), 0);
 }

@@ -1,29 +1,26 @@
-//! Multicast, which xroce does not offer yet: its devices report no multicast groups
-//! (`max_mcast_grp` 0), so a join answers `EOPNOTSUPP` after cma.c's own argument checks,
-//! and a leave finds no group (`EADDRNOTAVAIL`, cma.c's answer for an address not joined).
+//! Multicast groups (`crate::multicast`), with cma.c's argument checks first: a group
+//! address of IPv4 or IPv6 (`EINVAL` otherwise), and for `rdma_join_multicast_ex` a
+//! `comp_mask` of known bits (`EOPNOTSUPP`) naming the address and the join flags, flags
+//! `RDMA_MC_JOIN_FLAG_FULLMEMBER` or `RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER` (`EINVAL`).
+//! The daemon answers a join as Linux's rdma_cm on RoCE v2: `MULTICAST_JOIN` for an IPv4
+//! group, `EINVAL` for an id without a device, not bound or address-resolved, or not UD,
+//! or for the unspecified group, and `ENOTSUPP` (524) for an IPv6 group. A leave of an
+//! address the id did not join is `EADDRNOTAVAIL`.
 
 use std::ffi::{c_int, c_void};
 
 use libc::sockaddr;
 
+use verbs_shm::cm::join_flags;
+
 use crate::abi::{
     RDMA_CM_JOIN_MC_ATTR_ADDRESS, RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS, RDMA_CM_JOIN_MC_ATTR_RESERVED,
     RDMA_MC_JOIN_FLAG_RESERVED, rdma_cm_id, rdma_cm_join_mc_attr_ex,
 };
-use crate::address;
 use crate::cma::Cma;
-use crate::ffi::{self, Cm, Errno};
+use crate::ffi::{self, Errno};
 use crate::id::IdPrivate;
-
-/// cma.c's `ucma_addrlen` check of a group address: `EINVAL` unless IPv4 or IPv6.
-///
-/// # Safety
-///
-/// `addr` is NULL or a socket address as long as its family says.
-unsafe fn check_group(addr: *const sockaddr) -> Cm<()> {
-    // Safety: forwarded from the caller.
-    unsafe { address::read(addr) }.map(drop)
-}
+use crate::multicast;
 
 /// `int rdma_join_multicast(struct rdma_cm_id *id, struct sockaddr *addr, void *context)`.
 ///
@@ -34,13 +31,12 @@ unsafe fn check_group(addr: *const sockaddr) -> Cm<()> {
 pub(crate) unsafe extern "C" fn rdma_join_multicast(
     id: *mut rdma_cm_id,
     addr: *mut sockaddr,
-    _context: *mut c_void,
+    context: *mut c_void,
 ) -> c_int {
     ffi::zero_or_minus_one(|| {
-        IdPrivate::lookup(Cma::global(), id)?;
+        let id = IdPrivate::lookup(Cma::global(), id)?;
         // Safety: forwarded from the caller.
-        unsafe { check_group(addr) }?;
-        Err(Errno::EOPNOTSUPP)
+        unsafe { multicast::join(id, addr, join_flags::FULLMEMBER, context) }
     })
 }
 
@@ -54,10 +50,10 @@ pub(crate) unsafe extern "C" fn rdma_join_multicast(
 pub(crate) unsafe extern "C" fn rdma_join_multicast_ex(
     id: *mut rdma_cm_id,
     mc_join_attr: *mut rdma_cm_join_mc_attr_ex,
-    _context: *mut c_void,
+    context: *mut c_void,
 ) -> c_int {
     ffi::zero_or_minus_one(|| {
-        IdPrivate::lookup(Cma::global(), id)?;
+        let id = IdPrivate::lookup(Cma::global(), id)?;
         // Safety: NULL or valid (caller).
         let attr = unsafe { mc_join_attr.as_ref() }.ok_or(Errno::EINVAL)?;
         if attr.comp_mask >= RDMA_CM_JOIN_MC_ATTR_RESERVED {
@@ -70,8 +66,7 @@ pub(crate) unsafe extern "C" fn rdma_join_multicast_ex(
             return Err(Errno::EINVAL);
         }
         // Safety: forwarded from the caller.
-        unsafe { check_group(attr.addr) }?;
-        Err(Errno::EOPNOTSUPP)
+        unsafe { multicast::join(id, attr.addr, attr.join_flags, context) }
     })
 }
 
@@ -86,10 +81,9 @@ pub(crate) unsafe extern "C" fn rdma_leave_multicast(
     addr: *mut sockaddr,
 ) -> c_int {
     ffi::zero_or_minus_one(|| {
-        IdPrivate::lookup(Cma::global(), id)?;
+        let id = IdPrivate::lookup(Cma::global(), id)?;
         // Safety: forwarded from the caller.
-        unsafe { check_group(addr) }?;
-        Err(Errno(libc::EADDRNOTAVAIL))
+        unsafe { multicast::leave(id, addr) }
     })
 }
 
