@@ -20,6 +20,7 @@ const UTILS: &[&str] = &[
     "rdma_client",
     "rdma_xserver",
     "rdma_xclient",
+    "mckey",
 ];
 
 /// rping's client and server between the two daemons, data verified (`-V`), then the
@@ -222,6 +223,52 @@ fn ucmatose_and_udaddy_between_two_daemons_and_in_loopback() {
             ),
         );
         assert!(client.stdout.contains("test complete"), "{client}");
+    }
+}
+
+/// mckey: receivers of a multicast group on the other host and on the sender's own, and a
+/// sender that joins it too, then as a send-only member (`-o`); each receiver gets every
+/// message.
+#[test]
+#[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]
+fn mckey_between_two_daemons_and_on_the_senders_host() {
+    require_tools(UTILS);
+    let _one_at_a_time = serial();
+    let bench = Bench::start();
+    let (a, b) = (bench.address(Side::A), bench.address(Side::B));
+    for (group, send_only) in [("239.77.0.9", false), ("239.77.0.10", true)] {
+        let receivers = [
+            bench.spawn(
+                Side::B,
+                &["mckey", "-m", group, "-b", &b, "-C", "50", "-S", "1000"],
+            ),
+            bench.spawn(
+                Side::A,
+                &["mckey", "-m", group, "-b", &a, "-C", "50", "-S", "1000"],
+            ),
+        ];
+        // Both joined (nothing else tells a sender when to send).
+        for side in [Side::B, Side::A] {
+            let ctx = bench.hosts.open(side).expect("opening the device");
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while xroce_lab::daemons::counter(&ctx.stats().unwrap(), "cm_mc_joined") < 1 {
+                assert!(Instant::now() < deadline, "no receiver joined on {side:?}");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        let mut argv = vec![
+            "mckey", "-m", group, "-b", &a, "-s", "-C", "50", "-S", "1000",
+        ];
+        if send_only {
+            argv.push("-o");
+        }
+        let sender = bench.spawn(Side::A, &argv).finish();
+        assert!(sender.status.success(), "{sender}");
+        for r in receivers {
+            let done = r.finish();
+            assert!(done.status.success(), "{group}: {done}");
+            assert!(done.stdout.contains("data transfers complete"), "{done}");
+        }
     }
 }
 

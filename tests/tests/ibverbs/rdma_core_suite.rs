@@ -6,12 +6,12 @@
 //! exercises something xroce offers (RC/UC/UD traffic in loopback, SEND/WRITE/READ/atomics,
 //! CQ events, extended CQs and QPs with the `ibv_wr_*` API, MR registration and
 //! re-registration, address handles, QP creation, state transitions and queries, device,
-//! port and GID queries). Such a test that fails, errs *or is skipped* fails this test: a
+//! port and GID queries, rdma_cm's multicast joins and leaves). Such a test that fails, errs *or is skipped* fails this test: a
 //! supported verb that starts answering `EOPNOTSUPP` makes the suite skip, not fail. Any
 //! failure or error anywhere in the suite fails it too. The other tests are skipped by the
 //! suite itself because xroce answers as a provider without the feature (memory windows,
 //! XRC, ODP, device memory, raw packet QPs, flow steering, parent domains, tag matching,
-//! CQ resizing, timestamps, importing objects, multicast) or because they are for mlx5/efa
+//! CQ resizing, timestamps, importing objects) or because they are for mlx5/efa
 //! hardware, CUDA or dmabuf devices.
 //!
 //! Needs root (`#[ignore]`d: `cargo xtask test` runs it).
@@ -101,6 +101,9 @@ const MUST_PASS: &[&str] = &[
     "tests.test_qpex.QpExTestCase.test_qp_ex_ud_send_imm",
     "tests.test_qpex.QpExTestCase.test_qp_ex_ud_zero_size",
     "tests.test_qpex.QpExTestCase.test_rq_with_larger_sgl_bad_flow",
+    "tests.test_rdmacm.CMTestCase.test_rdmacm_async_ex_leave_multicast_traffic",
+    "tests.test_rdmacm.CMTestCase.test_rdmacm_async_ex_multicast_traffic",
+    "tests.test_rdmacm.CMTestCase.test_rdmacm_async_multicast_traffic",
     "tests.test_rdmacm.CMTestCase.test_rdmacm_async_read",
     "tests.test_rdmacm.CMTestCase.test_rdmacm_async_reject_traffic",
     "tests.test_rdmacm.CMTestCase.test_rdmacm_async_traffic",

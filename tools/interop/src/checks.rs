@@ -92,7 +92,8 @@ pub(super) fn ucx_tls(transport: &str) -> &'static str {
 }
 
 /// A program of [`Program::RdmaCm`]: its two command lines. `{addr}` is the server's
-/// address (the server binds it, the client connects to it), `{dev}` the side's device.
+/// address (the server binds it, the client connects to it), `{self}` the side's own
+/// address, `{dev}` the side's device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct CmTool {
     pub(super) name: &'static str,
@@ -105,8 +106,11 @@ pub(super) struct CmTool {
 
 impl CmTool {
     /// The command line of one side.
-    pub(super) fn line(template: &str, addr: &str, dev: &str) -> String {
-        template.replace("{addr}", addr).replace("{dev}", dev)
+    pub(super) fn line(template: &str, addr: &str, own: &str, dev: &str) -> String {
+        template
+            .replace("{addr}", addr)
+            .replace("{self}", own)
+            .replace("{dev}", dev)
     }
 }
 
@@ -180,6 +184,14 @@ pub(super) const CM_TOOLS: &[CmTool] = &[
         server: "ib_send_lat -R -d {dev} -F -s 64 -n 100",
         client: "ib_send_lat -R -d {dev} -F -s 64 -n 100 {addr}",
         port: 18515,
+    },
+    CmTool {
+        // Multicast: the server is the receiving member, the client joins the group, then
+        // sends (after the receiver had time to join: nothing tells it when).
+        name: "mckey -C 20 -S 512",
+        server: "mckey -m 239.77.0.9 -b {addr} -C 20 -S 512",
+        client: "sh -c 'sleep 3; mckey -m 239.77.0.9 -b {self} -s -C 20 -S 512'",
+        port: 0,
     },
     CmTool {
         name: "reject: rping to a port nobody listens on",

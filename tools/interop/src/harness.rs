@@ -673,11 +673,11 @@ impl Harness {
                 } else {
                     (tool.server, tool.client)
                 };
-                let rxe = match CmTool::line(rxe_template, &addr, dev) {
+                let rxe = match CmTool::line(rxe_template, &addr, &PEER_IP.to_string(), dev) {
                     line if line.is_empty() => "true".to_owned(),
                     line => line,
                 };
-                let x_line = CmTool::line(x_template, &addr, DEVICE);
+                let x_line = CmTool::line(x_template, &addr, &XROCE_IP.to_string(), DEVICE);
                 let x: Vec<String> = if x_line.is_empty() {
                     vec!["true".into()]
                 } else if x_line.contains(['$', ';', '|']) {

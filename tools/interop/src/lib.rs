@@ -28,7 +28,7 @@
 //! `ibv_rc_pingpong`, `ib_send_bw`, `ib_write_bw`, `ib_read_bw`, `ib_atomic_bw` and the
 //! three latency tests on the xroce side too; and the programs that connect through
 //! rdma_cm (`rping`, `ucmatose`, `udaddy`, `rdma_server`/`rdma_client`, perftest's `-R`
-//! variants, SIDR for UD, a reject) on the drop-in `librdmacm.so.1` ([`checks`]). Everything
+//! variants, SIDR for UD, `mckey` for multicast, a reject) on the drop-in `librdmacm.so.1` ([`checks`]). Everything
 //! crossing the wire (the tap, or `xr-b`) is captured, every RoCEv2 packet's ICRC is checked
 //! ([`harness`]), and the connection manager's MADs xroce sent are compared with rxe's
 //! ([`mads`]).
