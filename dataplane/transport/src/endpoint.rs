@@ -639,20 +639,17 @@ impl Endpoint {
             self.counters.inc(Counter::sr_naks_taken_as_standard);
             slot.counters.inc(Counter::sr_naks_taken_as_standard);
         }
-        self.counters.inc(Counter::rcvd_pkts);
-        slot.counters.inc(Counter::rcvd_pkts);
         let answered = slot.counters.duplicate_request;
-        let srq = slot.qp.config().srq.and_then(|id| self.srqs.get_mut(&id.0));
-        let mut cx = Cx {
+        deliver(
+            slot,
+            &mut self.srqs,
+            &mut self.counters,
+            &mut self.events,
+            &self.config.gids,
             now,
             mem,
-            counters: &mut self.counters,
-            qp_counters: &mut slot.counters,
-            srq,
-            events: &mut self.events,
-            budget: Budget::UNLIMITED,
-        };
-        slot.qp.handle_packet(packet, &self.config.gids, &mut cx);
+            packet,
+        );
         if closing && slot.counters.duplicate_request > answered {
             // Answered (not dropped by the address checks, nor for want of room).
             self.counters.inc(Counter::closed_qp_answers);
@@ -705,19 +702,16 @@ impl Endpoint {
             let Some(slot) = self.qps.get_mut(&qpn) else {
                 continue;
             };
-            self.counters.inc(Counter::rcvd_pkts);
-            slot.counters.inc(Counter::rcvd_pkts);
-            let srq = slot.qp.config().srq.and_then(|id| self.srqs.get_mut(&id.0));
-            let mut cx = Cx {
+            deliver(
+                slot,
+                &mut self.srqs,
+                &mut self.counters,
+                &mut self.events,
+                &self.config.gids,
                 now,
                 mem,
-                counters: &mut self.counters,
-                qp_counters: &mut slot.counters,
-                srq,
-                events: &mut self.events,
-                budget: Budget::UNLIMITED,
-            };
-            slot.qp.handle_packet(packet, &self.config.gids, &mut cx);
+                packet,
+            );
             queues!(self).after(slot, now, qpn, true);
         }
     }
@@ -927,11 +921,36 @@ impl Endpoint {
     }
 }
 
-/// If `packet`, an acknowledgement with bytes after its AETH, is a selective
-/// acknowledgement (a PSN sequence error NAK whose bytes parse as one): the standard NAK
-/// it carries, those bytes dropped.
-#[cold]
-#[inline(never)]
+/// Counts a received packet for the QP of `slot` and hands it to that QP (its checks,
+/// then its responder or completer). The endpoint's parts come borrowed apart, so that
+/// the caller keeps the slot it found.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn deliver<M: MemoryTable + ?Sized>(
+    slot: &mut QpSlot,
+    srqs: &mut NumberMap<Srq>,
+    counters: &mut Counters,
+    events: &mut VecDeque<AsyncEvent>,
+    gids: &[Gid],
+    now: Instant,
+    mem: &mut M,
+    packet: &Packet<'_>,
+) {
+    counters.inc(Counter::rcvd_pkts);
+    slot.counters.inc(Counter::rcvd_pkts);
+    let srq = slot.qp.config().srq.and_then(|id| srqs.get_mut(&id.0));
+    let mut cx = Cx {
+        now,
+        mem,
+        counters,
+        qp_counters: &mut slot.counters,
+        srq,
+        events,
+        budget: Budget::UNLIMITED,
+    };
+    slot.qp.handle_packet(packet, gids, &mut cx);
+}
+
 /// Takes queue pair `qpn` out of the multicast groups `left`; a group left empty goes.
 fn leave_groups(groups: &mut HashMap<u128, Vec<u32>>, qpn: u32, left: &[u128]) {
     for key in left {
@@ -944,6 +963,11 @@ fn leave_groups(groups: &mut HashMap<u128, Vec<u32>>, qpn: u32, left: &[u128]) {
     }
 }
 
+/// If `packet`, an acknowledgement with bytes after its AETH, is a selective
+/// acknowledgement (a PSN sequence error NAK whose bytes parse as one): the standard NAK
+/// it carries, those bytes dropped.
+#[cold]
+#[inline(never)]
 fn standard_part_of_sack<'a>(
     packet: &crate::packet::Packet<'a>,
 ) -> Option<crate::packet::Packet<'a>> {

@@ -135,3 +135,90 @@ fn two_pollers_hand_frames_to_the_owner_of_the_qp() {
         );
     }
 }
+
+/// A UD QP attached to a multicast group on `a`'s poller, ready, with `n` receives.
+fn member(a: &App, gid: [u8; 16], n: u64) -> Qp {
+    let q =
+        a.pd.create_qp(&QpInit::new(QpType::Ud, &a.cq, &a.cq))
+            .unwrap();
+    xroce_lab::daemons::ud_ready(&q, 0x0123_4567, 5).unwrap();
+    q.attach_mcast(gid).unwrap();
+    for i in 0..n {
+        let sge = [Sge {
+            addr: a.mr.addr() + i * 2048,
+            length: 2048,
+            lkey: a.mr.lkey(),
+        }];
+        q.post_recv(&[RecvWr {
+            wr_id: i,
+            sges: &sge,
+        }])
+        .unwrap();
+    }
+    q
+}
+
+#[test]
+#[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]
+fn a_multicast_frame_reaches_the_members_of_every_poller() {
+    require_root();
+    let config = LabConfig {
+        queues: 2,
+        ..LabConfig::default()
+    };
+    let hosts = TwoHosts::start(&config, &["--queues", "2"]).expect("two daemons, two queues");
+    let a: Vec<App> = (0..2).map(|_| app(&hosts, Side::A)).collect();
+    let b: Vec<App> = (0..2).map(|_| app(&hosts, Side::B)).collect();
+    let gid = xroce_wire::Gid::from_ipv4(std::net::Ipv4Addr::new(239, 77, 0, 3)).0;
+    const N: u64 = 20;
+    // Members on both pollers of B, and on the sender's host, on the poller that does not
+    // own the sender.
+    let members: Vec<(&App, Qp)> = vec![
+        (&b[0], member(&b[0], gid, N)),
+        (&b[1], member(&b[1], gid, N)),
+        (&a[1], member(&a[1], gid, N)),
+    ];
+    assert_ne!(
+        members[0].1.qpn() % 2,
+        members[1].1.qpn() % 2,
+        "B's two on one poller"
+    );
+    let sender = a[0]
+        .pd
+        .create_qp(&QpInit::new(QpType::Ud, &a[0].cq, &a[0].cq))
+        .unwrap();
+    xroce_lab::daemons::ud_ready(&sender, 0x0123_4567, 1).unwrap();
+    assert_ne!(
+        sender.qpn() % 2,
+        members[2].1.qpn() % 2,
+        "A's two on one poller"
+    );
+    let mut av = hosts.av(Side::A);
+    av.dgid = gid;
+    let ah = a[0].pd.create_ah(&av).unwrap();
+    for i in 0..N {
+        let sge = [Sge {
+            addr: a[0].mr.addr(),
+            length: 1000,
+            lkey: a[0].mr.lkey(),
+        }];
+        let mut wr = SendWr::new(i, SendOp::Send, &sge);
+        wr.ud = Some(verbs_shm::client::UdTarget {
+            ah: &ah,
+            qpn: 0xff_ffff,
+            qkey: 0x0123_4567,
+        });
+        sender.post_send(&[wr]).unwrap();
+        assert_eq!(wait_completions(&a[0].cq, 1)[0].status, 0);
+    }
+    for (k, (app, q)) in members.iter().enumerate() {
+        let got = wait_completions(&app.cq, N as usize);
+        for c in &got {
+            assert_eq!(
+                (c.status, c.byte_len, c.qp_num, c.src_qp),
+                (0, 1040, q.qpn(), sender.qpn()),
+                "member {k}"
+            );
+        }
+    }
+}

@@ -89,11 +89,35 @@ pub(crate) struct IdState {
     pub(crate) multicast: Vec<Arc<Membership>>,
 }
 
-/// Events returned for an id, and their acknowledgements.
+/// The events returned to the application for an id or a join, the acknowledgements of
+/// them, and a wait for the two to meet (cma.c's `events_reported`, `events_completed`
+/// and the condition variable a destroy, a migrate or a leave waits on).
 #[derive(Debug, Default)]
-struct EventCount {
-    reported: u64,
-    completed: u64,
+pub(crate) struct Acks {
+    count: Mutex<(u64, u64)>,
+    acked: Condvar,
+}
+
+impl Acks {
+    /// Counts an event returned.
+    pub(crate) fn reported(&self) {
+        lock(&self.count).0 += 1;
+    }
+
+    /// Counts an acknowledgement and wakes a waiter (cma.c's `ucma_complete_event`).
+    pub(crate) fn completed(&self) {
+        lock(&self.count).1 += 1;
+        self.acked.notify_all();
+    }
+
+    /// Waits until every event returned is acknowledged.
+    pub(crate) fn wait(&self) {
+        let mut count = lock(&self.count);
+        while count.1 < count.0 {
+            // NOTE(unwrap): as `lock`: a poisoned count is still a count.
+            count = self.acked.wait(count).unwrap_or_else(|e| e.into_inner());
+        }
+    }
 }
 
 /// An id. The application holds a pointer to its first field.
@@ -107,8 +131,7 @@ pub(crate) struct IdPrivate {
     c_guard: Mutex<()>,
     pub(crate) cma: &'static Cma,
     pub(crate) state: Mutex<IdState>,
-    events: Mutex<EventCount>,
-    acked: Condvar,
+    acks: Acks,
 }
 
 // Safety: the C part is the application's to read and write as librdmacm's contract says;
@@ -156,8 +179,7 @@ impl IdPrivate {
                 qp_init_attr: None,
                 multicast: Vec::new(),
             }),
-            events: Mutex::default(),
-            acked: Condvar::new(),
+            acks: Acks::default(),
         }));
         let address = id.c.get() as usize;
         lock(&cma.ids).live.insert(address);
@@ -193,23 +215,17 @@ impl IdPrivate {
     /// Counts an event returned for this id (the caller holds the id registry's lock, so
     /// the id cannot be destroyed in between).
     pub(crate) fn count_reported(&self) {
-        lock(&self.events).reported += 1;
+        self.acks.reported();
     }
 
-    /// Counts an acknowledgement and wakes a waiting destroy or migrate (cma.c's
-    /// `ucma_complete_event`).
+    /// Counts an acknowledgement and wakes a waiting destroy or migrate.
     pub(crate) fn count_completed(&self) {
-        lock(&self.events).completed += 1;
-        self.acked.notify_all();
+        self.acks.completed();
     }
 
     /// Waits until every event returned for this id has been acknowledged.
     fn wait_acked(&self) {
-        let mut count = lock(&self.events);
-        while count.completed < count.reported {
-            // NOTE(unwrap): as `lock`: a poisoned count is still a count.
-            count = self.acked.wait(count).unwrap_or_else(|e| e.into_inner());
-        }
+        self.acks.wait();
     }
 
     /// The id's one daemon id; `EINVAL` when it has none yet (or one per device).

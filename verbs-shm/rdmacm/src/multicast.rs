@@ -18,7 +18,7 @@
 
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 
 use libc::{sockaddr, sockaddr_in, sockaddr_in6, sockaddr_storage};
 use verbs_abi::{ibv_ah_attr, ibv_gid};
@@ -29,14 +29,7 @@ use crate::cma::lock;
 use crate::connection;
 use crate::event;
 use crate::ffi::{Cm, Errno};
-use crate::id::{self, IdPrivate};
-
-/// Events returned for a join, and their acknowledgements.
-#[derive(Debug, Default)]
-struct Count {
-    reported: u64,
-    completed: u64,
-}
+use crate::id::{self, Acks, IdPrivate};
 
 /// One join of an id.
 #[derive(Debug)]
@@ -51,8 +44,7 @@ pub(crate) struct Membership {
     send_only: bool,
     /// The group's MGID and MLID, once `MULTICAST_JOIN` said them.
     group: Mutex<Option<([u8; 16], u16)>>,
-    events: Mutex<Count>,
-    acked: Condvar,
+    acks: Acks,
 }
 
 impl Membership {
@@ -63,17 +55,7 @@ impl Membership {
 
     /// Counts an acknowledgement of one of its events and wakes a waiting leave.
     pub(crate) fn count_completed(&self) {
-        lock(&self.events).completed += 1;
-        self.acked.notify_all();
-    }
-
-    /// Waits until every event returned for the join is acknowledged.
-    fn wait_acked(&self) {
-        let mut count = lock(&self.events);
-        while count.completed < count.reported {
-            // NOTE(unwrap): as `lock`: a poisoned count is still a count.
-            count = self.acked.wait(count).unwrap_or_else(|e| e.into_inner());
-        }
+        self.acks.completed();
     }
 }
 
@@ -130,8 +112,7 @@ pub(crate) unsafe fn join(
         context: context as usize,
         send_only: flags == join_flags::SENDONLY_FULLMEMBER,
         group: Mutex::new(None),
-        events: Mutex::default(),
-        acked: Condvar::new(),
+        acks: Acks::default(),
     });
     lock(&id.state).multicast.insert(0, mc.clone());
     let asked = id.handle().and_then(|handle| {
@@ -158,7 +139,7 @@ pub(crate) unsafe fn join(
 pub(crate) fn reported(id: &IdPrivate, key: u32) -> Option<Arc<Membership>> {
     let state = lock(&id.state);
     let mc = state.multicast.iter().find(|m| m.key == key)?.clone();
-    lock(&mc.events).reported += 1;
+    mc.acks.reported();
     Some(mc)
 }
 
@@ -234,6 +215,6 @@ pub(crate) unsafe fn leave(id: &IdPrivate, addr: *const sockaddr) -> Cm<()> {
     if !kept.is_null() {
         event::ack(id.cma, kept)?;
     }
-    mc.wait_acked();
+    mc.acks.wait();
     Ok(())
 }

@@ -289,9 +289,19 @@ impl Fixture {
 
     /// An RC QP with small queues.
     pub(super) fn create_qp(&mut self, pd: u32, cq: u32) -> Result<Reply, Refusal> {
+        self.create_qp_of(pd, cq, 2)
+    }
+
+    /// A QP of type `qp_type` (`ibv_qp_type`) with small queues.
+    pub(super) fn create_qp_of(
+        &mut self,
+        pd: u32,
+        cq: u32,
+        qp_type: u32,
+    ) -> Result<Reply, Refusal> {
         self.ask(Request::CreateQp {
             pd,
-            qp_type: 2,
+            qp_type,
             send_cq: cq,
             recv_cq: cq,
             srq: None,
@@ -308,22 +318,7 @@ impl Fixture {
 
     /// A UD QP with small queues: its handle and QP number.
     pub(super) fn ud_qp(&mut self, pd: u32, cq: u32) -> (u32, u32) {
-        let created = self.ask(Request::CreateQp {
-            pd,
-            qp_type: 4,
-            send_cq: cq,
-            recv_cq: cq,
-            srq: None,
-            caps: QpCaps {
-                max_send_wr: 4,
-                max_recv_wr: 4,
-                max_send_sge: 1,
-                max_recv_sge: 1,
-                max_inline_data: 0,
-            },
-            sq_sig_all: false,
-        });
-        match created {
+        match self.create_qp_of(pd, cq, 4) {
             Ok(Reply::Qp { qp, qpn, .. }) => (qp, qpn),
             other => panic!("{other:?}"),
         }

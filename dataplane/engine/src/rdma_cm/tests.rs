@@ -156,12 +156,18 @@ fn param(qpn: u32) -> CmConnParam {
 
 /// A listener of `h` on TCP `port` with `backlog`.
 fn listening(h: &mut Host, port: u16, backlog: i32) -> u64 {
+    let ip = h.ip;
+    listening_on(h, ip, port, backlog)
+}
+
+/// A listener bound to `ip` and `port`.
+fn listening_on(h: &mut Host, ip: IpAddr, port: u16, backlog: i32) -> u64 {
     let listener = id(h, port_space::TCP, 2);
     call(
         &mut h.svc,
         CmRequest::Bind {
             id: listener,
-            addr: sockaddr(h.ip, port),
+            addr: sockaddr(ip, port),
         },
     )
     .unwrap();
@@ -293,23 +299,7 @@ fn a_loopback_destination_is_the_port_itself() {
 /// A listener bound to `bound` and an id of the same port connecting to `dst`: the
 /// request reaches the listener without leaving the port.
 fn connect_on_one_port(h: &mut Host, bound: IpAddr, dst: IpAddr, port: u16) {
-    let listener = id(h, port_space::TCP, 2);
-    call(
-        &mut h.svc,
-        CmRequest::Bind {
-            id: listener,
-            addr: sockaddr(bound, port),
-        },
-    )
-    .unwrap();
-    call(
-        &mut h.svc,
-        CmRequest::Listen {
-            id: listener,
-            backlog: 1,
-        },
-    )
-    .unwrap();
+    let listener = listening_on(h, bound, port, 1);
     let c = id(h, port_space::TCP, 2);
     call(
         &mut h.svc,
