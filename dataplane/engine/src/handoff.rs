@@ -182,27 +182,22 @@ impl Handoff {
 /// The destination QP of a RoCEv2 frame (Ethernet, one optional 802.1Q tag, IPv4 or IPv6,
 /// UDP, BTH), read without checking anything else.
 pub fn dest_qpn(frame: &[u8]) -> Option<u32> {
-    let mut at = 12;
-    let mut ethertype = u16::from_be_bytes(frame.get(at..at + 2)?.try_into().ok()?);
-    at += 2;
-    if ethertype == 0x8100 {
-        ethertype = u16::from_be_bytes(frame.get(at + 2..at + 4)?.try_into().ok()?);
-        at += 4;
-    }
-    at += match ethertype {
-        0x0800 => usize::from(frame.get(at)? & 0x0f) * 4,
-        0x86dd => 40,
-        _ => return None,
-    };
+    let (at, ethertype) = ip_header(frame)?;
+    let at = at
+        + match ethertype {
+            0x0800 => usize::from(frame.get(at)? & 0x0f) * 4,
+            0x86dd => 40,
+            _ => return None,
+        };
     // UDP header, then BTH: the destination QP is bytes 5..8 of the BTH.
     let bth = at + 8;
     let q = frame.get(bth + 5..bth + 8)?;
     Some(u32::from_be_bytes([0, q[0], q[1], q[2]]))
 }
 
-/// The destination GID of a RoCEv2 frame (its IP destination address; IPv4 in its mapped
-/// form), read without checking anything else.
-pub fn dest_gid(frame: &[u8]) -> Option<xroce_wire::Gid> {
+/// Where a frame's IP header starts, past Ethernet and one optional 802.1Q tag, and the
+/// EtherType that says what it is.
+fn ip_header(frame: &[u8]) -> Option<(usize, u16)> {
     let mut at = 12;
     let mut ethertype = u16::from_be_bytes(frame.get(at..at + 2)?.try_into().ok()?);
     at += 2;
@@ -210,6 +205,13 @@ pub fn dest_gid(frame: &[u8]) -> Option<xroce_wire::Gid> {
         ethertype = u16::from_be_bytes(frame.get(at + 2..at + 4)?.try_into().ok()?);
         at += 4;
     }
+    Some((at, ethertype))
+}
+
+/// The destination GID of a RoCEv2 frame (its IP destination address; IPv4 in its mapped
+/// form), read without checking anything else.
+pub fn dest_gid(frame: &[u8]) -> Option<xroce_wire::Gid> {
+    let (at, ethertype) = ip_header(frame)?;
     match ethertype {
         0x0800 => {
             let a: [u8; 4] = frame.get(at + 16..at + 20)?.try_into().ok()?;

@@ -687,10 +687,11 @@ impl Endpoint {
         count_unjoined: bool,
     ) {
         let key = u128::from_ne_bytes(packet.net.dgid.0);
-        let members = match self.groups.get(&key) {
-            // At most `max_mcast_qp_attach` of them; copied, as each delivery needs the
-            // endpoint.
-            Some(members) => members.clone(),
+        // Taken out of the table while its members take their copies (a delivery needs
+        // the endpoint, and nothing in it joins or leaves a group), then put back: no
+        // allocation per packet.
+        let members = match self.groups.remove(&key) {
+            Some(members) => members,
             None => {
                 if count_unjoined {
                     self.counters.inc(Counter::rcvd_mcast_unjoined);
@@ -698,7 +699,7 @@ impl Endpoint {
                 return;
             }
         };
-        for qpn in members {
+        for &qpn in &members {
             let Some(slot) = self.qps.get_mut(&qpn) else {
                 continue;
             };
@@ -714,6 +715,7 @@ impl Endpoint {
             );
             queues!(self).after(slot, now, qpn, true);
         }
+        self.groups.insert(key, members);
     }
 
     /// Writes the next frame to send into `buf` (which must hold a maximum-size frame:
