@@ -199,6 +199,11 @@ counter_set! {
     /// sooner after the expiry than the path carries a resend and its answer (a peer
     /// answering late). The measured timer's floor rises to the time that answer took.
     spurious_timeouts,
+    /// Go-back-N: expiries of the retransmit timer after which the oldest unacknowledged
+    /// packet was resent alone, to learn whether it was lost before going back N (RFC
+    /// 5682's test). After two tests in a row that found it lost, only one expiry in
+    /// eight runs the test until one finds an expiry needless.
+    frto_probes,
     /// Expiries of the retransmit timer while no packet in flight asked for an answer (a
     /// rate limiter held the QP after a burst none of whose packets asked): no answer was
     /// late, so nothing is resent and the timer runs again, restarted when the next packet
@@ -266,6 +271,7 @@ impl Counter {
                 | Counter::adaptive_timeouts
                 | Counter::gap_retries
                 | Counter::spurious_timeouts
+                | Counter::frto_probes
                 | Counter::unasked_timeouts
                 | Counter::sr_packets_held
                 | Counter::sr_packets_resent

@@ -57,7 +57,10 @@
 //!   back N from the next; a second expiry goes back N at once. Without the test a peer
 //!   later than the timer's first two expiries was never recognised: by then go-back-N
 //!   had resent all it had in flight, and nothing in the late answer told it from the
-//!   answer to a resend), never
+//!   answer to a resend. After two tests in a row (`FRTO_GIVE_UP`) that found the oldest
+//!   lost, the test runs at one expiry in eight (`FRTO_RETEST`) only, until one finds an
+//!   expiry needless: on a lossy path nearly every expiry is a loss, and each test
+//!   delays going back by a round trip with nothing sent), never
 //!   below the device's `min_retransmit_timeout` (the path cannot answer sooner), never above
 //!   the QP's `timeout`, doubled for each expiry until a packet is timed again (Karn's
 //!   algorithm: progress alone does not end the backoff, since the answers to what a
@@ -130,6 +133,16 @@ pub const PACE_BURST: u32 = 16;
 
 /// The window is this many times the bandwidth-delay product.
 const GAIN: u64 = 2;
+
+/// RFC 5682's test after an expiry is left out once this many tests in a row did not show
+/// their expiry needless: on a path that loses packets nearly every expiry is a loss, and
+/// each test costs a round trip with nothing sent (and, when the resent packet or its
+/// answer is lost too, a backed-off timeout) before going back N.
+const FRTO_GIVE_UP: u32 = 2;
+
+/// While the test is left out, every this many expiries still runs it: a peer that
+/// became late is found so (the first needless expiry it shows resumes the test).
+const FRTO_RETEST: u32 = 8;
 
 /// Delivery-rate samples the largest rate is taken over (one sample per round trip).
 const RATE_SAMPLES: usize = 8;
@@ -285,6 +298,12 @@ pub(crate) struct Recovery {
     spurious: bool,
     /// RFC 5682's test after an expiry (go-back-N only).
     frto: Frto,
+    /// A test ran whose expiry has not been shown needless since.
+    frto_pending: bool,
+    /// Tests in a row that did not show their expiry needless ([`FRTO_GIVE_UP`]).
+    frto_useless: u32,
+    /// Expiries since the last test, while tests are left out ([`FRTO_RETEST`]).
+    frto_skipped: u32,
     /// The last progress showed, by RFC 5682's test, that what the requester had in
     /// flight before the expiry arrived: nothing is resent (the requester never went back).
     forward: bool,
@@ -358,6 +377,9 @@ impl Default for Recovery {
             expired_again: false,
             spurious: false,
             frto: Frto::Idle,
+            frto_pending: false,
+            frto_useless: 0,
+            frto_skipped: 0,
             forward: false,
             tail_expired: false,
             drain: 0,
@@ -772,6 +794,8 @@ impl Recovery {
         now: Instant,
     ) {
         self.forward = true;
+        self.frto_pending = false;
+        self.frto_useless = 0;
         let took = now.saturating_duration_since(sent);
         if self.rto.is_some_and(|rto| took > rto) {
             self.on_needless_expiry(armed, now);
@@ -784,6 +808,20 @@ impl Recovery {
     /// the expiry arrived (once): nothing is resent.
     pub(crate) fn take_forward(&mut self) -> bool {
         std::mem::take(&mut self.forward)
+    }
+
+    /// Whether RFC 5682's test runs at this expiry: unless the last [`FRTO_GIVE_UP`] tests
+    /// were no use, and then at one expiry in [`FRTO_RETEST`].
+    fn frto_worth_it(&mut self) -> bool {
+        if self.frto_useless < FRTO_GIVE_UP {
+            return true;
+        }
+        self.frto_skipped += 1;
+        if self.frto_skipped < FRTO_RETEST {
+            return false;
+        }
+        self.frto_skipped = 0;
+        true
     }
 
     /// Whether the timer expired for the first time since the last progress in go-back-N:
@@ -1032,10 +1070,16 @@ impl Recovery {
         self.backoff = (self.backoff + 1).min(MAX_BACKOFF);
         self.expired_again = self.expired.is_some();
         // The first expiry since the last progress tests whether the oldest was lost
-        // (RFC 5682); a second resends everything.
-        self.frto = if self.selective || self.expired_again {
+        // (RFC 5682); a second resends everything. A test that ran before and was not
+        // shown needless since was no use; after a few such in a row the tests are left
+        // out but for one in every few expiries.
+        if std::mem::take(&mut self.frto_pending) {
+            self.frto_useless = self.frto_useless.saturating_add(1);
+        }
+        self.frto = if self.selective || self.expired_again || !self.frto_worth_it() {
             Frto::Idle
         } else {
+            self.frto_pending = true;
             Frto::Armed
         };
         let armed = self.expired.map_or(self.armed_at, |(armed, _)| Some(armed));
@@ -1179,6 +1223,9 @@ impl Recovery {
         }
         self.frto = Frto::Idle;
         self.pace_until = None;
+        if std::mem::take(&mut self.frto_pending) {
+            self.frto_useless = self.frto_useless.saturating_add(1);
+        }
         true
     }
 
@@ -1505,6 +1552,55 @@ mod tests {
         round_trip(&mut r, 700, 661, 2000, 701, 2040);
         assert_eq!(r.window(512), 40);
         assert_eq!(r.estimate().min_rtt, Some(Duration::from_micros(20)));
+    }
+
+    /// An expiry of the timer started at `t` µs, with `psn` the oldest unacknowledged
+    /// packet; if RFC 5682's test runs, the answer to its resend acknowledges that packet
+    /// alone (`lost`: the test is over, the oldest was lost) or beyond it (the expiry was
+    /// needless). Returns whether the test ran.
+    fn expire(r: &mut Recovery, t: u64, psn: u32, lost: bool) -> bool {
+        let qp = Duration::from_millis(67);
+        r.on_armed(at(t), qp);
+        r.on_expiry(at(t + 500), qp);
+        let tested = r.probe_armed();
+        if tested {
+            r.on_probe_sent(Psn::new(psn), at(t + 500));
+            let acked = if lost { psn + 1 } else { psn + 5 };
+            r.on_progress(Psn::new(acked), at(t + 600), false, Some(qp));
+            if lost {
+                assert!(r.probe_failed(at(t + 1000)));
+            } else {
+                assert!(r.take_forward());
+            }
+        } else {
+            r.on_progress(Psn::new(psn + 5), at(t + 600), false, Some(qp));
+        }
+        tested
+    }
+
+    #[test]
+    fn after_tests_that_found_losses_an_expiry_goes_back_at_once_but_now_and_then() {
+        let mut r = Recovery::default();
+        probe(&mut r);
+        let tested: Vec<bool> = (0..20u32)
+            .map(|i| expire(&mut r, 1_000 + u64::from(i) * 10_000, 200 + i * 10, true))
+            .collect();
+        // Two tests that found the oldest lost, then one expiry in eight tests again.
+        let runs: Vec<usize> = (0..20).filter(|&i| tested[i]).collect();
+        assert_eq!(runs, [0, 1, 9, 17], "{tested:?}");
+        // A test that shows its expiry needless (a late peer) brings the tests back.
+        let mut i = 20u32;
+        while !expire(&mut r, 1_000 + u64::from(i) * 10_000, 200 + i * 10, false) {
+            i += 1;
+        }
+        for j in i + 1..i + 4 {
+            assert!(expire(
+                &mut r,
+                1_000 + u64::from(j) * 10_000,
+                200 + j * 10,
+                false
+            ));
+        }
     }
 
     #[test]

@@ -211,6 +211,7 @@ impl QueuePair {
         if !self.selective {
             // Go-back-N's test after an expiry (RFC 5682): the oldest, alone.
             self.sq.recovery.on_probe_sent(psn, cx.now);
+            cx.count(Counter::frto_probes);
             return Some(true);
         }
         cx.count(Counter::sr_packets_resent);
