@@ -456,7 +456,7 @@ fn a_qps_sequence_numbers_are_shown_and_once_destroyed_it_lingers_for_its_peer()
     assert_eq!((c[0].wr_id, c[0].status), (1, 0), "{c:?}");
     let qpn = qb.qpn();
     // `xroced stat --qp` shows where B's sequence numbers stand: it sent nothing from
-    // 0x200, and expects the PSN after the WRITE's one packet, 0x100.
+    // 0x200, and expects the PSN after the WRITE's one packet (PSN 0x100), 0x101.
     let listed = cb.qp_stats().unwrap();
     let b = listed.iter().find(|q| q.qpn == qpn).expect("B's QP listed");
     let path = |name: &str| b.path.iter().find(|(n, _)| n == name).map(|(_, v)| *v);
