@@ -85,19 +85,25 @@ fn exchange(x: &App, qx: &Qp, y: &App, qy: &Qp, tag: u32, at: usize) {
     assert!(got == data, "READ {tag}: data differs");
 }
 
-#[test]
-#[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]
-fn two_pollers_hand_frames_to_the_owner_of_the_qp() {
-    require_root();
+/// Two daemons with two queues (two pollers) each, and two applications on each host.
+/// Applications are spread over the pollers by connection: two on each side land on both
+/// pollers.
+fn two_queue_hosts() -> (TwoHosts, Vec<App>, Vec<App>) {
     let config = LabConfig {
         queues: 2,
         ..LabConfig::default()
     };
     let hosts = TwoHosts::start(&config, &["--queues", "2"]).expect("two daemons, two queues");
-    // Applications are spread over the pollers by connection: two on each side land on
-    // both pollers.
     let a: Vec<App> = (0..2).map(|_| app(&hosts, Side::A)).collect();
     let b: Vec<App> = (0..2).map(|_| app(&hosts, Side::B)).collect();
+    (hosts, a, b)
+}
+
+#[test]
+#[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]
+fn two_pollers_hand_frames_to_the_owner_of_the_qp() {
+    require_root();
+    let (hosts, a, b) = two_queue_hosts();
     let mut tag = 0;
     for (i, x) in a.iter().enumerate() {
         for (j, y) in b.iter().enumerate() {
@@ -162,13 +168,7 @@ fn member(a: &App, gid: [u8; 16], n: u64) -> Qp {
 #[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]
 fn a_multicast_frame_reaches_the_members_of_every_poller() {
     require_root();
-    let config = LabConfig {
-        queues: 2,
-        ..LabConfig::default()
-    };
-    let hosts = TwoHosts::start(&config, &["--queues", "2"]).expect("two daemons, two queues");
-    let a: Vec<App> = (0..2).map(|_| app(&hosts, Side::A)).collect();
-    let b: Vec<App> = (0..2).map(|_| app(&hosts, Side::B)).collect();
+    let (hosts, a, b) = two_queue_hosts();
     let gid = xroce_wire::Gid::from_ipv4(std::net::Ipv4Addr::new(239, 77, 0, 3)).0;
     const N: u64 = 20;
     // Members on both pollers of B, and on the sender's host, on the poller that does not
