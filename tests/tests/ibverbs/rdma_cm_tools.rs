@@ -236,7 +236,28 @@ fn mckey_between_two_daemons_and_on_the_senders_host() {
     let _one_at_a_time = serial();
     let bench = Bench::start();
     let (a, b) = (bench.address(Side::A), bench.address(Side::B));
+    // The queue pairs attached to groups on `side`, once the daemon's count is `want`.
+    let attached = |side: Side, want: u64, what: &str| {
+        let ctx = bench.hosts.open(side).expect("opening the device");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let n = xroce_lab::daemons::counter(&ctx.stats().unwrap(), "mcast_attachments");
+            if n == want {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{what} on {side:?}: {n} attached"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
     for (group, send_only) in [("239.77.0.9", false), ("239.77.0.10", true)] {
+        // The last round's members have gone (the daemon sees an application leave after
+        // it has exited).
+        for side in [Side::B, Side::A] {
+            attached(side, 0, "members of the last round");
+        }
         let receivers = [
             bench.spawn(
                 Side::B,
@@ -247,14 +268,10 @@ fn mckey_between_two_daemons_and_on_the_senders_host() {
                 &["mckey", "-m", group, "-b", &a, "-C", "50", "-S", "1000"],
             ),
         ];
-        // Both joined (nothing else tells a sender when to send).
+        // Both receivers' queue pairs attached (nothing else tells a sender when to send;
+        // a join is answered before the application reads it and attaches).
         for side in [Side::B, Side::A] {
-            let ctx = bench.hosts.open(side).expect("opening the device");
-            let deadline = Instant::now() + Duration::from_secs(20);
-            while xroce_lab::daemons::counter(&ctx.stats().unwrap(), "cm_mc_joined") < 1 {
-                assert!(Instant::now() < deadline, "no receiver joined on {side:?}");
-                std::thread::sleep(Duration::from_millis(20));
-            }
+            attached(side, 1, "the receiver");
         }
         let mut argv = vec![
             "mckey", "-m", group, "-b", &a, "-s", "-C", "50", "-S", "1000",

@@ -243,6 +243,13 @@ impl Control {
             "mapped_area_budget".to_owned(),
             self.registry.map_budget as u64,
         ));
+        // Multicast: the groups the port is a member of, and the queue pairs attached to
+        // them (`ibv_attach_mcast`), over every application.
+        daemon.push(("mcast_groups".to_owned(), self.registry.groups.len() as u64));
+        daemon.push((
+            "mcast_attachments".to_owned(),
+            self.registry.groups.values().map(|&n| u64::from(n)).sum(),
+        ));
         daemon.extend(self.cm.stats());
         daemon
     }

@@ -176,6 +176,18 @@ mod tests {
             .collect()
     }
 
+    /// The gauges `xroced stat` shows: (`mcast_groups`, `mcast_attachments`).
+    fn gauges(fx: &mut Fixture) -> (u64, u64) {
+        let Ok(Reply::Stats { counters }) = fx.ask(Request::Stats) else {
+            panic!("no statistics");
+        };
+        let value = |name: &str| {
+            let found = counters.iter().find(|(n, _)| n == name);
+            found.map(|c| c.1).expect(name)
+        };
+        (value("mcast_groups"), value("mcast_attachments"))
+    }
+
     #[test]
     fn the_interface_is_a_member_while_a_queue_pair_is_attached() {
         let (mut fx, joins) = fixture();
@@ -192,8 +204,10 @@ mod tests {
             [(n1, group(1), true), (n2, group(1), true)]
         );
         assert_eq!(*joins.lock().unwrap(), [(true, group(1))], "one join");
+        assert_eq!(gauges(&mut fx), (1, 2));
         assert_eq!(fx.ask(detach(q1, group(1))), Ok(Reply::Done));
         assert_eq!(joins.lock().unwrap().len(), 1, "q2 is still attached");
+        assert_eq!(gauges(&mut fx), (1, 1));
         assert_eq!(fx.ask(detach(q2, group(1))), Ok(Reply::Done));
         assert_eq!(
             *joins.lock().unwrap(),
@@ -204,6 +218,7 @@ mod tests {
             [(n1, group(1), false), (n2, group(1), false)]
         );
         assert!(fx.control.registry.groups.is_empty());
+        assert_eq!(gauges(&mut fx), (0, 0));
     }
 
     #[test]
