@@ -53,6 +53,14 @@ impl CompleterState {
     }
 }
 
+/// Why a response's walk over the send queue stopped before its own handling.
+enum Stop {
+    /// Nothing was waiting for it.
+    Unexpected,
+    /// A READ or atomic before it had no response: lost.
+    Missing,
+}
+
 impl QueuePair {
     /// Handles a response packet (ACK/NAK, READ response, atomic acknowledgement) of an RC
     /// queue pair in RTS or SQD, from its peer (checked with the header).
@@ -78,38 +86,50 @@ impl QueuePair {
         let psn = pkt.h.psn;
         // A response for PSN p acknowledges every SEND/WRITE packet before p (IBTA
         // 9.7.5.1.1). A READ or atomic before p whose response has not come was lost.
-        loop {
+        // The progress is taken once, for all the work requests it retires (a coalesced
+        // ACK retires many).
+        let unacked = self.sq.unacked_psn();
+        let stop = loop {
             let Some(entry) = self.sq.front() else {
-                cx.count(Counter::unexpected_response);
-                return;
+                break Some(Stop::Unexpected);
             };
             if entry.state == EntryState::Posted {
-                cx.count(Counter::unexpected_response);
-                return;
+                break Some(Stop::Unexpected);
             }
             if psn.distance(entry.first_psn) <= 0 {
-                break;
+                break None;
             }
             if entry.wqe.op.is_read_or_atomic() {
                 if psn.distance(entry.last_psn) <= 0 {
-                    break;
+                    break None;
                 }
-                self.on_missing_response(cx);
-                return;
+                break Some(Stop::Missing);
             }
             if psn.distance(entry.last_psn) <= 0 {
                 // p falls inside this SEND/WRITE: its packets before p are acknowledged.
                 if psn.distance(self.sq.unacked_psn()) > 0 {
                     self.sq.acknowledge(psn);
-                    self.on_progress(cx);
                 }
-                break;
+                break None;
             }
             if entry.last_psn.distance(self.sq.unacked_psn()) >= 0 {
                 self.sq.acknowledge(entry.last_psn.next());
-                self.on_progress(cx);
             }
             self.complete_front(WcStatus::Success, cx);
+        };
+        if self.sq.unacked_psn() != unacked {
+            self.on_progress(cx);
+        }
+        match stop {
+            Some(Stop::Unexpected) => {
+                cx.count(Counter::unexpected_response);
+                return;
+            }
+            Some(Stop::Missing) => {
+                self.on_missing_response(cx);
+                return;
+            }
+            None => {}
         }
         let diff = psn.distance(self.sq.unacked_psn());
         if diff < 0 {
