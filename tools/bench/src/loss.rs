@@ -150,6 +150,10 @@ pub(crate) struct Recovery {
     /// Expiries while nothing in flight asked for an answer (nothing resent).
     #[serde(default)]
     pub(crate) unasked_timeouts: u64,
+    /// Expiries after which the oldest packet was resent alone, to tell a late peer from
+    /// a loss before going back (RFC 5682's test).
+    #[serde(default)]
+    pub(crate) frto_probes: u64,
     /// Round trips measured.
     pub(crate) rtt_samples: u64,
     /// Times the measured window held a packet back.
@@ -376,6 +380,7 @@ pub(crate) fn run(
                     gap_retries: delta("gap_retries"),
                     spurious_timeouts: delta("spurious_timeouts"),
                     unasked_timeouts: delta("unasked_timeouts"),
+                    frto_probes: delta("frto_probes"),
                     rtt_samples: delta("rtt_samples"),
                     held_by_window: delta("req_held_by_window"),
                     held_by_pacing: delta("req_held_by_pacing"),

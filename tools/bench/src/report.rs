@@ -551,14 +551,16 @@ impl Report {
             }
             let _ = writeln!(
                 o,
-                "\nLoss recovery at host a (the transport's counters): resends started at once, on the measured timer, of a persisting gap; round trips measured; packets held by the window and by pacing; selective repeat: NAKs saying what b held, holes resent, packets held back because the PSNs beyond a hole filled b's store, packets b held ahead of a gap, and those that found b's store full; congestion control: losses taken for congestion and for random loss"
+                "\nLoss recovery at host a (the transport's counters): resends started at once, on the measured timer (of those: tested first by resending the oldest alone, found needless), of a persisting gap; round trips measured; packets held by the window and by pacing; selective repeat: NAKs saying what b held, holes resent, packets held back because the PSNs beyond a hole filled b's store, packets b held ahead of a gap, and those that found b's store full; congestion control: losses taken for congestion and for random loss"
             );
             let _ = writeln!(
                 o,
-                "{} | {:>8} {:>8} {:>6} | {:>8} | {:>10} {:>10} | {:>8} {:>8} {:>8} {:>8} {:>6} | {:>8} {:>8}",
+                "{} | {:>8} {:>8} {:>6} {:>8} {:>6} | {:>8} | {:>10} {:>10} | {:>8} {:>8} {:>8} {:>8} {:>6} | {:>8} {:>8}",
                 loss_head(rounds > 1),
                 "prompt",
                 "timer",
+                "tested",
+                "needless",
                 "gap",
                 "RTTs",
                 "window",
@@ -575,10 +577,12 @@ impl Report {
                 let r = &p.recovery;
                 let _ = writeln!(
                     o,
-                    "{} | {:>8} {:>8} {:>6} | {:>8} | {:>10} {:>10} | {:>8} {:>8} {:>8} {:>8} {:>6} | {:>8} {:>8}",
+                    "{} | {:>8} {:>8} {:>6} {:>8} {:>6} | {:>8} | {:>10} {:>10} | {:>8} {:>8} {:>8} {:>8} {:>6} | {:>8} {:>8}",
                     loss_key(p),
                     r.prompt_retries,
                     r.adaptive_timeouts,
+                    r.frto_probes,
+                    r.spurious_timeouts,
                     r.gap_retries,
                     r.rtt_samples,
                     r.held_by_window,
