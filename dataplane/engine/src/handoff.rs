@@ -7,10 +7,15 @@
 //! and handed to its owner through a bounded channel, with no lock on the packet path.
 //! Buffers travel back to the poller that filled them, so a steady stream allocates
 //! nothing. A poller that sleeps is woken through its doorbell, as applications wake it.
+//!
+//! A multicast frame goes to every poller with a queue pair attached to its group: the
+//! mesh shares which those are (each poller records its own memberships), so a frame
+//! crosses only to them, and one for a group nobody joined is counted where it arrived.
 
+use std::collections::HashMap;
 use std::os::fd::{AsFd, OwnedFd};
-use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use crossbeam_channel::{Receiver, Sender, TrySendError, bounded};
 use verbs_shm::contract::PaddedWord;
@@ -37,16 +42,42 @@ struct Peer {
     doorbell: Arc<OwnedFd>,
 }
 
+/// The pollers (one bit each, by index) with queue pairs attached to each multicast group
+/// (by its GID, as the transport keys it), shared by the mesh. Read for each multicast
+/// frame that arrives, written when a poller's queue pairs join or leave a group.
+type McastPollers = Arc<Mutex<HashMap<u128, u64>>>;
+
+/// The most pollers whose memberships [`McastPollers`] records; with more, a multicast
+/// frame goes to every poller, as if each had members.
+const MCAST_TRACKED: usize = 64;
+
 /// One poller's end of the hand-over mesh.
 #[derive(Debug)]
 pub struct Handoff {
     index: usize,
     peers: Vec<Peer>,
+    mcast: McastPollers,
     inbox: Receiver<Parcel>,
     returns: Receiver<Vec<u8>>,
     pool: Vec<Vec<u8>>,
     wake_page: Arc<Mapping>,
     frame_len: usize,
+}
+
+/// The pollers with members of a multicast frame's group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct McastMembers(u64);
+
+impl McastMembers {
+    /// Poller `index` has a queue pair attached to the group.
+    pub fn has(self, index: usize) -> bool {
+        index >= MCAST_TRACKED || self.0 & (1 << index) != 0
+    }
+
+    /// No poller has.
+    pub fn none(self) -> bool {
+        self.0 == 0
+    }
 }
 
 /// What [`Handoff::send`] did with a frame.
@@ -66,6 +97,7 @@ pub fn mesh(
     frame_len: usize,
 ) -> Vec<Handoff> {
     let n = doorbells.len();
+    let mcast = McastPollers::default();
     let channels: Vec<_> = (0..n)
         .map(|_| (bounded::<Parcel>(DEPTH), bounded::<Vec<u8>>(POOL)))
         .collect();
@@ -84,6 +116,7 @@ pub fn mesh(
         .map(|(index, ((_, inbox), (_, returns)))| Handoff {
             index,
             peers: peers.clone(),
+            mcast: mcast.clone(),
             inbox,
             returns,
             pool: Vec::new(),
@@ -107,11 +140,57 @@ impl Handoff {
         }
     }
 
-    /// Every other poller's index: a multicast frame goes to each, as any of them may
-    /// own a queue pair attached to its group.
+    /// Every other poller's index.
     pub fn others(&self) -> impl Iterator<Item = usize> + use<> {
         let index = self.index;
         (0..self.peers.len()).filter(move |&i| i != index)
+    }
+
+    /// The pollers with queue pairs attached to the group a multicast frame is addressed
+    /// to, as each recorded its own with [`Self::set_mcast_member`].
+    pub fn mcast_members(&self, frame: &[u8]) -> McastMembers {
+        if self.peers.len() <= 1 || self.peers.len() > MCAST_TRACKED {
+            return McastMembers(u64::MAX);
+        }
+        let Some(gid) = dest_gid(frame) else {
+            // Too mangled to say: the transport of the poller it arrived at counts it.
+            return McastMembers(0);
+        };
+        let key = u128::from_ne_bytes(gid.0);
+        let map = self.mcast.lock().unwrap_or_else(PoisonError::into_inner);
+        McastMembers(map.get(&key).copied().unwrap_or(0))
+    }
+
+    /// Records whether this poller has queue pairs attached to the group `key` (the
+    /// transport's key of its GID).
+    pub fn set_mcast_member(&self, key: u128, member: bool) {
+        if self.index >= MCAST_TRACKED {
+            return;
+        }
+        let bit = 1u64 << self.index;
+        let mut map = self.mcast.lock().unwrap_or_else(PoisonError::into_inner);
+        let mask = map.entry(key).or_default();
+        if member {
+            *mask |= bit;
+        } else {
+            *mask &= !bit;
+        }
+        if *mask == 0 {
+            map.remove(&key);
+        }
+    }
+
+    /// The groups this poller is recorded a member of.
+    pub fn mcast_groups(&self) -> Vec<u128> {
+        if self.index >= MCAST_TRACKED {
+            return Vec::new();
+        }
+        let bit = 1u64 << self.index;
+        let map = self.mcast.lock().unwrap_or_else(PoisonError::into_inner);
+        map.iter()
+            .filter(|(_, mask)| *mask & bit != 0)
+            .map(|(key, _)| *key)
+            .collect()
     }
 
     /// Hands `frame` to poller `to`, waking it if it sleeps.
@@ -315,5 +394,32 @@ mod tests {
             assert_eq!(a.send(1, &f3[..10]), Sent::Handed);
         }
         assert_eq!(a.send(1, &f3[..10]), Sent::Full);
+    }
+
+    #[test]
+    fn the_mesh_shares_which_pollers_have_members_of_a_group() {
+        let bells: Vec<Arc<OwnedFd>> = (0..3).map(|_| Arc::new(sys::eventfd().unwrap())).collect();
+        let fd = sys::memfd("xroce-test-wake", 4096, false).unwrap();
+        let page = Arc::new(Mapping::map(fd.as_fd(), 4096, 0, true).unwrap());
+        let mesh = mesh(&bells, &page, 64);
+        let mut f = frame(false, false, 0xff_ffff);
+        f[30..34].copy_from_slice(&[239, 77, 0, 3]);
+        let key = u128::from_ne_bytes(dest_gid(&f).unwrap().0);
+        let members = |i: usize| mesh[0].mcast_members(&f).has(i);
+        assert!(mesh[0].mcast_members(&f).none(), "nobody joined");
+        mesh[2].set_mcast_member(key, true);
+        mesh[1].set_mcast_member(key, true);
+        assert!(!members(0) && members(1) && members(2));
+        assert_eq!(mesh[2].mcast_groups(), [key]);
+        assert!(mesh[0].mcast_groups().is_empty());
+        mesh[2].set_mcast_member(key, false);
+        assert!(!members(2) && members(1));
+        mesh[1].set_mcast_member(key, false);
+        assert!(mesh[1].mcast_members(&f).none(), "everyone left");
+        // Another group's frame, or one too short to name its group, has no members.
+        mesh[1].set_mcast_member(key, true);
+        f[33] = 4;
+        assert!(mesh[0].mcast_members(&f).none());
+        assert!(mesh[0].mcast_members(&f[..20]).none());
     }
 }

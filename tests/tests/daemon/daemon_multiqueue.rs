@@ -221,4 +221,46 @@ fn a_multicast_frame_reaches_the_members_of_every_poller() {
             );
         }
     }
+    // A group nobody joined: B's poller that receives each frame counts it, and hands it
+    // to no other (the pollers share which groups each has members of).
+    let unjoined = |side| {
+        let stats = hosts.open(side).unwrap().stats().unwrap();
+        let c = |name| xroce_lab::daemons::counter(&stats, name);
+        (c("rcvd_mcast_unjoined"), c("handed_over_frames"))
+    };
+    let (unjoined_before, handed_before) = unjoined(Side::B);
+    av.dgid = xroce_wire::Gid::from_ipv4(std::net::Ipv4Addr::new(239, 77, 0, 4)).0;
+    let nobodys = a[0].pd.create_ah(&av).unwrap();
+    for i in 0..N {
+        let sge = [Sge {
+            addr: a[0].mr.addr(),
+            length: 1000,
+            lkey: a[0].mr.lkey(),
+        }];
+        let mut wr = SendWr::new(i, SendOp::Send, &sge);
+        wr.ud = Some(verbs_shm::client::UdTarget {
+            ah: &nobodys,
+            qpn: 0xff_ffff,
+            qkey: 0x0123_4567,
+        });
+        sender.post_send(&[wr]).unwrap();
+        assert_eq!(wait_completions(&a[0].cq, 1)[0].status, 0);
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let (unjoined_now, handed_now) = unjoined(Side::B);
+        if unjoined_now - unjoined_before == N {
+            assert_eq!(
+                handed_now, handed_before,
+                "frames of a group nobody joined handed over"
+            );
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "B counted {} of {N} frames for a group nobody joined",
+            unjoined_now - unjoined_before
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }

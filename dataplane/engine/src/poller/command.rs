@@ -203,6 +203,12 @@ impl Poller {
             }
             Command::DestroyQp(qpn, reply) => {
                 let _ = self.endpoint.close_qp(self.now(), qpn);
+                // Its groups may have no member left here.
+                for key in self.cfg.handoff.mcast_groups() {
+                    let gid = xroce_wire::Gid(key.to_ne_bytes());
+                    let member = !self.endpoint.mcast_members(gid).is_empty();
+                    self.cfg.handoff.set_mcast_member(key, member);
+                }
                 self.cc.remove_qp(qpn);
                 if let Some(q) = self.rings.qps.remove(&qpn.value()) {
                     self.rings.bells.remove(q.bell, Target::Qp(qpn.value()));
@@ -215,6 +221,11 @@ impl Poller {
                 } else {
                     self.endpoint.detach_mcast(qpn, gid).map(|()| true)
                 };
+                // The other pollers hand this one the group's frames while it has members.
+                let member = !self.endpoint.mcast_members(gid).is_empty();
+                self.cfg
+                    .handoff
+                    .set_mcast_member(u128::from_ne_bytes(gid.0), member);
                 let _ = reply.send(done.map_err(|e| e.to_string()));
             }
             Command::CreateAh(handle, pd, path, reply) => {

@@ -51,14 +51,21 @@ impl Poller {
                 continue;
             }
             if crate::handoff::dest_qpn(frame) == Some(MULTICAST) {
+                if handoff.others().next().is_none() {
+                    // One poller: every member is its own.
+                    endpoint.handle_frame(now, frame, mem);
+                    continue;
+                }
                 // For every queue pair attached to the group, on any poller.
-                for other in handoff.others() {
+                let members = handoff.mcast_members(frame);
+                for other in handoff.others().filter(|&i| members.has(i)) {
                     counters.count_handoff(handoff.send(other, frame));
                 }
-                if handoff.others().next().is_some() {
-                    endpoint.handle_multicast_copy(now, frame, mem);
-                } else {
+                if members.none() {
+                    // Nobody's: the transport checks it and counts it unjoined.
                     endpoint.handle_frame(now, frame, mem);
+                } else if members.has(cfg.index) {
+                    endpoint.handle_multicast_copy(now, frame, mem);
                 }
                 continue;
             }
@@ -150,7 +157,8 @@ impl Poller {
                 // attached to its group (on any poller): the NIC does not bring it back.
                 let bytes = &buf[..t.len];
                 self.counters.loopback_frames += 1;
-                for other in self.cfg.handoff.others() {
+                let members = self.cfg.handoff.mcast_members(bytes);
+                for other in self.cfg.handoff.others().filter(|&i| members.has(i)) {
                     let handed = self.cfg.handoff.send(other, bytes);
                     self.counters.count_handoff(handed);
                 }
