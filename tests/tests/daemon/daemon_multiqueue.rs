@@ -164,6 +164,26 @@ fn member(a: &App, gid: [u8; 16], n: u64) -> Qp {
     q
 }
 
+/// `n` SENDs of 1000 bytes from `app`'s UD queue pair `sender` to the group of `ah`, one
+/// at a time.
+fn send_to_group(app: &App, sender: &Qp, ah: &verbs_shm::client::Ah, n: u64) {
+    for i in 0..n {
+        let sge = [Sge {
+            addr: app.mr.addr(),
+            length: 1000,
+            lkey: app.mr.lkey(),
+        }];
+        let mut wr = SendWr::new(i, SendOp::Send, &sge);
+        wr.ud = Some(verbs_shm::client::UdTarget {
+            ah,
+            qpn: 0xff_ffff,
+            qkey: 0x0123_4567,
+        });
+        sender.post_send(&[wr]).unwrap();
+        assert_eq!(wait_completions(&app.cq, 1)[0].status, 0);
+    }
+}
+
 #[test]
 #[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]
 fn a_multicast_frame_reaches_the_members_of_every_poller() {
@@ -196,21 +216,7 @@ fn a_multicast_frame_reaches_the_members_of_every_poller() {
     let mut av = hosts.av(Side::A);
     av.dgid = gid;
     let ah = a[0].pd.create_ah(&av).unwrap();
-    for i in 0..N {
-        let sge = [Sge {
-            addr: a[0].mr.addr(),
-            length: 1000,
-            lkey: a[0].mr.lkey(),
-        }];
-        let mut wr = SendWr::new(i, SendOp::Send, &sge);
-        wr.ud = Some(verbs_shm::client::UdTarget {
-            ah: &ah,
-            qpn: 0xff_ffff,
-            qkey: 0x0123_4567,
-        });
-        sender.post_send(&[wr]).unwrap();
-        assert_eq!(wait_completions(&a[0].cq, 1)[0].status, 0);
-    }
+    send_to_group(&a[0], &sender, &ah, N);
     for (k, (app, q)) in members.iter().enumerate() {
         let got = wait_completions(&app.cq, N as usize);
         for c in &got {
@@ -231,21 +237,7 @@ fn a_multicast_frame_reaches_the_members_of_every_poller() {
     let (unjoined_before, handed_before) = unjoined(Side::B);
     av.dgid = xroce_wire::Gid::from_ipv4(std::net::Ipv4Addr::new(239, 77, 0, 4)).0;
     let nobodys = a[0].pd.create_ah(&av).unwrap();
-    for i in 0..N {
-        let sge = [Sge {
-            addr: a[0].mr.addr(),
-            length: 1000,
-            lkey: a[0].mr.lkey(),
-        }];
-        let mut wr = SendWr::new(i, SendOp::Send, &sge);
-        wr.ud = Some(verbs_shm::client::UdTarget {
-            ah: &nobodys,
-            qpn: 0xff_ffff,
-            qkey: 0x0123_4567,
-        });
-        sender.post_send(&[wr]).unwrap();
-        assert_eq!(wait_completions(&a[0].cq, 1)[0].status, 0);
-    }
+    send_to_group(&a[0], &sender, &nobodys, N);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
         let (unjoined_now, handed_now) = unjoined(Side::B);
