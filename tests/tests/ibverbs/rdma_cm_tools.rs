@@ -50,12 +50,13 @@ fn rping_between_two_daemons_and_in_loopback() {
     }
 }
 
-/// Loopback addresses as the kernel's rdma_cm takes them: a server bound to 127.0.0.1
-/// listens on every address of its host (`cma_any_addr`), so rping's server bound there
-/// takes a client that connects to the host's address, and one on the same host that
-/// connects to 127.0.0.1 (`cma_resolve_loopback`); libfabric's verbs provider, which
-/// binds a passive endpoint given no address to `localhost`, runs fi_pingpong over MSG
-/// endpoints and over RDM endpoints (`ofi_rxm`), data checked.
+/// Loopback addresses: a server bound to 127.0.0.1 listens on every address of its host,
+/// as the kernel's rdma_cm has it (`cma_any_addr`), so rping's server bound there takes a
+/// client that connects to the host's address, and one on the same host that connects to
+/// 127.0.0.1 (the kernel resolves that to its own device, `cma_resolve_loopback`, but on
+/// RoCE its route then fails with `ENODEV`; xroce connects it). libfabric's verbs
+/// provider, which binds a passive endpoint given no address to `localhost`, runs
+/// fi_pingpong over MSG endpoints and over RDM endpoints (`ofi_rxm`), data checked.
 #[test]
 #[ignore = "needs root: network namespaces, XDP, AF_XDP (cargo xtask test runs it)"]
 fn a_server_bound_to_the_loopback_address_listens_on_every_address() {

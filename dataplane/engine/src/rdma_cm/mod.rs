@@ -763,9 +763,10 @@ impl CmService {
                 format!("{from} and {dst} are of different address families"),
             ));
         }
-        // A loopback or wildcard destination is this port, as the kernel's rdma_cm
-        // connects an id resolving one to its own device (`cma_resolve_loopback`): this
-        // port's first address of the family stands for it.
+        // A loopback or wildcard destination is this port: this port's first address of
+        // the family stands for it. The kernel's rdma_cm resolves such an address to its
+        // own device too (`cma_resolve_loopback`), but on RoCE its route then fails
+        // (`ENODEV`: the loopback interface has no RDMA device); here it connects.
         let dst = match self.source_for(dst.ip()) {
             Some(own) if is_any(dst.ip()) => SocketAddr::new(own, dst.port()),
             _ => dst,

@@ -282,8 +282,9 @@ fn loopback_connections_never_leave_the_port() {
     connect_on_one_port(&mut h, ip, ip, 20079);
 }
 
-/// Loopback addresses, as the kernel's rdma_cm takes them: a listener bound to 127.0.0.1
-/// is a wildcard one, and a destination of 127.0.0.1 is the port itself.
+/// Loopback addresses: a listener bound to 127.0.0.1 is a wildcard one, as in the kernel's
+/// rdma_cm, and a destination of 127.0.0.1 is the port itself (where the kernel's route
+/// fails on RoCE).
 #[test]
 fn a_loopback_destination_is_the_port_itself() {
     let mut h = host([10, 0, 0, 1], 1, 9);
